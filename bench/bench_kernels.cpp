@@ -1,0 +1,281 @@
+// bench_kernels: the machine's read bandwidth and the CPU backend's hot kernels.
+//
+//   ReadBandwidth/threads:N streaming sum over one 256 MiB buffer split between N threads
+//                           (the roofline for memory-bound decode)
+//   Matmul/<isa>/<dtype>/n/k/m/<cold|hot>
+//                           y[n, m] = x[n, k] . w[m, k]^T. n = 1 is decode (GEMV), n = 512
+//                           prefill (GEMM). "cold" cycles through enough copies of w to
+//                           exceed the last-level cache (as a model whose layers do not
+//                           fit in cache); "hot" reuses one w.
+//   Attention/<isa>/ctx     one decode step of 32 heads x 64 over a ctx-long f32 cache.
+//   OpenBlasSgemm/n/k/m     the f32 matmul through OpenBLAS, for comparison (when installed).
+//
+// Counters: GB/s (bytes of x, w, y per second), GFLOP/s (2 n m k per second) and, for
+// decode, pct_of_read_bw (GB/s over the read bandwidth measured once per process with the
+// kernels' own OpenMP thread count, OMP_NUM_THREADS or all cores).
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "core/dtype.h"
+#include "core/parallel.h"
+#include "core/tensor.h"
+
+namespace tokenmill {
+namespace {
+
+constexpr size_t kStreamBytes = size_t{256} << 20;
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
+
+Buffer allocate(size_t bytes) {
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (p == nullptr) std::abort();
+  return Buffer(static_cast<uint8_t*>(p));
+}
+
+// Fills `count` elements of `dtype` with small, normal, non-zero values.
+void fill(void* data, DType dtype, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    store_from_f32(data, dtype, i, 0.001f * static_cast<float>(static_cast<int>(i % 97) - 48) + 0.0005f);
+}
+
+// Sums floats [begin, end) of `data` (multiples of 32) on this thread; returns the sum so
+// the compiler keeps the loads.
+float sum_range(const float* data, int64_t begin, int64_t end) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t i = begin; i < end; i += 32)
+    for (int j = 0; j < 4; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_load_ps(data + i + 8 * j));
+  const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, s);
+  float total = 0;
+  for (const float v : lanes) total += v;
+  return total;
+}
+
+// The part of a `count`-float stream that thread t of `threads` reads (multiples of 32).
+std::pair<int64_t, int64_t> share(int64_t count, int64_t t, int64_t threads) {
+  const int64_t blocks = count / 32;
+  return {blocks * t / threads * 32, blocks * (t + 1) / threads * 32};
+}
+
+constexpr int64_t kStreamFloats = static_cast<int64_t>(kStreamBytes / sizeof(float));
+
+const float* stream_buffer() {
+  static const Buffer buffer = [] {
+    Buffer b = allocate(kStreamBytes);
+    fill(b.get(), DType::F32, kStreamBytes / sizeof(float));
+    return b;
+  }();
+  return reinterpret_cast<const float*>(buffer.get());
+}
+
+// The read bandwidth (bytes/s) with the backend's thread count (OpenMP, as the kernels
+// run), best of 10 passes, measured once: the denominator of pct_of_read_bw.
+double read_bandwidth() {
+  static const double bandwidth = [] {
+    const float* data = stream_buffer();
+    double best = 0;
+    for (int pass = 0; pass < 11; ++pass) {
+      const double start = omp_get_wtime();
+      float total = 0;
+#pragma omp parallel num_threads(thread_count()) reduction(+ : total)
+      {
+        const auto [begin, end] = share(kStreamFloats, omp_get_thread_num(), omp_get_num_threads());
+        total += sum_range(data, begin, end);
+      }
+      benchmark::DoNotOptimize(total);
+      const double seconds = omp_get_wtime() - start;
+      if (pass > 0 && kStreamBytes / seconds > best) best = kStreamBytes / seconds;  // pass 0 warms up
+    }
+    return best;
+  }();
+  return bandwidth;
+}
+
+// Each benchmark thread streams its share of one 256 MiB buffer per iteration.
+void BM_ReadBandwidth(benchmark::State& state) {
+  const float* data = stream_buffer();
+  const auto [begin, end] = share(kStreamFloats, state.thread_index(), state.threads());
+  for (auto _ : state) benchmark::DoNotOptimize(sum_range(data, begin, end));
+  const double bytes = static_cast<double>(end - begin) * sizeof(float);
+  state.SetBytesProcessed(static_cast<int64_t>(static_cast<double>(state.iterations()) * bytes));
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * bytes * 1e-9, benchmark::Counter::kIsRate);
+}
+
+// The machine may be shared: with --benchmark_repetitions=N, "min" (of times) and "max" (of
+// rates) pick the least disturbed repetition.
+void best_of_repetitions(benchmark::internal::Benchmark* b) {
+  b->ComputeStatistics("min",
+                       [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
+  b->ComputeStatistics("max",
+                       [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); });
+}
+
+CpuIsa isa_arg(int64_t v) { return v == 1 ? CpuIsa::Avx512 : CpuIsa::Avx2; }
+DType dtype_arg(int64_t v) { return v == 0 ? DType::F32 : v == 1 ? DType::BF16 : DType::F16; }
+
+// Args: isa (0 avx2, 1 avx512), dtype (0 f32, 1 bf16, 2 f16), n, k, m, cold (0/1).
+void BM_Matmul(benchmark::State& state) {
+  const CpuIsa isa = isa_arg(state.range(0));
+  const DType dtype = dtype_arg(state.range(1));
+  const int64_t n = state.range(2), k = state.range(3), m = state.range(4);
+  const bool cold = state.range(5) != 0;
+  if (!cpu_supports(isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  state.SetLabel(std::string(cpu_isa_name(isa)) + "/" + std::string(dtype_name(dtype)) +
+                 (cold ? "/cold" : "/hot"));
+  auto backend = make_cpu_backend_for(isa);
+  const size_t w_bytes = static_cast<size_t>(m * k) * dtype_size(dtype);
+  const size_t copies = cold ? (kStreamBytes + w_bytes - 1) / w_bytes : 1;
+  Buffer weights = allocate(w_bytes * copies);
+  fill(weights.get(), dtype, static_cast<size_t>(m * k));
+  for (size_t c = 1; c < copies; ++c) std::memcpy(weights.get() + c * w_bytes, weights.get(), w_bytes);
+  Buffer x_buffer = allocate(static_cast<size_t>(n * k) * 4),
+         y_buffer = allocate(static_cast<size_t>(n * m) * 4);
+  fill(x_buffer.get(), DType::F32, static_cast<size_t>(n * k));
+  const Tensor x(x_buffer.get(), DType::F32, {n, k});
+  const Tensor y(y_buffer.get(), DType::F32, {n, m});
+  size_t next = 0;
+  for (auto _ : state) {
+    const Tensor w(weights.get() + next * w_bytes, dtype, {m, k});
+    backend->matmul(x, w, nullptr, y);
+    benchmark::ClobberMemory();
+    next = next + 1 == copies ? 0 : next + 1;
+  }
+  const double iterations = static_cast<double>(state.iterations());
+  const double bytes = static_cast<double>(w_bytes) + 4.0 * static_cast<double>(n * k + n * m);
+  state.counters["GB/s"] = benchmark::Counter(iterations * bytes * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(iterations * 2.0 * static_cast<double>(n * m * k) * 1e-9,
+                                                 benchmark::Counter::kIsRate);
+  if (n <= 4) {
+    // GB/s / read bandwidth, as a percentage: the rate counter divides by the elapsed time.
+    state.counters["pct_of_read_bw"] =
+        benchmark::Counter(iterations * bytes * 100.0 / read_bandwidth(), benchmark::Counter::kIsRate);
+  }
+}
+
+void matmul_args(benchmark::internal::Benchmark* b) {
+  for (const int64_t isa : {1, 0})
+    for (const int64_t dtype : {0, 1, 2})
+      for (const auto& [k, m] : {std::pair<int64_t, int64_t>{576, 1536}, {768, 3072}}) {
+        b->Args({isa, dtype, 1, k, m, 1});
+        b->Args({isa, dtype, 1, k, m, 0});
+        b->Args({isa, dtype, 512, k, m, 0});
+      }
+  b->ArgNames({"isa", "dtype", "n", "k", "m", "cold"});
+}
+
+#ifdef TOKENMILL_BENCH_OPENBLAS
+// The two OpenBLAS entry points used, declared here so no particular cblas.h is needed.
+extern "C" void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                            const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+extern "C" void openblas_set_num_threads(int threads);
+
+// The same f32 y = x . w^T through OpenBLAS (row major, w transposed), same thread count.
+// Args: n, k, m.
+void BM_OpenBlasSgemm(benchmark::State& state) {
+  constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  openblas_set_num_threads(thread_count());
+  std::vector<float> x(static_cast<size_t>(n * k)), w(static_cast<size_t>(m * k)),
+      y(static_cast<size_t>(n * m));
+  fill(x.data(), DType::F32, x.size());
+  fill(w.data(), DType::F32, w.size());
+  for (auto _ : state) {
+    cblas_sgemm(kRowMajor, kNoTrans, kTrans, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
+                1.0f, x.data(), static_cast<int>(k), w.data(), static_cast<int>(k), 0.0f, y.data(),
+                static_cast<int>(m));
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel("openblas/f32/hot");
+  const double iterations = static_cast<double>(state.iterations());
+  const double bytes = 4.0 * static_cast<double>(m * k + n * k + n * m);
+  state.counters["GB/s"] = benchmark::Counter(iterations * bytes * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(iterations * 2.0 * static_cast<double>(n * m * k) * 1e-9,
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_OpenBlasSgemm)
+    ->Args({1, 576, 1536})
+    ->Args({512, 576, 1536})
+    ->Args({1, 768, 3072})
+    ->Args({512, 768, 3072})
+    ->ArgNames({"n", "k", "m"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->MinTime(0.5)
+    ->Apply(best_of_repetitions);
+#endif
+
+// One decode step: 32 query heads over 8 kv heads of 64, context `ctx`.
+void BM_Attention(benchmark::State& state) {
+  const CpuIsa isa = isa_arg(state.range(0));
+  const int64_t ctx = state.range(1), heads = 32, kv_heads = 8, hd = 64;
+  if (!cpu_supports(isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  auto backend = make_cpu_backend_for(isa);
+  std::vector<float> q(static_cast<size_t>(heads * hd)), out(q.size());
+  std::vector<float> keys(static_cast<size_t>(ctx * kv_heads * hd)), values(keys.size());
+  fill(q.data(), DType::F32, q.size());
+  fill(keys.data(), DType::F32, keys.size());
+  fill(values.data(), DType::F32, values.size());
+  const Tensor qt(q.data(), DType::F32, {1, heads, hd});
+  const Tensor kt(keys.data(), DType::F32, {ctx, kv_heads, hd});
+  const Tensor vt(values.data(), DType::F32, {ctx, kv_heads, hd});
+  const Tensor ot(out.data(), DType::F32, {1, heads, hd});
+  for (auto _ : state) {
+    backend->attention(qt, kt, vt, ctx - 1, 0.125f, ot);
+    benchmark::ClobberMemory();
+  }
+  const double bytes = 2.0 * static_cast<double>(keys.size()) * 4.0;  // the K and V caches
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * bytes * 1e-9, benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_ReadBandwidth)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(1.0)
+    ->Threads(1)
+    ->Threads(2)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      if (omp_get_num_procs() > 2) b->Threads(omp_get_num_procs());
+    })
+    ->Apply(best_of_repetitions);
+BENCHMARK(BM_Matmul)
+    ->Apply(matmul_args)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->MinTime(0.5)
+    ->Apply(best_of_repetitions);
+BENCHMARK(BM_Attention)
+    ->ArgsProduct({{1, 0}, {512, 4096}})
+    ->ArgNames({"isa", "ctx"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->Apply(best_of_repetitions);
+
+}  // namespace
+}  // namespace tokenmill
+
+BENCHMARK_MAIN();

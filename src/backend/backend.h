@@ -1,0 +1,82 @@
+// Backend: the op interface every device implements (cpu/ now, cuda/ later).
+//
+// model/ calls only these ops, so a new backend is "implement this class and pass the
+// conformance suite" (tests/backend). Conventions for every op:
+//  - Tensors are contiguous row-major views of memory the backend can address.
+//  - Activations are f32 unless stated; weights may be f32, bf16 or f16.
+//  - Outputs never alias inputs, except for the elementwise ops (gelu, silu, swiglu,
+//    add), whose output may be exactly one of their inputs (in-place use).
+//  - Shapes are checked; a mismatch throws tokenmill::Error (a programming error in the
+//    caller, never silent memory corruption).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "core/tensor.h"
+
+namespace tokenmill {
+
+enum class GeluForm : uint8_t {
+  Tanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (GPT-2 "gelu_new")
+  Erf,   // 0.5 x (1 + erf(x / sqrt(2)))
+};
+
+// Which element pairs RoPE rotates inside each head of width `head_dim` (first
+// `rotary_dim = 2 * inv_freq.size()` elements rotated, the rest passed through):
+enum class RopeLayout : uint8_t {
+  Neox,         // pair (i, i + rotary_dim/2): Hugging Face Llama/Mistral/Qwen2 "rotate_half"
+  Interleaved,  // pair (2i, 2i + 1): GPT-J, and GGUF's llama layout
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // out[t, :] = table[ids[t], :].  table [vocab, d] f32/bf16/f16; out [n, d] f32.
+  // Throws Error if an id is outside [0, vocab).
+  virtual void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) = 0;
+
+  // y[n, m] = x[n, k] . w[m, k]^T (+ bias[m]).  x, y, bias f32; w f32/bf16/f16;
+  // bias may be null. Accumulation in f32 (or wider).
+  virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) = 0;
+
+  // Per row of x [n, d]: y = x / sqrt(mean(x^2) + eps) * weight[d].
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) = 0;
+
+  // Per row of x [n, d]: y = (x - mean) / sqrt(var + eps) * weight + bias (biased variance).
+  virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                          const Tensor& y) = 0;
+
+  // Elementwise, same shape; y may be x (in place).
+  virtual void gelu(const Tensor& x, GeluForm form, const Tensor& y) = 0;
+  virtual void silu(const Tensor& x, const Tensor& y) = 0;  // x * sigmoid(x)
+  // y = silu(gate) * up, elementwise; y may be gate or up.
+  virtual void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) = 0;
+  virtual void add(const Tensor& a, const Tensor& b, const Tensor& y) = 0;  // may alias a or b
+
+  // In place: rotates x [n, heads, head_dim]; row t is at position positions[t]. The angle
+  // of pair j is positions[t] * inv_freq[j]; inv_freq [rotary_dim / 2] f32 already holds
+  // any rope_scaling (see model/rope.h).
+  virtual void rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
+                    RopeLayout layout) = 0;
+
+  // Causal attention with grouped-query heads over a KV cache.
+  //  q [n, n_heads, head_dim]: query t sits at position first_pos + t.
+  //  k_cache, v_cache [capacity, n_kv_heads, head_dim], rows [0, first_pos + n) filled.
+  //  n_heads % n_kv_heads == 0; query head h reads kv head h / (n_heads / n_kv_heads).
+  //  out[t, h, :] = sum_{p <= first_pos + t} softmax_p(scale * q[t,h,:] . k[p,kvh,:]) v[p,kvh,:]
+  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
+                         float scale, const Tensor& out) = 0;
+
+  // Per row: y = softmax(x) with the max subtracted first.
+  virtual void softmax(const Tensor& x, const Tensor& y) = 0;
+};
+
+// The fastest CPU implementation for this machine's instruction set.
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace tokenmill

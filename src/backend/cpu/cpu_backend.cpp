@@ -1,0 +1,434 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace tokenmill {
+
+namespace {
+
+using cpu::KernelTable;
+
+// ---------------------------------------------------------------- scratch memory
+
+// A 64-byte aligned float buffer that only grows: after warm-up no call allocates.
+class Scratch {
+ public:
+  float* floats(int64_t count) {
+    const size_t need = static_cast<size_t>(count > 0 ? count : 1);
+    if (need > capacity_) {
+      const size_t bytes = (need * sizeof(float) + 63) / 64 * 64;
+      void* p = std::aligned_alloc(64, bytes);
+      if (p == nullptr) fail("out of host memory: CPU backend scratch of {} bytes", bytes);
+      memory_.reset(static_cast<float*>(p));
+      capacity_ = bytes / sizeof(float);
+    }
+    return memory_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> memory_;
+  size_t capacity_ = 0;
+};
+
+// One set per thread: the calling thread's buffers are shared read-only with the workers
+// of the parallel region it starts; each worker uses its own worker buffers.
+thread_local Scratch tl_packed_x;                   // caller: matmul x in token tiles
+thread_local Scratch tl_vector_a;                   // caller: bias / norm weight converted to f32
+thread_local Scratch tl_vector_b;                   // caller: layer norm bias converted to f32
+thread_local Scratch tl_worker_panel;               // worker: one f32 weight panel
+thread_local Scratch tl_worker_scores;              // worker: attention scores of one query
+thread_local std::vector<double> tl_worker_angles;  // worker: RoPE cos/sin of one token
+
+// ---------------------------------------------------------------- shape checks
+
+std::string describe(const Tensor& t) { return t.shape_string(); }
+
+void expect_data(const char* op, const char* name, const Tensor& t) {
+  if (t.data == nullptr && t.numel() > 0) fail("{}: {} ({}) has no data", op, name, describe(t));
+}
+
+void expect_f32(const char* op, const char* name, const Tensor& t) {
+  if (t.dtype != DType::F32) fail("{}: {} must be f32, got {}", op, name, describe(t));
+  expect_data(op, name, t);
+}
+
+void expect_rank(const char* op, const char* name, const Tensor& t, int rank) {
+  if (t.rank != rank) fail("{}: {} must have rank {}, got {}", op, name, rank, describe(t));
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  const auto a0 = reinterpret_cast<uintptr_t>(a.data);
+  const auto b0 = reinterpret_cast<uintptr_t>(b.data);
+  return a.nbytes() > 0 && b.nbytes() > 0 && a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+void expect_disjoint(const char* op, const char* out_name, const Tensor& out, const char* in_name,
+                     const Tensor& in) {
+  if (overlaps(out, in))
+    fail("{}: output {} overlaps input {}; give the output its own buffer", op, out_name, in_name);
+}
+
+// Elementwise outputs may be the input itself (in place) but not a shifted view of it.
+void expect_same_or_disjoint(const char* op, const char* out_name, const Tensor& out, const char* in_name,
+                             const Tensor& in) {
+  if (out.data == in.data) return;
+  expect_disjoint(op, out_name, out, in_name, in);
+}
+
+void expect_same_numel(const char* op, const char* a_name, const Tensor& a, const char* b_name,
+                       const Tensor& b) {
+  if (a.numel() != b.numel())
+    fail("{}: {} is {} but {} is {}; they must have the same number of elements", op, a_name, describe(a),
+         b_name, describe(b));
+}
+
+// A [d] vector of any dtype as f32: the tensor itself when f32, else converted in `scratch`.
+const float* vector_as_f32(const KernelTable& kernels, const char* op, const char* name, const Tensor& v,
+                           int64_t d, Scratch& scratch) {
+  if (v.numel() != d) fail("{}: {} must have {} elements, got {}", op, name, d, describe(v));
+  expect_data(op, name, v);
+  if (v.dtype == DType::F32) return v.as<const float>();
+  float* f = scratch.floats(d);
+  kernels.convert_to_f32(v.data, v.dtype, d, f);
+  return f;
+}
+
+// Grain (in items of `work_per_item` units) so a chunk holds at least ~`min_work` units:
+// tiny ops stay on one thread instead of paying for a parallel region.
+int64_t grain_for(int64_t work_per_item, int64_t min_work, int64_t multiple = 1) {
+  const int64_t per = work_per_item > 0 ? work_per_item : 1;
+  int64_t g = (min_work + per - 1) / per;
+  if (g < 1) g = 1;
+  return (g + multiple - 1) / multiple * multiple;
+}
+
+constexpr int64_t kMinElementwiseWork = 32 * 1024;  // elements per thread
+constexpr int64_t kMinMatmulWork = 64 * 1024;       // multiply-adds per thread
+
+// ---------------------------------------------------------------- the backend
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const KernelTable& kernels, CpuIsa isa)
+      : kernels_(kernels), name_("cpu-" + std::string(cpu_isa_name(isa))) {}
+
+  std::string_view name() const override { return name_; }
+
+  void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) override {
+    const char* op = "embedding";
+    expect_rank(op, "table", table, 2);
+    expect_data(op, "table", table);
+    expect_f32(op, "out", out);
+    const int64_t vocab = table.dim(0), d = table.dim(1), n = static_cast<int64_t>(ids.size());
+    if (out.rows() != n || out.cols() != d)
+      fail("{}: out is {} but {} ids of a {} table need [{}, {}]", op, describe(out), n, describe(table), n,
+           d);
+    expect_disjoint(op, "out", out, "table", table);
+    for (size_t t = 0; t < ids.size(); ++t)
+      if (ids[t] < 0 || ids[t] >= vocab)
+        fail("{}: token id {} at position {} is outside the vocabulary [0, {})", op, ids[t], t, vocab);
+    const size_t row_bytes = static_cast<size_t>(d) * dtype_size(table.dtype);
+    const auto* base = static_cast<const char*>(table.data);
+    float* y = out.as<float>();
+    parallel_for_chunks(n, grain_for(d, kMinElementwiseWork), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        kernels_.convert_to_f32(base + static_cast<size_t>(ids[static_cast<size_t>(t)]) * row_bytes,
+                                table.dtype, d, y + t * d);
+    });
+  }
+
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) override {
+    const char* op = "matmul";
+    expect_f32(op, "x", x);
+    expect_rank(op, "w", w, 2);
+    expect_data(op, "w", w);
+    expect_f32(op, "y", y);
+    const int64_t m = w.dim(0), k = w.dim(1), n = x.rows();
+    if (x.cols() != k)
+      fail("{}: x is {} but w is {}: x's last dimension must be w's k = {}", op, describe(x), describe(w), k);
+    if (y.rows() != n || y.cols() != m)
+      fail("{}: y is {} but x {} . w {}^T is [{}, {}]", op, describe(y), describe(x), describe(w), n, m);
+    expect_disjoint(op, "y", y, "x", x);
+    expect_disjoint(op, "y", y, "w", w);
+    cpu::MatmulArgs a;
+    a.x = x.as<const float>();
+    a.w = w.data;
+    a.w_dtype = w.dtype;
+    a.y = y.as<float>();
+    a.n = n;
+    a.k = k;
+    a.m = m;
+    if (bias != nullptr) {
+      expect_disjoint(op, "y", y, "bias", *bias);
+      a.bias = vector_as_f32(kernels_, op, "bias", *bias, m, tl_vector_a);
+    }
+    if (n == 0 || m == 0) return;
+    if (k == 0) {  // empty sums: y = bias or 0
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t r = 0; r < m; ++r) a.y[t * m + r] = a.bias != nullptr ? a.bias[r] : 0.0f;
+      return;
+    }
+    if (n <= cpu::kGemvMaxTokens) {
+      parallel_for_chunks(m, grain_for(n * k, kMinMatmulWork, 8),
+                          [&](int64_t m0, int64_t m1) { kernels_.gemv(a, m0, m1); });
+      return;
+    }
+    gemm(a);
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
+    const char* op = "rms_norm";
+    expect_f32(op, "x", x);
+    expect_f32(op, "y", y);
+    expect_same_numel(op, "x", x, "y", y);
+    expect_same_or_disjoint(op, "y", y, "x", x);
+    const int64_t rows = x.rows(), d = x.cols();
+    if (y.cols() != d)
+      fail("{}: y is {} but x is {}: rows must have the same width", op, describe(y), describe(x));
+    const float* w = vector_as_f32(kernels_, op, "weight", weight, d, tl_vector_a);
+    const float* xp = x.as<const float>();
+    float* yp = y.as<float>();
+    parallel_for_chunks(rows, grain_for(d, kMinElementwiseWork), [&](int64_t r0, int64_t r1) {
+      kernels_.rms_norm(xp + r0 * d, w, eps, r1 - r0, d, yp + r0 * d);
+    });
+  }
+
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                  const Tensor& y) override {
+    const char* op = "layer_norm";
+    expect_f32(op, "x", x);
+    expect_f32(op, "y", y);
+    expect_same_numel(op, "x", x, "y", y);
+    expect_same_or_disjoint(op, "y", y, "x", x);
+    const int64_t rows = x.rows(), d = x.cols();
+    if (y.cols() != d)
+      fail("{}: y is {} but x is {}: rows must have the same width", op, describe(y), describe(x));
+    const float* w = vector_as_f32(kernels_, op, "weight", weight, d, tl_vector_a);
+    const float* b = vector_as_f32(kernels_, op, "bias", bias, d, tl_vector_b);
+    const float* xp = x.as<const float>();
+    float* yp = y.as<float>();
+    parallel_for_chunks(rows, grain_for(d, kMinElementwiseWork), [&](int64_t r0, int64_t r1) {
+      kernels_.layer_norm(xp + r0 * d, w, b, eps, r1 - r0, d, yp + r0 * d);
+    });
+  }
+
+  void gelu(const Tensor& x, GeluForm form, const Tensor& y) override {
+    unary("gelu", x, y, form == GeluForm::Tanh ? kernels_.gelu_tanh : kernels_.gelu_erf);
+  }
+  void silu(const Tensor& x, const Tensor& y) override { unary("silu", x, y, kernels_.silu); }
+  void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
+    binary("swiglu", gate, up, y, kernels_.swiglu);
+  }
+  void add(const Tensor& a, const Tensor& b, const Tensor& y) override {
+    binary("add", a, b, y, kernels_.add);
+  }
+
+  void rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
+            RopeLayout layout) override {
+    const char* op = "rope";
+    expect_f32(op, "x", x);
+    expect_rank(op, "x", x, 3);
+    expect_f32(op, "inv_freq", inv_freq);
+    const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = inv_freq.numel();
+    if (static_cast<int64_t>(positions.size()) != n)
+      fail("{}: {} positions for x {}; need one per row", op, positions.size(), describe(x));
+    if (2 * half > hd)
+      fail("{}: inv_freq {} rotates {} elements but heads of x {} have only {}", op, describe(inv_freq),
+           2 * half, describe(x), hd);
+    expect_disjoint(op, "x", x, "inv_freq", inv_freq);
+    float* xp = x.as<float>();
+    const float* freq = inv_freq.as<const float>();
+    const bool neox = layout == RopeLayout::Neox;
+    parallel_for_chunks(n, grain_for(heads * hd, kMinElementwiseWork), [&](int64_t t0, int64_t t1) {
+      std::vector<double>& cs = tl_worker_angles;
+      if (cs.size() < static_cast<size_t>(2 * half)) cs.resize(static_cast<size_t>(2 * half));
+      for (int64_t t = t0; t < t1; ++t) {
+        // Angles in double: an f32 product pos * freq is off by up to ~5e-4 rad at pos 4096.
+        for (int64_t j = 0; j < half; ++j) {
+          const double angle =
+              static_cast<double>(positions[static_cast<size_t>(t)]) * static_cast<double>(freq[j]);
+          cs[static_cast<size_t>(j)] = std::cos(angle);
+          cs[static_cast<size_t>(half + j)] = std::sin(angle);
+        }
+        for (int64_t h = 0; h < heads; ++h) {
+          float* v = xp + (t * heads + h) * hd;
+          for (int64_t j = 0; j < half; ++j) {
+            const int64_t i0 = neox ? j : 2 * j;
+            const int64_t i1 = neox ? j + half : 2 * j + 1;
+            const float c = static_cast<float>(cs[static_cast<size_t>(j)]);
+            const float s = static_cast<float>(cs[static_cast<size_t>(half + j)]);
+            const float a = v[i0], b = v[i1];
+            v[i0] = a * c - b * s;
+            v[i1] = b * c + a * s;
+          }
+        }
+      }
+    });
+  }
+
+  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
+                 float scale, const Tensor& out) override {
+    const char* op = "attention";
+    expect_f32(op, "q", q);
+    expect_rank(op, "q", q, 3);
+    expect_rank(op, "k_cache", k_cache, 3);
+    expect_rank(op, "v_cache", v_cache, 3);
+    expect_data(op, "k_cache", k_cache);
+    expect_data(op, "v_cache", v_cache);
+    expect_f32(op, "out", out);
+    const int64_t n = q.dim(0), heads = q.dim(1), hd = q.dim(2);
+    const int64_t capacity = k_cache.dim(0), kv_heads = k_cache.dim(1);
+    if (k_cache.shape != v_cache.shape || k_cache.dtype != v_cache.dtype)
+      fail("{}: k_cache {} and v_cache {} must have the same shape and dtype", op, describe(k_cache),
+           describe(v_cache));
+    if (k_cache.dim(2) != hd)
+      fail("{}: q {} has head_dim {} but the cache {} has {}", op, describe(q), hd, describe(k_cache),
+           k_cache.dim(2));
+    if (kv_heads < 1 || heads % kv_heads != 0)
+      fail("{}: {} query heads cannot share {} kv heads evenly", op, heads, kv_heads);
+    if (first_pos < 0 || first_pos + n > capacity)
+      fail("{}: positions [{}, {}) do not fit the cache capacity {}", op, first_pos, first_pos + n, capacity);
+    if (out.numel() != q.numel() || (out.rank > 0 && out.dim(0) != n))
+      fail("{}: out is {} but q is {}; out must hold [{}, {}, {}]", op, describe(out), describe(q), n, heads,
+           hd);
+    expect_disjoint(op, "out", out, "q", q);
+    expect_disjoint(op, "out", out, "k_cache", k_cache);
+    expect_disjoint(op, "out", out, "v_cache", v_cache);
+    if (n == 0 || heads == 0 || hd == 0) return;
+    cpu::AttentionArgs a;
+    a.q = q.as<const float>();
+    a.k_cache = k_cache.data;
+    a.v_cache = v_cache.data;
+    a.cache_dtype = k_cache.dtype;
+    a.out = out.as<float>();
+    a.n = n;
+    a.n_heads = heads;
+    a.n_kv_heads = kv_heads;
+    a.head_dim = hd;
+    a.first_pos = first_pos;
+    a.scale = scale;
+    // Work item: (token, a slice of one kv head's query heads). Whole groups read each cache
+    // row once for all their heads; groups are split only when there are too few items to
+    // keep every thread busy. Tokens are visited in the order 0, n-1, 1, n-2, ... so the
+    // contiguous chunks of parallel_for_chunks get similar causal lengths.
+    const int64_t group = heads / kv_heads;
+    const int64_t want = 4 * static_cast<int64_t>(thread_count());
+    int64_t splits = (want + n * kv_heads - 1) / (n * kv_heads);
+    if (splits > group) splits = group;
+    if (splits < 1) splits = 1;
+    const int64_t slice = (group + splits - 1) / splits;  // heads per item
+    const int64_t slices = (group + slice - 1) / slice;   // items per (token, kv head)
+    const int64_t items_per_token = kv_heads * slices;
+    const int64_t max_len = first_pos + n;
+    const int64_t grain = grain_for(slice * hd * (first_pos + (n + 1) / 2), kMinMatmulWork / 4);
+    parallel_for_chunks(n * items_per_token, grain, [&](int64_t i0, int64_t i1) {
+      float* scores = tl_worker_scores.floats(slice * max_len + 4);
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t order = i / items_per_token, item = i % items_per_token;
+        const int64_t t = order % 2 == 0 ? order / 2 : n - 1 - order / 2;
+        const int64_t h0 = (item / slices) * group + (item % slices) * slice;
+        const int64_t h1 =
+            h0 + slice < (item / slices + 1) * group ? h0 + slice : (item / slices + 1) * group;
+        kernels_.attention(a, t, h0, h1, scores);
+      }
+    });
+  }
+
+  void softmax(const Tensor& x, const Tensor& y) override {
+    const char* op = "softmax";
+    expect_f32(op, "x", x);
+    expect_f32(op, "y", y);
+    expect_same_numel(op, "x", x, "y", y);
+    expect_same_or_disjoint(op, "y", y, "x", x);
+    const int64_t rows = x.rows(), d = x.cols();
+    if (y.cols() != d)
+      fail("{}: y is {} but x is {}: rows must have the same width", op, describe(y), describe(x));
+    if (d == 0) return;
+    const float* xp = x.as<const float>();
+    float* yp = y.as<float>();
+    parallel_for_chunks(rows, grain_for(d, kMinElementwiseWork), [&](int64_t r0, int64_t r1) {
+      kernels_.softmax(xp + r0 * d, r1 - r0, d, yp + r0 * d);
+    });
+  }
+
+ private:
+  using UnaryKernel = void (*)(const float*, int64_t, float*);
+  using BinaryKernel = void (*)(const float*, const float*, int64_t, float*);
+
+  static void unary(const char* op, const Tensor& x, const Tensor& y, UnaryKernel kernel) {
+    expect_f32(op, "x", x);
+    expect_f32(op, "y", y);
+    expect_same_numel(op, "x", x, "y", y);
+    expect_same_or_disjoint(op, "y", y, "x", x);
+    const float* xp = x.as<const float>();
+    float* yp = y.as<float>();
+    parallel_for_chunks(x.numel(), kMinElementwiseWork,
+                        [&](int64_t i0, int64_t i1) { kernel(xp + i0, i1 - i0, yp + i0); });
+  }
+
+  static void binary(const char* op, const Tensor& a, const Tensor& b, const Tensor& y, BinaryKernel kernel) {
+    expect_f32(op, "a", a);
+    expect_f32(op, "b", b);
+    expect_f32(op, "y", y);
+    expect_same_numel(op, "a", a, "y", y);
+    expect_same_numel(op, "b", b, "y", y);
+    expect_same_or_disjoint(op, "y", y, "a", a);
+    expect_same_or_disjoint(op, "y", y, "b", b);
+    const float* ap = a.as<const float>();
+    const float* bp = b.as<const float>();
+    float* yp = y.as<float>();
+    parallel_for_chunks(a.numel(), kMinElementwiseWork,
+                        [&](int64_t i0, int64_t i1) { kernel(ap + i0, bp + i0, i1 - i0, yp + i0); });
+  }
+
+  // Prefill: pack x into token tiles once, then run (weight panel, token range) tasks.
+  void gemm(const cpu::MatmulArgs& a) const {
+    const int64_t tile = kernels_.tile_tokens, panel_rows = kernels_.panel_rows;
+    const int64_t tiles = (a.n + tile - 1) / tile;
+    const int64_t panels = (a.m + panel_rows - 1) / panel_rows;
+    float* packed = tl_packed_x.floats(tiles * tile * a.k);
+    parallel_for_chunks(tiles, grain_for(tile * a.k, kMinElementwiseWork),
+                        [&](int64_t b0, int64_t b1) { kernels_.gemm_pack_x(a, b0, b1, packed); });
+    // Enough tasks for every thread: split the tokens when there are few panels.
+    const int64_t want = 4 * static_cast<int64_t>(thread_count());
+    int64_t splits = panels >= want ? 1 : (want + panels - 1) / panels;
+    if (splits > tiles) splits = tiles;
+    const int64_t tasks = panels * splits;
+    const int64_t work_per_task = panel_rows * a.k * (a.n / splits + 1);
+    parallel_for_chunks(tasks, grain_for(work_per_task, kMinMatmulWork), [&](int64_t i0, int64_t i1) {
+      float* panel = tl_worker_panel.floats(cpu::kGemmBlockK * panel_rows);
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t p = i / splits, s = i % splits;
+        kernels_.gemm_panel(a, packed, p, tiles * s / splits, tiles * (s + 1) / splits, panel);
+      }
+    });
+  }
+
+  const KernelTable& kernels_;
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend_for(CpuIsa isa) {
+  if (!cpu_supports(isa))
+    fail("the CPU backend cannot use {} on this machine (it has: {})", cpu_isa_name(isa),
+         cpu_features_string());
+  // kernels_avx512() itself is AVX-512 code: call it only after the check above.
+  const KernelTable& kernels = isa == CpuIsa::Avx512 ? cpu::kernels_avx512() : cpu::kernels_avx2();
+  return std::make_unique<CpuBackend>(kernels, isa);
+}
+
+std::unique_ptr<Backend> make_cpu_backend() { return make_cpu_backend_for(best_cpu_isa()); }
+
+}  // namespace tokenmill

@@ -1,0 +1,41 @@
+// Which SIMD instruction set the CPU backend's kernels use, chosen at run time.
+//
+// The project baseline is x86-64-v3 (AVX2 + FMA + F16C), so the AVX2 kernels always run.
+// The AVX-512 kernels (F + BW + VL + DQ) run when the CPU has them. The environment variable
+// TOKENMILL_CPU_ISA=avx2|avx512 caps the choice (to test the lower path on a wide machine);
+// asking for more than the CPU has is an error, never a crash.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tokenmill {
+
+enum class CpuIsa : uint8_t { Avx2, Avx512 };
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512dq = false;
+  bool avx512bf16 = false;  // detected and reported; no kernel needs it yet
+};
+
+// What this CPU supports (cached after the first call).
+const CpuFeatures& cpu_features();
+// Whether kernels for `isa` can run on this CPU.
+bool cpu_supports(CpuIsa isa);
+// The widest supported ISA, capped by TOKENMILL_CPU_ISA when set. Throws Error if the
+// variable names an unknown ISA or one this CPU lacks.
+CpuIsa best_cpu_isa();
+std::string_view cpu_isa_name(CpuIsa isa);
+// Parses "avx2" / "avx512"; throws Error otherwise.
+CpuIsa parse_cpu_isa(std::string_view name);
+// One line for logs and `doctor`, e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512dq".
+std::string cpu_features_string();
+
+}  // namespace tokenmill

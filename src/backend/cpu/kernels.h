@@ -1,0 +1,81 @@
+// The CPU kernel table: one set of function pointers per instruction set.
+//
+// Each kernel works on raw, already shape-checked pointers and a range of the work
+// (rows, tokens, panels), so the caller (cpu_backend.cpp) owns validation, threading and
+// scratch memory, and the kernel translation units contain nothing but SIMD leaf code.
+// kernels_impl.h writes every kernel once, as a template over a SIMD wrapper type;
+// kernels_avx2.cpp and kernels_avx512.cpp instantiate it for their ISA.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace tokenmill::cpu {
+
+// y[n, m] = x[n, k] . w[m, k]^T (+ bias[m]); all row-major and contiguous.
+struct MatmulArgs {
+  const float* x = nullptr;
+  const void* w = nullptr;  // DType w_dtype; any alignment
+  DType w_dtype = DType::F32;
+  const float* bias = nullptr;  // [m] or null
+  float* y = nullptr;
+  int64_t n = 0, k = 0, m = 0;
+};
+
+// Causal grouped-query attention over a KV cache; see Backend::attention for the contract.
+struct AttentionArgs {
+  const float* q = nullptr;       // [n, n_heads, head_dim]
+  const void* k_cache = nullptr;  // [capacity, n_kv_heads, head_dim], cache_dtype
+  const void* v_cache = nullptr;
+  DType cache_dtype = DType::F32;
+  float* out = nullptr;  // [n, n_heads, head_dim]
+  int64_t n = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, first_pos = 0;
+  float scale = 1.0f;
+};
+
+// The GEMV kernel handles up to this many tokens; more go to the packed GEMM.
+inline constexpr int64_t kGemvMaxTokens = 4;
+// GEMM blocking over k: weight panels hold [kGemmBlockK, panel_rows] f32.
+inline constexpr int64_t kGemmBlockK = 256;
+
+struct KernelTable {
+  const char* isa = "";
+
+  // --- matmul, decode regime (n <= kGemvMaxTokens): rows [m0, m1) of y, streaming w once.
+  void (*gemv)(const MatmulArgs& a, int64_t m0, int64_t m1) = nullptr;
+
+  // --- matmul, prefill regime: x is packed once into token tiles of `tile_tokens`
+  // (packed[(tile * k + i) * tile_tokens + t] = x[tile * tile_tokens + t, i], zero past n),
+  // then every weight panel of `panel_rows` rows is converted to f32 and multiplied by tiles.
+  int64_t tile_tokens = 0;
+  int64_t panel_rows = 0;
+  // Packs tiles [tile0, tile1).
+  void (*gemm_pack_x)(const MatmulArgs& a, int64_t tile0, int64_t tile1, float* packed) = nullptr;
+  // y for weight panel `panel` and token tiles [tile0, tile1); `panel_buffer` holds
+  // kGemmBlockK * panel_rows floats.
+  void (*gemm_panel)(const MatmulArgs& a, const float* packed, int64_t panel, int64_t tile0, int64_t tile1,
+                     float* panel_buffer) = nullptr;
+
+  // --- per-row and elementwise ops (count / d elements, f32 unless stated).
+  void (*convert_to_f32)(const void* src, DType dtype, int64_t count, float* dst) = nullptr;
+  void (*rms_norm)(const float* x, const float* weight, float eps, int64_t rows, int64_t d,
+                   float* y) = nullptr;
+  void (*layer_norm)(const float* x, const float* weight, const float* bias, float eps, int64_t rows,
+                     int64_t d, float* y) = nullptr;
+  void (*gelu_tanh)(const float* x, int64_t count, float* y) = nullptr;
+  void (*gelu_erf)(const float* x, int64_t count, float* y) = nullptr;
+  void (*silu)(const float* x, int64_t count, float* y) = nullptr;
+  void (*swiglu)(const float* gate, const float* up, int64_t count, float* y) = nullptr;
+  void (*add)(const float* a, const float* b, int64_t count, float* y) = nullptr;
+  void (*softmax)(const float* x, int64_t rows, int64_t d, float* y) = nullptr;
+  // out[t, h, :] for the query heads h in [h0, h1), which must share one kv head (so the
+  // cache rows are read once for all of them); `scores` holds (h1 - h0) * (first_pos + t + 1)
+  // floats.
+  void (*attention)(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, float* scores) = nullptr;
+};
+
+const KernelTable& kernels_avx2();
+const KernelTable& kernels_avx512();
+
+}  // namespace tokenmill::cpu

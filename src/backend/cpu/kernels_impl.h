@@ -1,0 +1,634 @@
+// The CPU kernels, written once as templates over a SIMD wrapper `S` (Avx2 or Avx512).
+//
+// Included only by kernels_avx2.cpp and kernels_avx512.cpp, after their wrapper header.
+// Everything here has internal linkage (anonymous namespace), and this file calls no
+// inline function from another header: an out-of-line copy of such a function compiled
+// with AVX-512 enabled could otherwise be picked by the linker for baseline callers.
+//
+// A wrapper provides: V (the vector type), kWidth (f32 lanes), kRegisters, kTileTokens,
+// zero/set1/load/store, load_bf16/load_f16 (kWidth 16-bit values widened to f32),
+// add/sub/mul/div/fma/fnma/max/min/abs/copysign/round/ldexp, reduce_add/reduce_max and
+// reduce_add4 (four horizontal sums as one __m128) and transpose (a kWidth x kWidth block).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "backend/cpu/kernels.h"
+
+namespace tokenmill::cpu {
+namespace {
+
+// ---------------------------------------------------------------- loads and stores
+
+// The storage element of a weight dtype: f32, or the raw 16 bits of a bf16/f16.
+template <DType D>
+using Storage = std::conditional_t<D == DType::F32, float, uint16_t>;
+
+// kWidth floats from p[0, lanes) and `fill` beyond; lanes may be <= 0 (all fill).
+template <class S>
+typename S::V load_n(const float* p, int64_t lanes, float fill = 0.0f) {
+  if (lanes >= S::kWidth) return S::load(p);
+  alignas(64) float tmp[S::kWidth];
+  for (int i = 0; i < S::kWidth; ++i) tmp[i] = i < lanes ? p[i] : fill;
+  return S::load(tmp);
+}
+
+// Stores the first `lanes` lanes of v (none when lanes <= 0).
+template <class S>
+void store_n(float* p, typename S::V v, int64_t lanes) {
+  if (lanes >= S::kWidth) {
+    S::store(p, v);
+    return;
+  }
+  if (lanes <= 0) return;
+  alignas(64) float tmp[S::kWidth];
+  S::store(tmp, v);
+  std::memcpy(p, tmp, static_cast<size_t>(lanes) * sizeof(float));
+}
+
+// kWidth weights from p, widened to f32.
+template <class S, DType D>
+typename S::V load_w(const Storage<D>* p) {
+  if constexpr (D == DType::F32) {
+    return S::load(p);
+  } else if constexpr (D == DType::BF16) {
+    return S::load_bf16(p);
+  } else {
+    return S::load_f16(p);
+  }
+}
+
+// Weights p[0, lanes), zero beyond; never reads past p + lanes.
+template <class S, DType D>
+typename S::V load_w_n(const Storage<D>* p, int64_t lanes) {
+  if (lanes >= S::kWidth) return load_w<S, D>(p);
+  Storage<D> tmp[S::kWidth] = {};
+  if (lanes > 0) std::memcpy(tmp, p, static_cast<size_t>(lanes) * sizeof(Storage<D>));
+  return load_w<S, D>(tmp);
+}
+
+// ---------------------------------------------------------------- transcendental math
+
+// e^x with ~1 ulp error on [-87, 88] (Cephes expf polynomial); inputs are clamped to
+// that range, so large negative x gives ~1e-38 instead of 0 and nothing overflows.
+template <class S>
+typename S::V exp(typename S::V x) {
+  using V = typename S::V;
+  x = S::min(S::max(x, S::set1(-87.0f)), S::set1(88.0f));
+  const V n = S::round(S::mul(x, S::set1(1.44269504088896341f)));
+  V r = S::fnma(n, S::set1(0.693359375f), x);  // x - n ln2, ln2 split in two for accuracy
+  r = S::fnma(n, S::set1(-2.12194440e-4f), r);
+  V p = S::set1(1.9875691500e-4f);
+  p = S::fma(p, r, S::set1(1.3981999507e-3f));
+  p = S::fma(p, r, S::set1(8.3334519073e-3f));
+  p = S::fma(p, r, S::set1(4.1665795894e-2f));
+  p = S::fma(p, r, S::set1(1.6666665459e-1f));
+  p = S::fma(p, r, S::set1(5.0000001201e-1f));
+  p = S::fma(p, S::mul(r, r), S::add(r, S::set1(1.0f)));
+  return S::ldexp(p, n);
+}
+
+// x * sigmoid(a) = x / (1 + e^-a): no cancellation for either sign.
+template <class S>
+typename S::V times_sigmoid(typename S::V x, typename S::V a) {
+  return S::div(x, S::add(S::set1(1.0f), exp<S>(S::sub(S::zero(), a))));
+}
+
+// GPT-2 gelu: 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+template <class S>
+typename S::V gelu_tanh_v(typename S::V x) {
+  const auto x2 = S::mul(x, x);
+  const auto two_u = S::mul(
+      x, S::fma(x2, S::set1(2.0f * 0.7978845608028654f * 0.044715f), S::set1(2.0f * 0.7978845608028654f)));
+  return times_sigmoid<S>(x, two_u);
+}
+
+// Exact gelu: x Phi(x), Phi(x) = 0.5 erfc(-x / sqrt(2)). erfc from the Chebyshev fit of
+// Numerical Recipes (fractional error < 1.2e-7 for every argument).
+template <class S>
+typename S::V gelu_erf_v(typename S::V x) {
+  using V = typename S::V;
+  const V z = S::mul(S::abs(x), S::set1(0.70710678118654752f));
+  const V t = S::div(S::set1(1.0f), S::fma(z, S::set1(0.5f), S::set1(1.0f)));
+  V p = S::set1(0.17087277f);
+  p = S::fma(p, t, S::set1(-0.82215223f));
+  p = S::fma(p, t, S::set1(1.48851587f));
+  p = S::fma(p, t, S::set1(-1.13520398f));
+  p = S::fma(p, t, S::set1(0.27886807f));
+  p = S::fma(p, t, S::set1(-0.18628806f));
+  p = S::fma(p, t, S::set1(0.09678418f));
+  p = S::fma(p, t, S::set1(0.37409196f));
+  p = S::fma(p, t, S::set1(1.00002368f));
+  p = S::fma(p, t, S::set1(-1.26551223f));
+  const V half_erfc = S::mul(S::set1(0.5f), S::mul(t, exp<S>(S::fnma(z, z, p))));  // 0.5 erfc(|x|/sqrt2)
+  // Phi = half_erfc for x < 0 and 1 - half_erfc for x >= 0.
+  const V phi = S::add(S::set1(0.5f), S::copysign(S::sub(S::set1(0.5f), half_erfc), x));
+  return S::mul(x, phi);
+}
+
+// ---------------------------------------------------------------- elementwise and rows
+
+// y[i] = f(x[i]) over whole vectors and a partial tail.
+template <class S, class F>
+void map_unary(const float* x, int64_t count, float* y, F f) {
+  for (int64_t i = 0; i < count; i += S::kWidth) store_n<S>(y + i, f(load_n<S>(x + i, count - i)), count - i);
+}
+
+template <class S, class F>
+void map_binary(const float* a, const float* b, int64_t count, float* y, F f) {
+  for (int64_t i = 0; i < count; i += S::kWidth)
+    store_n<S>(y + i, f(load_n<S>(a + i, count - i), load_n<S>(b + i, count - i)), count - i);
+}
+
+template <class S>
+void gelu_tanh(const float* x, int64_t count, float* y) {
+  map_unary<S>(x, count, y, [](typename S::V v) { return gelu_tanh_v<S>(v); });
+}
+template <class S>
+void gelu_erf(const float* x, int64_t count, float* y) {
+  map_unary<S>(x, count, y, [](typename S::V v) { return gelu_erf_v<S>(v); });
+}
+template <class S>
+void silu(const float* x, int64_t count, float* y) {
+  map_unary<S>(x, count, y, [](typename S::V v) { return times_sigmoid<S>(v, v); });
+}
+template <class S>
+void swiglu(const float* gate, const float* up, int64_t count, float* y) {
+  map_binary<S>(gate, up, count, y,
+                [](typename S::V g, typename S::V u) { return S::mul(times_sigmoid<S>(g, g), u); });
+}
+template <class S>
+void add(const float* a, const float* b, int64_t count, float* y) {
+  map_binary<S>(a, b, count, y, [](typename S::V u, typename S::V v) { return S::add(u, v); });
+}
+
+// Sum over x[0, d) of f(x[i]) (f maps a vector; lanes past d are excluded), in four
+// independent accumulators for speed and accuracy.
+template <class S, class F>
+float sum_over(const float* x, int64_t d, F f) {
+  using V = typename S::V;
+  constexpr int64_t W = S::kWidth;
+  V acc[4] = {S::zero(), S::zero(), S::zero(), S::zero()};
+  int64_t i = 0;
+  for (; i + 4 * W <= d; i += 4 * W)
+    for (int j = 0; j < 4; ++j) acc[j] = S::add(acc[j], f(S::load(x + i + j * W), W));
+  for (; i < d; i += W) acc[0] = S::add(acc[0], f(load_n<S>(x + i, d - i), d - i));
+  return S::reduce_add(S::add(S::add(acc[0], acc[1]), S::add(acc[2], acc[3])));
+}
+
+// Zeroes lanes [lanes, kWidth) of v (they hold a function of the zero fill).
+template <class S>
+typename S::V keep_lanes(typename S::V v, int64_t lanes) {
+  if (lanes >= S::kWidth) return v;
+  alignas(64) float tmp[S::kWidth];
+  S::store(tmp, v);
+  for (int64_t i = lanes; i < S::kWidth; ++i) tmp[i] = 0.0f;
+  return S::load(tmp);
+}
+
+template <class S>
+void rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t d, float* y) {
+  using V = typename S::V;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * d;
+    float* yr = y + r * d;
+    const float sum_sq = sum_over<S>(xr, d, [](V v, int64_t) { return S::mul(v, v); });
+    const V inv = S::set1(1.0f / __builtin_sqrtf(sum_sq / static_cast<float>(d) + eps));
+    for (int64_t i = 0; i < d; i += S::kWidth)
+      store_n<S>(yr + i, S::mul(S::mul(load_n<S>(xr + i, d - i), inv), load_n<S>(weight + i, d - i)), d - i);
+  }
+}
+
+template <class S>
+void layer_norm(const float* x, const float* weight, const float* bias, float eps, int64_t rows, int64_t d,
+                float* y) {
+  using V = typename S::V;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * d;
+    float* yr = y + r * d;
+    const float mean = sum_over<S>(xr, d, [](V v, int64_t) { return v; }) / static_cast<float>(d);
+    const V m = S::set1(mean);
+    const float var = sum_over<S>(xr, d,
+                                  [m](V v, int64_t lanes) {
+                                    const V c = keep_lanes<S>(S::sub(v, m), lanes);
+                                    return S::mul(c, c);
+                                  }) /
+                      static_cast<float>(d);
+    const V inv = S::set1(1.0f / __builtin_sqrtf(var + eps));
+    for (int64_t i = 0; i < d; i += S::kWidth) {
+      const V c = S::mul(S::sub(load_n<S>(xr + i, d - i), m), inv);
+      store_n<S>(yr + i, S::fma(c, load_n<S>(weight + i, d - i), load_n<S>(bias + i, d - i)), d - i);
+    }
+  }
+}
+
+// y = softmax(x) over one row of d >= 1 elements; y may equal x.
+template <class S>
+void softmax_row(const float* x, int64_t d, float* y) {
+  using V = typename S::V;
+  constexpr int64_t W = S::kWidth;
+  V vmax = S::set1(-__builtin_inff());
+  for (int64_t i = 0; i < d; i += W) vmax = S::max(vmax, load_n<S>(x + i, d - i, -__builtin_inff()));
+  const V m = S::set1(S::reduce_max(vmax));
+  V sum = S::zero();
+  for (int64_t i = 0; i < d; i += W) {
+    const V e = keep_lanes<S>(exp<S>(S::sub(load_n<S>(x + i, d - i), m)), d - i);
+    store_n<S>(y + i, e, d - i);
+    sum = S::add(sum, e);
+  }
+  const V inv = S::set1(1.0f / S::reduce_add(sum));
+  for (int64_t i = 0; i < d; i += W) store_n<S>(y + i, S::mul(load_n<S>(y + i, d - i), inv), d - i);
+}
+
+template <class S>
+void softmax(const float* x, int64_t rows, int64_t d, float* y) {
+  for (int64_t r = 0; r < rows; ++r) softmax_row<S>(x + r * d, d, y + r * d);
+}
+
+template <class S, DType D>
+void convert_typed(const void* src, int64_t count, float* dst) {
+  const auto* s = static_cast<const Storage<D>*>(src);
+  for (int64_t i = 0; i < count; i += S::kWidth)
+    store_n<S>(dst + i, load_w_n<S, D>(s + i, count - i), count - i);
+}
+
+template <class S>
+void convert_to_f32(const void* src, DType dtype, int64_t count, float* dst) {
+  switch (dtype) {
+    case DType::F32: convert_typed<S, DType::F32>(src, count, dst); break;
+    case DType::BF16: convert_typed<S, DType::BF16>(src, count, dst); break;
+    case DType::F16: convert_typed<S, DType::F16>(src, count, dst); break;
+  }
+}
+
+// ---------------------------------------------------------------- matmul: decode GEMV
+
+// Rows per GEMV block for nt tokens: as many accumulators as registers allow (keeping
+// nt for x and one for the weights), at most 8.
+constexpr int gemv_rows_per_block(int registers, int nt) {
+  const int rows = (registers - nt - 1) / nt;
+  return rows > 8 ? 8 : rows;
+}
+
+// y[t, row0 + r] for t < NT, r < MR: NT x MR dot products of length k, streaming the MR
+// weight rows once. Weight rows are read in an interleaved order, MR streams at a time.
+template <class S, DType D, int NT, int MR>
+void gemv_block(const MatmulArgs& a, int64_t row0) {
+  using V = typename S::V;
+  constexpr int64_t W = S::kWidth;
+  const int64_t k = a.k;
+  const Storage<D>* w = static_cast<const Storage<D>*>(a.w) + row0 * k;
+  V acc[NT][MR];
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < MR; ++r) acc[t][r] = S::zero();
+  int64_t i = 0;
+  for (; i + W <= k; i += W) {
+    V xv[NT];
+    for (int t = 0; t < NT; ++t) xv[t] = S::load(a.x + t * k + i);
+    for (int r = 0; r < MR; ++r) {
+      const V wv = load_w<S, D>(w + r * k + i);
+      for (int t = 0; t < NT; ++t) acc[t][r] = S::fma(xv[t], wv, acc[t][r]);
+    }
+  }
+  if (i < k) {
+    V xv[NT];
+    for (int t = 0; t < NT; ++t) xv[t] = load_n<S>(a.x + t * k + i, k - i);
+    for (int r = 0; r < MR; ++r) {
+      const V wv = load_w_n<S, D>(w + r * k + i, k - i);
+      for (int t = 0; t < NT; ++t) acc[t][r] = S::fma(xv[t], wv, acc[t][r]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    float* y = a.y + t * a.m + row0;
+    int r = 0;
+    for (; r + 4 <= MR; r += 4) {
+      __m128 s = S::reduce_add4(acc[t][r], acc[t][r + 1], acc[t][r + 2], acc[t][r + 3]);
+      if (a.bias != nullptr) s = _mm_add_ps(s, _mm_loadu_ps(a.bias + row0 + r));
+      _mm_storeu_ps(y + r, s);
+    }
+    for (; r < MR; ++r) y[r] = S::reduce_add(acc[t][r]) + (a.bias != nullptr ? a.bias[row0 + r] : 0.0f);
+  }
+}
+
+template <class S, DType D, int NT>
+void gemv_tokens(const MatmulArgs& a, int64_t m0, int64_t m1) {
+  constexpr int MR = gemv_rows_per_block(S::kRegisters, NT);
+  int64_t r = m0;
+  for (; r + MR <= m1; r += MR) gemv_block<S, D, NT, MR>(a, r);
+  for (; r < m1; ++r) gemv_block<S, D, NT, 1>(a, r);
+}
+
+template <class S, DType D>
+void gemv_typed(const MatmulArgs& a, int64_t m0, int64_t m1) {
+  static_assert(kGemvMaxTokens == 4);
+  switch (a.n) {
+    case 1: gemv_tokens<S, D, 1>(a, m0, m1); break;
+    case 2: gemv_tokens<S, D, 2>(a, m0, m1); break;
+    case 3: gemv_tokens<S, D, 3>(a, m0, m1); break;
+    case 4: gemv_tokens<S, D, 4>(a, m0, m1); break;
+    default: break;  // the caller routes larger n to the GEMM
+  }
+}
+
+template <class S>
+void gemv(const MatmulArgs& a, int64_t m0, int64_t m1) {
+  switch (a.w_dtype) {
+    case DType::F32: gemv_typed<S, DType::F32>(a, m0, m1); break;
+    case DType::BF16: gemv_typed<S, DType::BF16>(a, m0, m1); break;
+    case DType::F16: gemv_typed<S, DType::F16>(a, m0, m1); break;
+  }
+}
+
+// ---------------------------------------------------------------- matmul: prefill GEMM
+
+template <class S>
+void gemm_pack_x(const MatmulArgs& a, int64_t tile0, int64_t tile1, float* packed) {
+  constexpr int64_t T = S::kTileTokens;
+  const int64_t k = a.k;
+  for (int64_t b = tile0; b < tile1; ++b) {
+    float* dst = packed + b * k * T;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t token = b * T + t;
+      if (token < a.n) {
+        const float* src = a.x + token * k;
+        for (int64_t i = 0; i < k; ++i) dst[i * T + t] = src[i];
+      } else {
+        for (int64_t i = 0; i < k; ++i) dst[i * T + t] = 0.0f;
+      }
+    }
+  }
+}
+
+// Converts w[r0 + r, k0 + i] for r < P = 2 kWidth, i < kc into panel[i * P + r] (f32),
+// zero for rows past `rows`: kWidth x kWidth blocks, each transposed in registers.
+template <class S, DType D>
+void gemm_pack_panel(const Storage<D>* w, int64_t k, int64_t r0, int64_t rows, int64_t k0, int64_t kc,
+                     float* panel) {
+  using V = typename S::V;
+  constexpr int64_t W = S::kWidth;
+  constexpr int64_t P = 2 * W;
+  for (int64_t half = 0; half < 2; ++half) {
+    for (int64_t i = 0; i < kc; i += W) {
+      V block[W];
+      for (int64_t j = 0; j < W; ++j) {
+        const int64_t r = half * W + j;
+        block[j] = r < rows ? load_w_n<S, D>(w + (r0 + r) * k + k0 + i, kc - i) : S::zero();
+      }
+      S::transpose(block);
+      const int64_t columns = kc - i < W ? kc - i : W;
+      for (int64_t j = 0; j < columns; ++j) S::store(panel + (i + j) * P + half * W, block[j]);
+    }
+  }
+}
+
+// The register-blocked micro-kernel: T tokens x P = 2 kWidth weight rows, k in [0, kc).
+// xp: [kc][T] packed tokens; wp: [kc][P] packed panel. Starts from y (accumulate), bias
+// or zero; writes tokens [0, tokens) and rows [0, rows) of the tile.
+template <class S>
+void gemm_tile(const float* xp, const float* wp, int64_t kc, float* y, int64_t ldy, int64_t tokens,
+               int64_t rows, const float* bias, bool accumulate) {
+  using V = typename S::V;
+  constexpr int64_t W = S::kWidth;
+  constexpr int T = S::kTileTokens;
+  V acc[T][2];
+  if (accumulate) {
+    for (int t = 0; t < T; ++t) {
+      acc[t][0] = t < tokens ? load_n<S>(y + t * ldy, rows) : S::zero();
+      acc[t][1] = t < tokens ? load_n<S>(y + t * ldy + W, rows - W) : S::zero();
+    }
+  } else {
+    const V b0 = bias != nullptr ? load_n<S>(bias, rows) : S::zero();
+    const V b1 = bias != nullptr ? load_n<S>(bias + W, rows - W) : S::zero();
+    for (int t = 0; t < T; ++t) {
+      acc[t][0] = b0;
+      acc[t][1] = b1;
+    }
+  }
+  for (int64_t i = 0; i < kc; ++i) {
+    const V w0 = S::load(wp + i * 2 * W);
+    const V w1 = S::load(wp + i * 2 * W + W);
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const V xb = S::set1(xp[i * T + t]);
+      acc[t][0] = S::fma(xb, w0, acc[t][0]);
+      acc[t][1] = S::fma(xb, w1, acc[t][1]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    if (t >= tokens) break;
+    store_n<S>(y + t * ldy, acc[t][0], rows);
+    store_n<S>(y + t * ldy + W, acc[t][1], rows - W);
+  }
+}
+
+template <class S, DType D>
+void gemm_panel_typed(const MatmulArgs& a, const float* packed, int64_t panel, int64_t tile0, int64_t tile1,
+                      float* panel_buffer) {
+  constexpr int64_t T = S::kTileTokens;
+  constexpr int64_t P = 2 * S::kWidth;
+  const int64_t r0 = panel * P;
+  const int64_t rows = a.m - r0 < P ? a.m - r0 : P;
+  const auto* w = static_cast<const Storage<D>*>(a.w);
+  for (int64_t k0 = 0; k0 < a.k; k0 += kGemmBlockK) {
+    const int64_t kc = a.k - k0 < kGemmBlockK ? a.k - k0 : kGemmBlockK;
+    gemm_pack_panel<S, D>(w, a.k, r0, rows, k0, kc, panel_buffer);
+    const float* bias = k0 == 0 && a.bias != nullptr ? a.bias + r0 : nullptr;
+    for (int64_t b = tile0; b < tile1; ++b) {
+      const int64_t tokens = a.n - b * T < T ? a.n - b * T : T;
+      gemm_tile<S>(packed + (b * a.k + k0) * T, panel_buffer, kc, a.y + b * T * a.m + r0, a.m, tokens, rows,
+                   bias, k0 > 0);
+    }
+  }
+}
+
+template <class S>
+void gemm_panel(const MatmulArgs& a, const float* packed, int64_t panel, int64_t tile0, int64_t tile1,
+                float* panel_buffer) {
+  switch (a.w_dtype) {
+    case DType::F32: gemm_panel_typed<S, DType::F32>(a, packed, panel, tile0, tile1, panel_buffer); break;
+    case DType::BF16: gemm_panel_typed<S, DType::BF16>(a, packed, panel, tile0, tile1, panel_buffer); break;
+    case DType::F16: gemm_panel_typed<S, DType::F16>(a, packed, panel, tile0, tile1, panel_buffer); break;
+  }
+}
+
+// ---------------------------------------------------------------- attention
+
+// Loads of head rows: plain vector loads when kFull (whole vectors), else bounds-checked.
+template <class S, bool kFull>
+typename S::V load_head(const float* p, int64_t lanes) {
+  if constexpr (kFull) {
+    return S::load(p);
+  } else {
+    return load_n<S>(p, lanes);
+  }
+}
+template <class S, DType D, bool kFull>
+typename S::V load_head_w(const Storage<D>* p, int64_t lanes) {
+  if constexpr (kFull) {
+    return load_w<S, D>(p);
+  } else {
+    return load_w_n<S, D>(p, lanes);
+  }
+}
+
+// Cache rows are kWidth-strided, n_kv_heads * head_dim apart: too sparse for the hardware
+// prefetchers, so the kernels prefetch the row kPrefetchRows positions ahead.
+constexpr int64_t kPrefetchRows = 16;
+
+template <DType D>
+void prefetch_row(const Storage<D>* row, int64_t hd) {
+  const auto* bytes = reinterpret_cast<const char*>(row);
+  for (int64_t b = 0; b < hd * static_cast<int64_t>(sizeof(Storage<D>)); b += 64)
+    _mm_prefetch(bytes + b, _MM_HINT_T0);
+}
+
+// scores[j * len + p] = scale * q_j . k_p for `heads` query heads (hd apart in q) and the
+// positions p < len. Keys are taken in blocks that stay in L1 while every head uses them,
+// four positions at a time (one four-way horizontal sum).
+template <class S, DType D, bool kFull>
+void attention_scores(const float* q, const Storage<D>* keys, int64_t stride, int64_t len, int64_t hd,
+                      int64_t heads, float scale, float* scores) {
+  using V = typename S::V;
+  constexpr int64_t W = S::kWidth;
+  constexpr int64_t kBlock = 64;
+  const __m128 scale4 = _mm_set1_ps(scale);
+  for (int64_t p0 = 0; p0 < len; p0 += kBlock) {
+    const int64_t p1 = p0 + kBlock < len ? p0 + kBlock : len;
+    for (int64_t j = 0; j < heads; ++j) {
+      const float* qj = q + j * hd;
+      float* sj = scores + j * len;
+      int64_t p = p0;
+      for (; p + 4 <= p1; p += 4) {
+        const Storage<D>* k0 = keys + p * stride;
+        if (j == 0)
+          for (int64_t r = p + kPrefetchRows; r < p + 4 + kPrefetchRows && r < len; ++r)
+            prefetch_row<D>(keys + r * stride, hd);
+        V s[4] = {S::zero(), S::zero(), S::zero(), S::zero()};
+        for (int64_t i = 0; i < hd; i += W) {
+          const V qv = load_head<S, kFull>(qj + i, hd - i);
+          for (int r = 0; r < 4; ++r)
+            s[r] = S::fma(qv, load_head_w<S, D, kFull>(k0 + r * stride + i, hd - i), s[r]);
+        }
+        _mm_storeu_ps(sj + p, _mm_mul_ps(S::reduce_add4(s[0], s[1], s[2], s[3]), scale4));
+      }
+      for (; p < p1; ++p) {
+        V s = S::zero();
+        for (int64_t i = 0; i < hd; i += W)
+          s = S::fma(load_head<S, kFull>(qj + i, hd - i),
+                     load_head_w<S, D, kFull>(keys + p * stride + i, hd - i), s);
+        sj[p] = S::reduce_add(s) * scale;
+      }
+    }
+  }
+}
+
+// out_j[i0, i0 + NV kWidth) = sum_p scores[j * len + p] v_p[...] for HG heads j (out_j hd
+// apart); lanes past head_dim are neither read nor written.
+template <class S, DType D, int HG, int NV, bool kFull>
+void attention_values(const Storage<D>* values, int64_t stride, int64_t len, const float* scores, int64_t hd,
+                      int64_t i0, float* out) {
+  using V = typename S::V;
+  constexpr int64_t W = S::kWidth;
+  V acc[HG][NV];
+  for (int j = 0; j < HG; ++j)
+    for (int c = 0; c < NV; ++c) acc[j][c] = S::zero();
+  for (int64_t p = 0; p < len; ++p) {
+    const Storage<D>* v = values + p * stride + i0;
+    if (p + kPrefetchRows < len)
+      for (int c = 0; c < NV; ++c)
+        _mm_prefetch(reinterpret_cast<const char*>(v + kPrefetchRows * stride + c * W), _MM_HINT_T0);
+    V vv[NV];
+    for (int c = 0; c < NV; ++c) vv[c] = load_head_w<S, D, kFull>(v + c * W, hd - i0 - c * W);
+    for (int j = 0; j < HG; ++j) {
+      const V s = S::set1(scores[j * len + p]);
+      for (int c = 0; c < NV; ++c) acc[j][c] = S::fma(s, vv[c], acc[j][c]);
+    }
+  }
+  for (int j = 0; j < HG; ++j)
+    for (int c = 0; c < NV; ++c) store_n<S>(out + j * hd + i0 + c * W, acc[j][c], hd - i0 - c * W);
+}
+
+// out_j = sum_p scores[j * len + p] v_p for HG heads j, every column of the head.
+template <class S, DType D, int HG>
+void attention_values_all(const Storage<D>* values, int64_t stride, int64_t len, const float* scores,
+                          int64_t hd, float* out) {
+  // HG x NV accumulators: up to 16 (AVX-512) or 8 (AVX2).
+  constexpr int NV = S::kRegisters / 2 / HG > 4 ? 4 : S::kRegisters / 2 / HG;
+  constexpr int64_t W = S::kWidth;
+  int64_t i0 = 0;
+  for (; i0 + NV * W <= hd; i0 += NV * W)
+    attention_values<S, D, HG, NV, true>(values, stride, len, scores, hd, i0, out);
+  for (; i0 + W <= hd; i0 += W) attention_values<S, D, HG, 1, true>(values, stride, len, scores, hd, i0, out);
+  if (i0 < hd) attention_values<S, D, HG, 1, false>(values, stride, len, scores, hd, i0, out);
+}
+
+template <class S, DType D>
+void attention_typed(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, float* scores) {
+  const int64_t hd = a.head_dim, heads = h1 - h0;
+  const int64_t kv_head = h0 / (a.n_heads / a.n_kv_heads);
+  const int64_t stride = a.n_kv_heads * hd;  // between cache positions
+  const int64_t len = a.first_pos + t + 1;   // causal: positions [0, len)
+  const float* q = a.q + (t * a.n_heads + h0) * hd;
+  const Storage<D>* keys = static_cast<const Storage<D>*>(a.k_cache) + kv_head * hd;
+  const Storage<D>* values = static_cast<const Storage<D>*>(a.v_cache) + kv_head * hd;
+
+  if (hd % S::kWidth == 0) {
+    attention_scores<S, D, true>(q, keys, stride, len, hd, heads, a.scale, scores);
+  } else {
+    attention_scores<S, D, false>(q, keys, stride, len, hd, heads, a.scale, scores);
+  }
+  for (int64_t j = 0; j < heads; ++j) softmax_row<S>(scores + j * len, len, scores + j * len);
+
+  // Up to four heads per pass over the value rows.
+  float* out = a.out + (t * a.n_heads + h0) * hd;
+  int64_t j = 0;
+  for (; j + 4 <= heads; j += 4)
+    attention_values_all<S, D, 4>(values, stride, len, scores + j * len, hd, out + j * hd);
+  switch (heads - j) {
+    case 3: attention_values_all<S, D, 3>(values, stride, len, scores + j * len, hd, out + j * hd); break;
+    case 2: attention_values_all<S, D, 2>(values, stride, len, scores + j * len, hd, out + j * hd); break;
+    case 1: attention_values_all<S, D, 1>(values, stride, len, scores + j * len, hd, out + j * hd); break;
+    default: break;
+  }
+}
+
+template <class S>
+void attention(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, float* scores) {
+  switch (a.cache_dtype) {
+    case DType::F32: attention_typed<S, DType::F32>(a, t, h0, h1, scores); break;
+    case DType::BF16: attention_typed<S, DType::BF16>(a, t, h0, h1, scores); break;
+    case DType::F16: attention_typed<S, DType::F16>(a, t, h0, h1, scores); break;
+  }
+}
+
+// ---------------------------------------------------------------- the table
+
+// Aggregate initialisation: no KernelTable constructor is emitted in an ISA translation unit.
+template <class S>
+KernelTable make_kernel_table(const char* isa) {
+  return KernelTable{
+      .isa = isa,
+      .gemv = &gemv<S>,
+      .tile_tokens = S::kTileTokens,
+      .panel_rows = 2 * S::kWidth,
+      .gemm_pack_x = &gemm_pack_x<S>,
+      .gemm_panel = &gemm_panel<S>,
+      .convert_to_f32 = &convert_to_f32<S>,
+      .rms_norm = &rms_norm<S>,
+      .layer_norm = &layer_norm<S>,
+      .gelu_tanh = &gelu_tanh<S>,
+      .gelu_erf = &gelu_erf<S>,
+      .silu = &silu<S>,
+      .swiglu = &swiglu<S>,
+      .add = &add<S>,
+      .softmax = &softmax<S>,
+      .attention = &attention<S>,
+  };
+}
+
+}  // namespace
+}  // namespace tokenmill::cpu

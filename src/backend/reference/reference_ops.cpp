@@ -1,0 +1,181 @@
+#include "backend/reference/reference_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "core/error.h"
+
+namespace tokenmill::reference {
+
+namespace {
+
+void expect_numel(const char* op, const Tensor& t, int64_t numel) {
+  if (t.numel() != numel) fail("reference {}: {} should have {} elements", op, t.shape_string(), numel);
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// Applies f to every element of x.
+template <class F>
+std::vector<double> map(const Tensor& x, F f) {
+  std::vector<double> y(static_cast<size_t>(x.numel()));
+  for (int64_t i = 0; i < x.numel(); ++i) y[static_cast<size_t>(i)] = f(element(x, i));
+  return y;
+}
+
+}  // namespace
+
+double element(const Tensor& t, int64_t i) { return load_as_f32(t.data, t.dtype, static_cast<size_t>(i)); }
+
+std::vector<double> embedding(const Tensor& table, std::span<const int32_t> ids) {
+  const int64_t vocab = table.dim(0), d = table.dim(1);
+  std::vector<double> out;
+  for (const int32_t id : ids) {
+    if (id < 0 || id >= vocab) fail("reference embedding: id {} outside [0, {})", id, vocab);
+    for (int64_t j = 0; j < d; ++j) out.push_back(element(table, id * d + j));
+  }
+  return out;
+}
+
+std::vector<double> matmul(const Tensor& x, const Tensor& w, const Tensor* bias) {
+  const int64_t m = w.dim(0), k = w.dim(1), n = x.rows();
+  expect_numel("matmul", x, n * k);
+  if (bias != nullptr) expect_numel("matmul", *bias, m);
+  std::vector<double> y(static_cast<size_t>(n * m));
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t r = 0; r < m; ++r) {
+      double sum = bias != nullptr ? element(*bias, r) : 0.0;
+      for (int64_t i = 0; i < k; ++i) sum += element(x, t * k + i) * element(w, r * k + i);
+      y[static_cast<size_t>(t * m + r)] = sum;
+    }
+  }
+  return y;
+}
+
+std::vector<double> rms_norm(const Tensor& x, const Tensor& weight, float eps) {
+  const int64_t rows = x.rows(), d = x.cols();
+  expect_numel("rms_norm", weight, d);
+  std::vector<double> y(static_cast<size_t>(rows * d));
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum_sq = 0;
+    for (int64_t i = 0; i < d; ++i) sum_sq += element(x, r * d + i) * element(x, r * d + i);
+    const double inv = 1.0 / std::sqrt(sum_sq / static_cast<double>(d) + static_cast<double>(eps));
+    for (int64_t i = 0; i < d; ++i)
+      y[static_cast<size_t>(r * d + i)] = element(x, r * d + i) * inv * element(weight, i);
+  }
+  return y;
+}
+
+std::vector<double> layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  const int64_t rows = x.rows(), d = x.cols();
+  expect_numel("layer_norm", weight, d);
+  expect_numel("layer_norm", bias, d);
+  std::vector<double> y(static_cast<size_t>(rows * d));
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < d; ++i) mean += element(x, r * d + i);
+    mean /= static_cast<double>(d);
+    for (int64_t i = 0; i < d; ++i) var += (element(x, r * d + i) - mean) * (element(x, r * d + i) - mean);
+    var /= static_cast<double>(d);
+    const double inv = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    for (int64_t i = 0; i < d; ++i)
+      y[static_cast<size_t>(r * d + i)] =
+          (element(x, r * d + i) - mean) * inv * element(weight, i) + element(bias, i);
+  }
+  return y;
+}
+
+std::vector<double> gelu(const Tensor& x, GeluForm form) {
+  if (form == GeluForm::Tanh) {
+    const double c = std::sqrt(2.0 / std::numbers::pi);
+    return map(x, [c](double v) { return 0.5 * v * (1.0 + std::tanh(c * (v + 0.044715 * v * v * v))); });
+  }
+  return map(x, [](double v) { return 0.5 * v * (1.0 + std::erf(v / std::numbers::sqrt2)); });
+}
+
+std::vector<double> silu(const Tensor& x) {
+  return map(x, [](double v) { return v * sigmoid(v); });
+}
+
+std::vector<double> swiglu(const Tensor& gate, const Tensor& up) {
+  expect_numel("swiglu", up, gate.numel());
+  std::vector<double> y = silu(gate);
+  for (int64_t i = 0; i < gate.numel(); ++i) y[static_cast<size_t>(i)] *= element(up, i);
+  return y;
+}
+
+std::vector<double> add(const Tensor& a, const Tensor& b) {
+  expect_numel("add", b, a.numel());
+  std::vector<double> y(static_cast<size_t>(a.numel()));
+  for (int64_t i = 0; i < a.numel(); ++i) y[static_cast<size_t>(i)] = element(a, i) + element(b, i);
+  return y;
+}
+
+std::vector<double> rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
+                         RopeLayout layout) {
+  const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = inv_freq.numel();
+  if (static_cast<int64_t>(positions.size()) != n || 2 * half > hd) fail("reference rope: bad shapes");
+  std::vector<double> y = map(x, [](double v) { return v; });
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t h = 0; h < heads; ++h) {
+      double* v = y.data() + (t * heads + h) * hd;
+      for (int64_t j = 0; j < half; ++j) {
+        const double angle = positions[static_cast<size_t>(t)] * element(inv_freq, j);
+        const int64_t i0 = layout == RopeLayout::Neox ? j : 2 * j;
+        const int64_t i1 = layout == RopeLayout::Neox ? j + half : 2 * j + 1;
+        const double a = v[i0], b = v[i1];
+        v[i0] = a * std::cos(angle) - b * std::sin(angle);
+        v[i1] = b * std::cos(angle) + a * std::sin(angle);
+      }
+    }
+  }
+  return y;
+}
+
+std::vector<double> attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                              int64_t first_pos, float scale) {
+  const int64_t n = q.dim(0), heads = q.dim(1), hd = q.dim(2), kv_heads = k_cache.dim(1);
+  if (kv_heads < 1 || heads % kv_heads != 0 || k_cache.dim(2) != hd || first_pos + n > k_cache.dim(0))
+    fail("reference attention: bad shapes");
+  const int64_t group = heads / kv_heads;
+  std::vector<double> out(static_cast<size_t>(n * heads * hd), 0.0);
+  std::vector<double> scores;
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t len = first_pos + t + 1;
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t g = h / group;
+      scores.assign(static_cast<size_t>(len), 0.0);
+      double max_score = -INFINITY;
+      for (int64_t p = 0; p < len; ++p) {
+        double dot = 0;
+        for (int64_t i = 0; i < hd; ++i)
+          dot += element(q, (t * heads + h) * hd + i) * element(k_cache, (p * kv_heads + g) * hd + i);
+        scores[static_cast<size_t>(p)] = static_cast<double>(scale) * dot;
+        max_score = std::max(max_score, scores[static_cast<size_t>(p)]);
+      }
+      double sum = 0;
+      for (double& s : scores) sum += (s = std::exp(s - max_score));
+      double* o = out.data() + (t * heads + h) * hd;
+      for (int64_t p = 0; p < len; ++p)
+        for (int64_t i = 0; i < hd; ++i)
+          o[i] += scores[static_cast<size_t>(p)] / sum * element(v_cache, (p * kv_heads + g) * hd + i);
+    }
+  }
+  return out;
+}
+
+std::vector<double> softmax(const Tensor& x) {
+  const int64_t rows = x.rows(), d = x.cols();
+  std::vector<double> y(static_cast<size_t>(rows * d));
+  for (int64_t r = 0; r < rows; ++r) {
+    double max_value = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < d; ++i) max_value = std::max(max_value, element(x, r * d + i));
+    for (int64_t i = 0; i < d; ++i)
+      sum += (y[static_cast<size_t>(r * d + i)] = std::exp(element(x, r * d + i) - max_value));
+    for (int64_t i = 0; i < d; ++i) y[static_cast<size_t>(r * d + i)] /= sum;
+  }
+  return y;
+}
+
+}  // namespace tokenmill::reference

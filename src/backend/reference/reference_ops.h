@@ -1,0 +1,36 @@
+// The float64 reference of every Backend op: plain loops, obviously correct, slow.
+//
+// Inputs are read in any dtype through load_as_f32 (so a bf16/f16 weight is the same
+// rounded value a backend sees); all arithmetic is in double; results are returned as
+// row-major std::vector<double> in the shape of the op's output. The conformance suite
+// (tests/backend) compares every backend against these functions. Shapes are checked
+// loosely (enough to never read out of bounds) and mismatches throw Error.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/tensor.h"
+
+namespace tokenmill::reference {
+
+// Element i of a tensor of any dtype, as double.
+double element(const Tensor& t, int64_t i);
+
+std::vector<double> embedding(const Tensor& table, std::span<const int32_t> ids);
+std::vector<double> matmul(const Tensor& x, const Tensor& w, const Tensor* bias);
+std::vector<double> rms_norm(const Tensor& x, const Tensor& weight, float eps);
+std::vector<double> layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);
+std::vector<double> gelu(const Tensor& x, GeluForm form);
+std::vector<double> silu(const Tensor& x);
+std::vector<double> swiglu(const Tensor& gate, const Tensor& up);
+std::vector<double> add(const Tensor& a, const Tensor& b);
+std::vector<double> rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
+                         RopeLayout layout);
+std::vector<double> attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                              int64_t first_pos, float scale);
+std::vector<double> softmax(const Tensor& x);
+
+}  // namespace tokenmill::reference

@@ -1,0 +1,38 @@
+// Threading: OpenMP underneath, one place to set the thread count.
+#pragma once
+
+#include <omp.h>
+
+#include <cstdint>
+
+namespace tokenmill {
+
+// Number of threads parallel regions use (default: OpenMP's, i.e. OMP_NUM_THREADS or cores).
+int thread_count();
+// Sets the thread count for later parallel regions; n <= 0 restores the default.
+void set_thread_count(int n);
+
+// Calls body(begin, end) on disjoint chunks covering [0, n), in parallel.
+// Chunks are contiguous and their boundaries are multiples of `grain` (except the end).
+template <class Body>
+void parallel_for_chunks(int64_t n, int64_t grain, Body&& body) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  const int64_t blocks = (n + grain - 1) / grain;
+  const int threads = blocks < thread_count() ? static_cast<int>(blocks) : thread_count();
+  if (threads <= 1) {
+    body(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num();
+    const int64_t first = blocks * t / threads;
+    const int64_t last = blocks * (t + 1) / threads;
+    const int64_t begin = first * grain;
+    const int64_t end = last * grain < n ? last * grain : n;
+    if (begin < end) body(begin, end);
+  }
+}
+
+}  // namespace tokenmill

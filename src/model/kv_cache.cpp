@@ -1,0 +1,24 @@
+#include "model/kv_cache.h"
+
+#include "core/checked_math.h"
+
+namespace tokenmill {
+
+namespace {
+size_t cache_bytes(const ModelConfig& c, int64_t capacity) {
+  const uint64_t one = checked_mul(checked_product({capacity, c.num_key_value_heads, c.head_dim}, "KV cache"),
+                                   sizeof(float), "KV cache");
+  return static_cast<size_t>(checked_mul(Arena::footprint(static_cast<size_t>(one)),
+                                         2 * static_cast<uint64_t>(c.num_hidden_layers), "KV cache"));
+}
+}  // namespace
+
+KvCache::KvCache(const ModelConfig& config, int64_t capacity)
+    : capacity_(capacity), arena_(cache_bytes(config, capacity)) {
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    keys_.push_back(arena_.allocate(DType::F32, {capacity, config.num_key_value_heads, config.head_dim}));
+    values_.push_back(arena_.allocate(DType::F32, {capacity, config.num_key_value_heads, config.head_dim}));
+  }
+}
+
+}  // namespace tokenmill

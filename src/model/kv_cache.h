@@ -1,0 +1,31 @@
+// KvCache: the keys and values of one sequence, contiguous per layer.
+//
+// Layer l holds K and V as [capacity, n_kv_heads, head_dim] f32, so rows [p, p + n) are
+// exactly the output of the k/v projections for n tokens starting at position p (the
+// forward writes them in place, no copy). The paged, multi-sequence cache for serving
+// builds on the same addressing.
+#pragma once
+
+#include <cstdint>
+
+#include "core/arena.h"
+#include "model/model_config.h"
+
+namespace tokenmill {
+
+class KvCache {
+ public:
+  KvCache(const ModelConfig& config, int64_t capacity);
+
+  const Tensor& keys(int64_t layer) const { return keys_[static_cast<size_t>(layer)]; }
+  const Tensor& values(int64_t layer) const { return values_[static_cast<size_t>(layer)]; }
+  int64_t capacity() const { return capacity_; }
+  size_t bytes() const { return arena_.capacity(); }
+
+ private:
+  int64_t capacity_;
+  Arena arena_;
+  std::vector<Tensor> keys_, values_;
+};
+
+}  // namespace tokenmill

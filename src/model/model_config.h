@@ -1,0 +1,91 @@
+// ModelConfig: the hyper-parameters of a decoder-only transformer, read from a Hugging
+// Face `config.json` (field names mirror it) plus `generation_config.json`.
+//
+// The forward pass is driven entirely by this struct: which norm, which activation,
+// learned or rotary positions, GQA, biases, tied embeddings. Supported architectures:
+// GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tokenmill {
+
+enum class NormKind : uint8_t { LayerNorm, RmsNorm };
+enum class MlpKind : uint8_t { GeluTanh, GeluErf, SwiGlu };
+enum class PositionKind : uint8_t { Learned, Rotary };
+
+struct RopeScaling {
+  std::string rope_type = "default";  // default | linear | llama3
+  double factor = 1.0;
+  double low_freq_factor = 1.0;                  // llama3
+  double high_freq_factor = 4.0;                 // llama3
+  int64_t original_max_position_embeddings = 0;  // llama3
+};
+
+// Sampling defaults a model ships in generation_config.json (absent fields stay unset).
+struct GenerationDefaults {
+  std::optional<bool> do_sample;
+  std::optional<double> temperature;
+  std::optional<int64_t> top_k;
+  std::optional<double> top_p;
+  std::optional<double> min_p;
+  std::optional<double> repetition_penalty;
+};
+
+struct ModelConfig {
+  std::string architecture;  // as in "architectures"[0], e.g. "LlamaForCausalLM"
+  std::string model_type;    // "gpt2", "llama", "mistral", "qwen2"
+
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  // Mistral: tokens attend to at most this many previous positions (0 = unlimited).
+  int64_t sliding_window = 0;
+
+  NormKind norm = NormKind::RmsNorm;
+  double norm_eps = 1e-5;
+  MlpKind mlp = MlpKind::SwiGlu;
+  PositionKind positions = PositionKind::Rotary;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+
+  bool attention_qkv_bias = false;  // Qwen2, GPT-2, Llama's attention_bias
+  bool attention_out_bias = false;  // GPT-2, Llama's attention_bias
+  bool mlp_bias = false;            // GPT-2, Llama's mlp_bias
+  bool tie_word_embeddings = false;
+
+  std::optional<int32_t> bos_token_id;
+  std::vector<int32_t> eos_token_ids;  // generation_config.json's, else config.json's
+  GenerationDefaults generation;
+
+  // Longest sequence the engine will run: max_position_embeddings, capped by the sliding
+  // window (within the window, sliding attention equals full attention).
+  int64_t context_length() const;
+  // Floats of K and V cached per token over all layers.
+  int64_t kv_floats_per_token() const { return 2 * num_hidden_layers * num_key_value_heads * head_dim; }
+};
+
+// Parses a config.json object; `source` names the file in errors. Validates every field
+// (positive sizes, heads dividing the width, kv heads dividing heads, known activation,
+// known rope_scaling type) and throws tokenmill::Error naming the field on a defect.
+ModelConfig parse_model_config(const nlohmann::json& config, const std::string& source);
+
+// Merges generation_config.json (eos ids, sampling defaults) into `config`.
+void apply_generation_config(const nlohmann::json& generation, const std::string& source,
+                             ModelConfig& config);
+
+// Reads dir/config.json and, if present, dir/generation_config.json.
+ModelConfig load_model_config(const std::filesystem::path& dir);
+
+}  // namespace tokenmill

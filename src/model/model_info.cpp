@@ -1,0 +1,93 @@
+#include "model/model_info.h"
+
+#include <fmt/format.h>
+
+namespace tokenmill {
+
+namespace {
+std::string human_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  auto value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < std::size(units)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.2f} {}", value, units[unit]);
+}
+}  // namespace
+
+ModelInfo describe(const Model& model) {
+  const ModelConfig& c = model.config;
+  ModelInfo info;
+  info.path = model.dir.string();
+  info.architecture = c.architecture;
+  info.model_type = c.model_type;
+  info.parameters = model.parameter_count();
+  info.weight_bytes_by_dtype = model.archive.bytes_by_dtype();
+  for (const auto& [dtype, bytes] : info.weight_bytes_by_dtype) info.weight_bytes += bytes;
+  info.context_length = c.context_length();
+  info.layers = c.num_hidden_layers;
+  info.hidden_size = c.hidden_size;
+  info.intermediate_size = c.intermediate_size;
+  info.heads = c.num_attention_heads;
+  info.kv_heads = c.num_key_value_heads;
+  info.head_dim = c.head_dim;
+  info.vocab_size = c.vocab_size;
+  info.tied_embeddings = c.tie_word_embeddings;
+  info.norm = c.norm == NormKind::LayerNorm ? "layernorm" : "rmsnorm";
+  info.mlp = c.mlp == MlpKind::SwiGlu ? "swiglu" : c.mlp == MlpKind::GeluTanh ? "gelu_tanh" : "gelu_erf";
+  info.positions = c.positions == PositionKind::Learned ? "learned" : "rope";
+  info.rope_scaling = c.positions == PositionKind::Rotary ? c.rope_scaling.rope_type : "none";
+  info.kv_cache_bytes_per_token = static_cast<uint64_t>(c.kv_floats_per_token()) * sizeof(float);
+  return info;
+}
+
+nlohmann::json to_json(const ModelInfo& i) {
+  return {
+      {"path", i.path},
+      {"architecture", i.architecture},
+      {"model_type", i.model_type},
+      {"parameters", i.parameters},
+      {"weight_bytes", i.weight_bytes},
+      {"weight_bytes_by_dtype", i.weight_bytes_by_dtype},
+      {"context_length", i.context_length},
+      {"num_hidden_layers", i.layers},
+      {"hidden_size", i.hidden_size},
+      {"intermediate_size", i.intermediate_size},
+      {"num_attention_heads", i.heads},
+      {"num_key_value_heads", i.kv_heads},
+      {"head_dim", i.head_dim},
+      {"vocab_size", i.vocab_size},
+      {"tie_word_embeddings", i.tied_embeddings},
+      {"norm", i.norm},
+      {"mlp", i.mlp},
+      {"positions", i.positions},
+      {"rope_scaling", i.rope_scaling},
+      {"kv_cache_bytes_per_token", i.kv_cache_bytes_per_token},
+      {"kv_cache_bytes_full_context", i.kv_cache_bytes_per_token * static_cast<uint64_t>(i.context_length)}};
+}
+
+std::string to_text(const ModelInfo& i) {
+  std::string dtypes;
+  for (const auto& [dtype, bytes] : i.weight_bytes_by_dtype)
+    dtypes += fmt::format("{}{} {}", dtypes.empty() ? "" : ", ", dtype, human_bytes(bytes));
+  std::string out;
+  out += fmt::format("model          {}\n", i.path);
+  out += fmt::format("architecture   {} ({})\n", i.architecture, i.model_type);
+  out += fmt::format("parameters     {} ({:.2f} M)\n", i.parameters, static_cast<double>(i.parameters) / 1e6);
+  out += fmt::format("weights        {} ({})\n", human_bytes(i.weight_bytes), dtypes);
+  out += fmt::format("layers         {} x hidden {}, mlp {} ({})\n", i.layers, i.hidden_size,
+                     i.intermediate_size, i.mlp);
+  out += fmt::format("attention      {} heads, {} kv heads, head_dim {}\n", i.heads, i.kv_heads, i.head_dim);
+  out += fmt::format("positions      {} (scaling: {}), norm {}\n", i.positions, i.rope_scaling, i.norm);
+  out +=
+      fmt::format("vocabulary     {} (embeddings {})\n", i.vocab_size, i.tied_embeddings ? "tied" : "untied");
+  out += fmt::format("context        {} tokens\n", i.context_length);
+  out += fmt::format("KV cache       {} per token, {} for the full context (f32)\n",
+                     human_bytes(i.kv_cache_bytes_per_token),
+                     human_bytes(i.kv_cache_bytes_per_token * static_cast<uint64_t>(i.context_length)));
+  return out;
+}
+
+}  // namespace tokenmill

@@ -1,0 +1,66 @@
+// Transformer: the one config-driven forward pass (prefill and incremental decode) of
+// every supported architecture, written against the Backend op interface.
+//
+// Per layer, with x the residual stream [n, hidden]:
+//   h = norm_1(x);  q, k, v = h W_q (+b), h W_k (+b), h W_v (+b)   (k, v written into the cache)
+//   rotary: rotate q, k at their positions;  a = causal_gqa_attention(q, K[0..p+n), V[0..p+n))
+//   x += a W_o (+b)
+//   h = norm_2(x);  x += SwiGLU: (silu(h W_gate) * h W_up) W_down   |  GELU: gelu(h W_up + b) W_down + b
+// then logits = norm_f(x) W_lm_head. Learned positions (GPT-2) are added to the token
+// embedding. A prompt longer than the chunk size runs in chunks; buffers are sized once.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/arena.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace tokenmill {
+
+class Transformer {
+ public:
+  static constexpr int64_t kDefaultChunkTokens = 256;
+
+  // `context` caps the sequence length (0: the model's context length).
+  Transformer(const Model& model, Backend& backend, int64_t context = 0,
+              int64_t chunk_tokens = kDefaultChunkTokens);
+
+  // Appends `ids` to the sequence and returns the logits of the last one: [1, vocab] f32,
+  // valid until the next call. Throws Error if the sequence would exceed the context or
+  // an id is outside the vocabulary.
+  Tensor forward_last(std::span<const int32_t> ids);
+
+  // Appends `ids` and writes the logits of every one of them to `logits` [ids.size(), vocab].
+  void forward_all(std::span<const int32_t> ids, std::span<float> logits);
+
+  int64_t position() const { return position_; }
+  int64_t context() const { return context_; }
+  void reset() { position_ = 0; }
+
+ private:
+  // Runs n <= chunk tokens at position_ and leaves the final-normed hidden states of the
+  // last `out_rows` tokens in `normed_` rows [0, out_rows).
+  void run_chunk(std::span<const int32_t> ids, int64_t out_rows);
+  void attention_block(int64_t layer, int64_t n);
+  void mlp_block(int64_t layer, int64_t n);
+  void norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out);
+  void check_append(size_t n) const;
+
+  const Model& model_;
+  const ModelConfig& config_;
+  Backend& backend_;
+  int64_t context_;
+  int64_t chunk_;
+  int64_t position_ = 0;
+  KvCache cache_;
+  std::vector<float> inv_freq_;
+  std::vector<int32_t> positions_;
+  Arena arena_;
+  Tensor inv_freq_tensor_, residual_, normed_, query_, attended_, projected_, mlp_a_, mlp_b_, logits_;
+};
+
+}  // namespace tokenmill

@@ -1,0 +1,131 @@
+#include "model/weights.h"
+
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace tokenmill {
+
+namespace {
+
+class WeightLoader {
+ public:
+  WeightLoader(const SafetensorsArchive& archive, TensorStore& store) : archive_(archive), store_(store) {}
+
+  bool has(const std::string& name) const { return archive_.contains(name); }
+
+  // A matrix used in place from the mapped file.
+  Tensor matrix(const std::string& name, int64_t rows, int64_t cols) const {
+    return archive_.tensor(name, {rows, cols});
+  }
+
+  // A vector converted to f32 (norm weights and biases).
+  Tensor vector_f32(const std::string& name, int64_t n) const {
+    const Tensor stored = archive_.tensor(name, {n});
+    Tensor out = store_.allocate(DType::F32, {n});
+    for (int64_t i = 0; i < n; ++i)
+      out.as<float>()[i] = load_as_f32(stored.data, stored.dtype, static_cast<size_t>(i));
+    return out;
+  }
+
+  // A Conv1D weight stored [in, out], returned as [out, in] in its own dtype.
+  Tensor transposed(const std::string& name, int64_t in, int64_t out) const {
+    const Tensor stored = archive_.tensor(name, {in, out});
+    Tensor t = store_.allocate(stored.dtype, {out, in});
+    const size_t elem = dtype_size(stored.dtype);
+    const auto* src = static_cast<const std::byte*>(stored.data);
+    auto* dst = static_cast<std::byte*>(t.data);
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t o = 0; o < out; ++o)
+        std::memcpy(dst + static_cast<size_t>(o * in + i) * elem,
+                    src + static_cast<size_t>(i * out + o) * elem, elem);
+    return t;
+  }
+
+ private:
+  const SafetensorsArchive& archive_;
+  TensorStore& store_;
+};
+
+void load_gpt2(const ModelConfig& c, const WeightLoader& w, ModelWeights& out) {
+  const std::string p = w.has("transformer.wte.weight") ? "transformer." : "";
+  const int64_t d = c.hidden_size;
+  const int64_t ff = c.intermediate_size;
+  out.token_embedding = w.matrix(p + "wte.weight", c.vocab_size, d);
+  out.position_embedding = w.matrix(p + "wpe.weight", c.max_position_embeddings, d);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string l = fmt::format("{}h.{}.", p, i);
+    LayerWeights& layer = out.layers.emplace_back();
+    layer.attn_norm_weight = w.vector_f32(l + "ln_1.weight", d);
+    layer.attn_norm_bias = w.vector_f32(l + "ln_1.bias", d);
+    // c_attn maps d -> 3d as [q | k | v]; after transposing, its rows are q, k, v.
+    const Tensor qkv = w.transposed(l + "attn.c_attn.weight", d, 3 * d);
+    const Tensor qkv_bias = w.vector_f32(l + "attn.c_attn.bias", 3 * d);
+    layer.q = qkv.slice_rows(0, d);
+    layer.k = qkv.slice_rows(d, d);
+    layer.v = qkv.slice_rows(2 * d, d);
+    layer.q_bias = qkv_bias.slice_rows(0, d);
+    layer.k_bias = qkv_bias.slice_rows(d, d);
+    layer.v_bias = qkv_bias.slice_rows(2 * d, d);
+    layer.o = w.transposed(l + "attn.c_proj.weight", d, d);
+    layer.o_bias = w.vector_f32(l + "attn.c_proj.bias", d);
+    layer.mlp_norm_weight = w.vector_f32(l + "ln_2.weight", d);
+    layer.mlp_norm_bias = w.vector_f32(l + "ln_2.bias", d);
+    layer.up = w.transposed(l + "mlp.c_fc.weight", d, ff);
+    layer.up_bias = w.vector_f32(l + "mlp.c_fc.bias", ff);
+    layer.down = w.transposed(l + "mlp.c_proj.weight", ff, d);
+    layer.down_bias = w.vector_f32(l + "mlp.c_proj.bias", d);
+  }
+  out.final_norm_weight = w.vector_f32(p + "ln_f.weight", d);
+  out.final_norm_bias = w.vector_f32(p + "ln_f.bias", d);
+  out.lm_head = c.tie_word_embeddings ? out.token_embedding : w.matrix("lm_head.weight", c.vocab_size, d);
+}
+
+void load_llama_family(const ModelConfig& c, const WeightLoader& w, ModelWeights& out) {
+  const int64_t d = c.hidden_size;
+  const int64_t q_width = c.num_attention_heads * c.head_dim;
+  const int64_t kv_width = c.num_key_value_heads * c.head_dim;
+  const int64_t ff = c.intermediate_size;
+  out.token_embedding = w.matrix("model.embed_tokens.weight", c.vocab_size, d);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string l = fmt::format("model.layers.{}.", i);
+    LayerWeights& layer = out.layers.emplace_back();
+    layer.attn_norm_weight = w.vector_f32(l + "input_layernorm.weight", d);
+    layer.q = w.matrix(l + "self_attn.q_proj.weight", q_width, d);
+    layer.k = w.matrix(l + "self_attn.k_proj.weight", kv_width, d);
+    layer.v = w.matrix(l + "self_attn.v_proj.weight", kv_width, d);
+    layer.o = w.matrix(l + "self_attn.o_proj.weight", d, q_width);
+    if (c.attention_qkv_bias) {
+      layer.q_bias = w.vector_f32(l + "self_attn.q_proj.bias", q_width);
+      layer.k_bias = w.vector_f32(l + "self_attn.k_proj.bias", kv_width);
+      layer.v_bias = w.vector_f32(l + "self_attn.v_proj.bias", kv_width);
+    }
+    if (c.attention_out_bias) layer.o_bias = w.vector_f32(l + "self_attn.o_proj.bias", d);
+    layer.mlp_norm_weight = w.vector_f32(l + "post_attention_layernorm.weight", d);
+    layer.gate = w.matrix(l + "mlp.gate_proj.weight", ff, d);
+    layer.up = w.matrix(l + "mlp.up_proj.weight", ff, d);
+    layer.down = w.matrix(l + "mlp.down_proj.weight", d, ff);
+    if (c.mlp_bias) {
+      layer.gate_bias = w.vector_f32(l + "mlp.gate_proj.bias", ff);
+      layer.up_bias = w.vector_f32(l + "mlp.up_proj.bias", ff);
+      layer.down_bias = w.vector_f32(l + "mlp.down_proj.bias", d);
+    }
+  }
+  out.final_norm_weight = w.vector_f32("model.norm.weight", d);
+  out.lm_head = c.tie_word_embeddings ? out.token_embedding : w.matrix("lm_head.weight", c.vocab_size, d);
+}
+
+}  // namespace
+
+void load_weights(const ModelConfig& config, const SafetensorsArchive& archive, ModelWeights& weights) {
+  const WeightLoader loader(archive, weights.owned);
+  weights.layers.reserve(static_cast<size_t>(config.num_hidden_layers));
+  if (config.model_type == "gpt2") {
+    load_gpt2(config, loader, weights);
+  } else {
+    load_llama_family(config, loader, weights);
+  }
+}
+
+}  // namespace tokenmill

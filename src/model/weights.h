@@ -1,0 +1,44 @@
+// ModelWeights: every tensor the transformer forward reads, in the engine's layout.
+//
+// Engine layout: linear weights are [out_features, in_features] (Hugging Face Linear);
+// GPT-2's Conv1D weights ([in, out]) are transposed at load and its fused c_attn is
+// split into q, k, v. Large matrices stay in the mapped file (f32/bf16/f16); norm weights
+// and biases are converted to f32. An absent optional tensor has data == nullptr.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/tensor_store.h"
+#include "model/model_config.h"
+#include "model/safetensors.h"
+
+namespace tokenmill {
+
+struct LayerWeights {
+  Tensor attn_norm_weight, attn_norm_bias;  // bias: LayerNorm only
+  Tensor q, k, v, o;
+  Tensor q_bias, k_bias, v_bias, o_bias;
+  Tensor mlp_norm_weight, mlp_norm_bias;
+  Tensor gate, gate_bias;  // SwiGLU only
+  Tensor up, up_bias;      // GPT-2: c_fc
+  Tensor down, down_bias;  // GPT-2: mlp.c_proj
+};
+
+struct ModelWeights {
+  Tensor token_embedding;     // [vocab, hidden]
+  Tensor position_embedding;  // [positions, hidden], learned positions only
+  std::vector<LayerWeights> layers;
+  Tensor final_norm_weight, final_norm_bias;
+  Tensor lm_head;  // [vocab, hidden]; the token embedding when tied
+  TensorStore owned;
+};
+
+// Maps the archive's tensors onto ModelWeights, checking every shape against `config`.
+// Errors name the tensor and file (see SafetensorsArchive::tensor).
+void load_weights(const ModelConfig& config, const SafetensorsArchive& archive, ModelWeights& weights);
+
+// A pointer to `t`, or nullptr when the optional tensor is absent.
+inline const Tensor* optional_tensor(const Tensor& t) { return t.data != nullptr ? &t : nullptr; }
+
+}  // namespace tokenmill

@@ -1,0 +1,156 @@
+// Test harness for the backend conformance suite: which backends to test, guarded
+// buffers (canary bytes before and after every tensor), seeded random fills that are
+// never zero, and comparison against the float64 reference.
+//
+// Adding a backend = adding a BackendUnderTest to backends_under_test(). Its memory hooks
+// must return memory both the backend and the host can address (host memory for the CPU;
+// for CUDA, managed memory plus a synchronize before the host reads results).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "core/tensor.h"
+
+namespace tokenmill::testing {
+
+struct BackendUnderTest {
+  std::string name;  // a valid gtest parameter name: [A-Za-z0-9_]
+  std::function<std::unique_ptr<Backend>()> make;
+  std::function<void*(size_t bytes)> allocate;
+  std::function<void(void* memory)> release;
+  std::function<void()> synchronize;  // completes all work before the host reads memory
+};
+
+// gtest prints parameters in failure messages; the name says it all.
+inline void PrintTo(const BackendUnderTest& backend, std::ostream* os) { *os << backend.name; }
+
+inline BackendUnderTest cpu_backend_under_test(CpuIsa isa) {
+  return BackendUnderTest{
+      .name = "cpu_" + std::string(cpu_isa_name(isa)),
+      .make = [isa] { return make_cpu_backend_for(isa); },
+      .allocate = [](size_t bytes) { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); },
+      .release = [](void* p) { std::free(p); },
+      .synchronize = [] {},
+  };
+}
+
+// Every backend this machine can run: the CPU once per instruction set it has.
+inline std::vector<BackendUnderTest> backends_under_test() {
+  std::vector<BackendUnderTest> list;
+  for (const CpuIsa isa : {CpuIsa::Avx2, CpuIsa::Avx512})
+    if (cpu_supports(isa)) list.push_back(cpu_backend_under_test(isa));
+  return list;
+}
+
+// A tensor with kGuardBytes of sentinel bytes on each side, optionally starting
+// `misalign` bytes past a 64-byte boundary (weights in files sit at any offset).
+class GuardedBuffer {
+ public:
+  static constexpr size_t kGuardBytes = 128;
+  static constexpr uint8_t kSentinel = 0xa5;
+
+  GuardedBuffer(const BackendUnderTest& backend, DType dtype, std::initializer_list<int64_t> dims,
+                size_t misalign = 0)
+      : backend_(&backend), tensor_(nullptr, dtype, dims), misalign_(misalign) {
+    total_ = kGuardBytes + misalign_ + tensor_.nbytes() + kGuardBytes;
+    memory_ = static_cast<uint8_t*>(backend.allocate(total_));
+    std::memset(memory_, kSentinel, total_);
+    tensor_.data = memory_ + kGuardBytes + misalign_;
+  }
+  ~GuardedBuffer() { backend_->release(memory_); }
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+
+  const Tensor& tensor() const { return tensor_; }
+  const Tensor* ptr() const { return &tensor_; }
+  int64_t numel() const { return tensor_.numel(); }
+
+  // Element i as stored (after rounding to the dtype).
+  float get(int64_t i) const { return load_as_f32(tensor_.data, tensor_.dtype, static_cast<size_t>(i)); }
+  void set(int64_t i, float v) { store_from_f32(tensor_.data, tensor_.dtype, static_cast<size_t>(i), v); }
+
+  // Uniform magnitudes in [lo, hi] with random signs: never zero when lo > 0.
+  void fill_random(std::mt19937_64& rng, float lo = 0.05f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> magnitude(lo, hi);
+    std::bernoulli_distribution negative(0.5);
+    for (int64_t i = 0; i < numel(); ++i) set(i, negative(rng) ? -magnitude(rng) : magnitude(rng));
+  }
+  void fill(float v) {
+    for (int64_t i = 0; i < numel(); ++i) set(i, v);
+  }
+
+  std::vector<float> values() const {
+    backend_->synchronize();
+    std::vector<float> out(static_cast<size_t>(numel()));
+    for (int64_t i = 0; i < numel(); ++i) out[static_cast<size_t>(i)] = get(i);
+    return out;
+  }
+
+  // True when no byte around the tensor changed.
+  bool guards_intact() const {
+    backend_->synchronize();
+    for (size_t i = 0; i < kGuardBytes + misalign_; ++i)
+      if (memory_[i] != kSentinel) return false;
+    for (size_t i = kGuardBytes + misalign_ + tensor_.nbytes(); i < total_; ++i)
+      if (memory_[i] != kSentinel) return false;
+    return true;
+  }
+
+  // Remembers the contents, to check later that an input was not written.
+  void snapshot() {
+    backend_->synchronize();
+    const auto* p = static_cast<const uint8_t*>(tensor_.data);
+    saved_.assign(p, p + tensor_.nbytes());
+  }
+  bool unchanged_since_snapshot() const {
+    backend_->synchronize();
+    return saved_.size() == tensor_.nbytes() && std::memcmp(saved_.data(), tensor_.data, saved_.size()) == 0;
+  }
+
+ private:
+  const BackendUnderTest* backend_;
+  Tensor tensor_;
+  size_t misalign_;
+  size_t total_ = 0;
+  uint8_t* memory_ = nullptr;
+  std::vector<uint8_t> saved_;
+};
+
+// max |got - want| <= tolerance * max |want| (a relative error measured against the
+// output's largest magnitude, which is what the next layer sees).
+inline ::testing::AssertionResult close_to_reference(const std::vector<float>& got,
+                                                     const std::vector<double>& want, double tolerance) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " but the reference has " << want.size();
+  double max_want = 0, max_error = 0;
+  size_t worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return ::testing::AssertionFailure() << "element " << i << " is " << got[i];
+    max_want = std::max(max_want, std::abs(want[i]));
+    const double error = std::abs(static_cast<double>(got[i]) - want[i]);
+    if (error > max_error) {
+      max_error = error;
+      worst = i;
+    }
+  }
+  const double limit = tolerance * std::max(max_want, 1e-30);
+  if (max_error <= limit) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "max error " << max_error << " at element " << worst << " (got " << got[worst] << ", want "
+         << want[worst] << ") exceeds " << tolerance << " * max|want| = " << limit;
+}
+
+}  // namespace tokenmill::testing

@@ -1,0 +1,521 @@
+// Backend conformance: every op of every available backend against the float64 reference
+// (backend/reference/reference_ops.h), on seeded random inputs that are never zero.
+//
+// Tolerances. Errors are measured as max |got - reference| / max |reference| over one
+// output tensor (relative to the output's largest magnitude):
+//  - kExact (0): ops that only move or widen values (embedding gather).
+//  - kF32: 1e-5 for all f32 arithmetic, transcendental ops included (the backend's exp,
+//    tanh-via-sigmoid and erfc approximations are accurate to a few f32 ulps).
+//  - bf16 / f16 weights and caches: the reference reads the same rounded values the
+//    backend reads (load_as_f32), so only the f32 arithmetic differs: kF32 again. (Against
+//    a float64 model with unrounded weights the error would be ~1e-2 for bf16; that is a
+//    property of the weights, not of the backend, and is not what this suite measures.)
+//
+// Every output sits between canary bytes that must survive the op, inputs must be left
+// unchanged, and inputs sit at unaligned addresses. Each backend runs every case; the CPU
+// backend runs once per instruction set (AVX2 and AVX-512 when the CPU has it).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/reference/reference_ops.h"
+#include "conformance_harness.h"
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace tokenmill::testing {
+namespace {
+
+constexpr double kExact = 0.0;
+constexpr double kF32 = 1e-5;
+
+class Conformance : public ::testing::TestWithParam<BackendUnderTest> {
+ protected:
+  void SetUp() override { backend_ = GetParam().make(); }
+
+  // A buffer on this backend; inputs default to a 2-element misalignment.
+  std::unique_ptr<GuardedBuffer> buffer(DType dtype, std::initializer_list<int64_t> dims,
+                                        size_t misalign = 0) {
+    return std::make_unique<GuardedBuffer>(GetParam(), dtype, dims, misalign);
+  }
+  std::unique_ptr<GuardedBuffer> input(DType dtype, std::initializer_list<int64_t> dims, float lo = 0.05f,
+                                       float hi = 1.0f) {
+    auto b = buffer(dtype, dims, dtype_size(dtype));
+    b->fill_random(rng_, lo, hi);
+    b->snapshot();
+    return b;
+  }
+  // Outputs start as NaN so anything the op forgets to write fails the comparison.
+  std::unique_ptr<GuardedBuffer> output(std::initializer_list<int64_t> dims) {
+    auto b = buffer(DType::F32, dims);
+    b->fill(NAN);
+    return b;
+  }
+
+  std::unique_ptr<Backend> backend_;
+  std::mt19937_64 rng_{20240611};
+};
+
+std::string dtype_label(DType t) { return std::string(dtype_name(t)); }
+
+#define EXPECT_GUARDS(buf) EXPECT_TRUE((buf)->guards_intact()) << #buf " canaries overwritten"
+#define EXPECT_UNCHANGED(buf) EXPECT_TRUE((buf)->unchanged_since_snapshot()) << #buf " input was modified"
+
+// ---------------------------------------------------------------- embedding
+
+TEST_P(Conformance, EmbeddingGathersRowsOfEveryDtype) {
+  for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    for (const int64_t d : {1, 17, 64, 80}) {
+      SCOPED_TRACE(dtype_label(dtype) + " d=" + std::to_string(d));
+      const int64_t vocab = 37;
+      auto table = input(dtype, {vocab, d});
+      const std::vector<int32_t> ids = {0, 36, 5, 5, 17, 1, 35, 0, 20};
+      auto out = output({static_cast<int64_t>(ids.size()), d});
+      backend_->embedding(table->tensor(), ids, out->tensor());
+      EXPECT_TRUE(close_to_reference(out->values(), reference::embedding(table->tensor(), ids), kExact));
+      EXPECT_GUARDS(out);
+      EXPECT_UNCHANGED(table);
+    }
+  }
+}
+
+TEST_P(Conformance, EmbeddingRejectsOutOfRangeIdsAndBadShapes) {
+  auto table = input(DType::BF16, {10, 8});
+  auto out = output({2, 8});
+  const std::vector<int32_t> negative = {1, -1}, too_big = {10, 1}, ok = {1, 2}, three = {1, 2, 3};
+  EXPECT_THROW(backend_->embedding(table->tensor(), negative, out->tensor()), Error);
+  EXPECT_THROW(backend_->embedding(table->tensor(), too_big, out->tensor()), Error);
+  EXPECT_THROW(backend_->embedding(table->tensor(), three, out->tensor()), Error);
+  auto narrow = output({2, 7});
+  EXPECT_THROW(backend_->embedding(table->tensor(), ok, narrow->tensor()), Error);
+  auto bf16_out = buffer(DType::BF16, {2, 8});
+  EXPECT_THROW(backend_->embedding(table->tensor(), ok, bf16_out->tensor()), Error);
+  EXPECT_GUARDS(out);
+}
+
+// ---------------------------------------------------------------- matmul
+
+struct MatmulShape {
+  int64_t n, k, m;
+};
+
+// Decode (n <= 4) and prefill shapes: odd k (vector tails), k past one 256-wide GEMM block,
+// m not a multiple of any panel, m = 1, n = 1 / 3 / 37.
+const MatmulShape kMatmulShapes[] = {
+    {1, 1, 1},     {1, 576, 96}, {1, 33, 1},   {1, 100, 67},  {2, 47, 19},   {3, 31, 35},
+    {4, 257, 9},   {5, 64, 70},  {3, 768, 40}, {13, 300, 33}, {37, 100, 67}, {37, 17, 1},
+    {37, 513, 50}, {64, 64, 96}, {6, 8, 16},   {12, 16, 32},  {25, 40, 130},
+};
+
+TEST_P(Conformance, MatmulMatchesReferenceForEveryWeightDtypeAndShape) {
+  for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    for (const MatmulShape& s : kMatmulShapes) {
+      for (const bool with_bias : {false, true}) {
+        SCOPED_TRACE(dtype_label(dtype) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) +
+                     " m=" + std::to_string(s.m) + (with_bias ? " +bias" : ""));
+        auto x = input(DType::F32, {s.n, s.k});
+        auto w = input(dtype, {s.m, s.k});
+        auto bias = input(DType::F32, {s.m});
+        auto y = output({s.n, s.m});
+        const Tensor* b = with_bias ? bias->ptr() : nullptr;
+        backend_->matmul(x->tensor(), w->tensor(), b, y->tensor());
+        EXPECT_TRUE(close_to_reference(y->values(), reference::matmul(x->tensor(), w->tensor(), b), kF32));
+        EXPECT_GUARDS(y);
+        EXPECT_UNCHANGED(x);
+        EXPECT_UNCHANGED(w);
+      }
+    }
+  }
+}
+
+TEST_P(Conformance, MatmulAcceptsHalfPrecisionBias) {
+  for (const DType bias_dtype : {DType::BF16, DType::F16}) {
+    for (const int64_t n : {1, 9}) {
+      auto x = input(DType::F32, {n, 40});
+      auto w = input(DType::BF16, {21, 40});
+      auto bias = input(bias_dtype, {21});
+      auto y = output({n, 21});
+      backend_->matmul(x->tensor(), w->tensor(), bias->ptr(), y->tensor());
+      EXPECT_TRUE(
+          close_to_reference(y->values(), reference::matmul(x->tensor(), w->tensor(), bias->ptr()), kF32));
+      EXPECT_GUARDS(y);
+    }
+  }
+}
+
+TEST_P(Conformance, MatmulWithEmptyKWritesTheBias) {
+  auto x = buffer(DType::F32, {3, 0});
+  auto w = buffer(DType::F32, {5, 0});
+  auto bias = input(DType::F32, {5});
+  auto y = output({3, 5});
+  backend_->matmul(x->tensor(), w->tensor(), bias->ptr(), y->tensor());
+  EXPECT_TRUE(
+      close_to_reference(y->values(), reference::matmul(x->tensor(), w->tensor(), bias->ptr()), kExact));
+}
+
+TEST_P(Conformance, MatmulIsBitwiseIndependentOfThreadCount) {
+  for (const int64_t n : {1, 3, 37}) {
+    auto x = input(DType::F32, {n, 300});
+    auto w = input(DType::BF16, {130, 300});
+    auto y1 = output({n, 130});
+    auto y2 = output({n, 130});
+    set_thread_count(1);
+    backend_->matmul(x->tensor(), w->tensor(), nullptr, y1->tensor());
+    set_thread_count(0);
+    backend_->matmul(x->tensor(), w->tensor(), nullptr, y2->tensor());
+    EXPECT_EQ(y1->values(), y2->values()) << "n=" << n;
+  }
+}
+
+TEST_P(Conformance, MatmulRejectsMismatchedShapesAndAliasing) {
+  auto x = input(DType::F32, {2, 16});
+  auto w = input(DType::F32, {8, 16});
+  auto w_wrong_k = input(DType::F32, {8, 15});
+  auto y = output({2, 8});
+  auto y_wrong = output({2, 9});
+  auto y_rows = output({3, 8});
+  auto bias_wrong = input(DType::F32, {7});
+  auto x_bf16 = input(DType::BF16, {2, 16});
+  EXPECT_THROW(backend_->matmul(x->tensor(), w_wrong_k->tensor(), nullptr, y->tensor()), Error);
+  EXPECT_THROW(backend_->matmul(x->tensor(), w->tensor(), nullptr, y_wrong->tensor()), Error);
+  EXPECT_THROW(backend_->matmul(x->tensor(), w->tensor(), nullptr, y_rows->tensor()), Error);
+  EXPECT_THROW(backend_->matmul(x->tensor(), w->tensor(), bias_wrong->ptr(), y->tensor()), Error);
+  EXPECT_THROW(backend_->matmul(x_bf16->tensor(), w->tensor(), nullptr, y->tensor()), Error);
+  auto square_x = input(DType::F32, {2, 8});
+  auto square_w = input(DType::F32, {8, 8});
+  EXPECT_THROW(backend_->matmul(square_x->tensor(), square_w->tensor(), nullptr, square_x->tensor()), Error);
+  EXPECT_THROW(backend_->matmul(x->tensor(), w->tensor().reshaped({2, 64}), nullptr, y->tensor()), Error);
+  EXPECT_GUARDS(y);
+}
+
+// ---------------------------------------------------------------- norms
+
+TEST_P(Conformance, RmsNormMatchesReference) {
+  for (const DType wdtype : {DType::F32, DType::BF16}) {
+    for (const int64_t d : {1, 7, 64, 80, 4099}) {
+      for (const int64_t rows : {1, 5}) {
+        SCOPED_TRACE(dtype_label(wdtype) + " d=" + std::to_string(d) + " rows=" + std::to_string(rows));
+        auto x = input(DType::F32, {rows, d}, 0.05f, 4.0f);
+        auto weight = input(wdtype, {d}, 0.5f, 2.0f);
+        auto y = output({rows, d});
+        backend_->rms_norm(x->tensor(), weight->tensor(), 1e-5f, y->tensor());
+        EXPECT_TRUE(
+            close_to_reference(y->values(), reference::rms_norm(x->tensor(), weight->tensor(), 1e-5f), kF32));
+        EXPECT_GUARDS(y);
+        EXPECT_UNCHANGED(x);
+      }
+    }
+  }
+}
+
+TEST_P(Conformance, LayerNormMatchesReferenceWithLargeMean) {
+  for (const int64_t d : {1, 7, 64, 768, 1001}) {
+    for (const int64_t rows : {1, 3}) {
+      SCOPED_TRACE("d=" + std::to_string(d) + " rows=" + std::to_string(rows));
+      auto x = input(DType::F32, {rows, d});
+      for (int64_t i = 0; i < x->numel(); ++i) x->set(i, x->get(i) + 3.0f);  // mean far from 0
+      x->snapshot();
+      auto weight = input(DType::F32, {d}, 0.5f, 2.0f);
+      auto bias = input(DType::BF16, {d});
+      auto y = output({rows, d});
+      backend_->layer_norm(x->tensor(), weight->tensor(), bias->tensor(), 1e-5f, y->tensor());
+      EXPECT_TRUE(close_to_reference(
+          y->values(), reference::layer_norm(x->tensor(), weight->tensor(), bias->tensor(), 1e-5f), kF32));
+      EXPECT_GUARDS(y);
+      EXPECT_UNCHANGED(x);
+    }
+  }
+}
+
+TEST_P(Conformance, NormsWorkInPlace) {
+  auto x = input(DType::F32, {3, 50});
+  const auto want_rms = reference::rms_norm(x->tensor(), x->tensor().slice_rows(0, 1).reshaped({50}), 1e-6f);
+  auto weight = buffer(DType::F32, {50});
+  for (int64_t i = 0; i < 50; ++i) weight->set(i, x->get(i));
+  backend_->rms_norm(x->tensor(), weight->tensor(), 1e-6f, x->tensor());
+  EXPECT_TRUE(close_to_reference(x->values(), want_rms, kF32));
+
+  auto z = input(DType::F32, {2, 33});
+  auto w = input(DType::F32, {33});
+  auto b = input(DType::F32, {33});
+  const auto want_ln = reference::layer_norm(z->tensor(), w->tensor(), b->tensor(), 1e-5f);
+  backend_->layer_norm(z->tensor(), w->tensor(), b->tensor(), 1e-5f, z->tensor());
+  EXPECT_TRUE(close_to_reference(z->values(), want_ln, kF32));
+}
+
+TEST_P(Conformance, NormsRejectMismatchedShapes) {
+  auto x = input(DType::F32, {2, 16});
+  auto w = input(DType::F32, {15});
+  auto w_ok = input(DType::F32, {16});
+  auto y = output({2, 16});
+  auto y_wrong = output({4, 8});
+  EXPECT_THROW(backend_->rms_norm(x->tensor(), w->tensor(), 1e-5f, y->tensor()), Error);
+  EXPECT_THROW(backend_->rms_norm(x->tensor(), w_ok->tensor(), 1e-5f, y_wrong->tensor()), Error);
+  EXPECT_THROW(backend_->layer_norm(x->tensor(), w_ok->tensor(), w->tensor(), 1e-5f, y->tensor()), Error);
+  // An output shifted by one element into its input.
+  auto big = input(DType::F32, {3, 16});
+  const Tensor shifted(big->tensor().as<float>() + 1, DType::F32, {2, 16});
+  EXPECT_THROW(backend_->rms_norm(big->tensor().slice_rows(0, 2), w_ok->tensor(), 1e-5f, shifted), Error);
+}
+
+// ---------------------------------------------------------------- activations
+
+const int64_t kElementCounts[] = {1, 7, 16, 33, 1000, 70001};
+
+TEST_P(Conformance, GeluBothFormsMatchReference) {
+  for (const GeluForm form : {GeluForm::Tanh, GeluForm::Erf}) {
+    for (const int64_t count : kElementCounts) {
+      SCOPED_TRACE(std::string(form == GeluForm::Tanh ? "tanh" : "erf") + " count=" + std::to_string(count));
+      auto x = input(DType::F32, {count}, 0.01f, 8.0f);
+      auto y = output({count});
+      backend_->gelu(x->tensor(), form, y->tensor());
+      EXPECT_TRUE(close_to_reference(y->values(), reference::gelu(x->tensor(), form), kF32));
+      EXPECT_GUARDS(y);
+      EXPECT_UNCHANGED(x);
+    }
+  }
+}
+
+TEST_P(Conformance, GeluIsAccurateForSmallAndLargeArguments) {
+  // Relative error per element matters where |x| is tiny (the output is ~x/2) and the tail
+  // must reach exactly x and 0.
+  auto x = buffer(DType::F32, {8});
+  const float values[] = {1e-6f, -1e-6f, 1e-3f, -3.0f, 12.0f, -12.0f, 100.0f, -100.0f};
+  for (int i = 0; i < 8; ++i) x->set(i, values[i]);
+  for (const GeluForm form : {GeluForm::Tanh, GeluForm::Erf}) {
+    auto y = output({8});
+    backend_->gelu(x->tensor(), form, y->tensor());
+    const auto got = y->values();
+    const auto want = reference::gelu(x->tensor(), form);
+    for (size_t i = 0; i < 8; ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-6 * std::abs(values[i]) + 1e-30) << values[i];
+  }
+}
+
+TEST_P(Conformance, SiluMatchesReference) {
+  for (const int64_t count : kElementCounts) {
+    SCOPED_TRACE("count=" + std::to_string(count));
+    auto x = input(DType::F32, {count}, 0.01f, 12.0f);
+    auto y = output({count});
+    backend_->silu(x->tensor(), y->tensor());
+    EXPECT_TRUE(close_to_reference(y->values(), reference::silu(x->tensor()), kF32));
+    EXPECT_GUARDS(y);
+    EXPECT_UNCHANGED(x);
+  }
+}
+
+TEST_P(Conformance, SwigluAndAddMatchReference) {
+  for (const int64_t count : kElementCounts) {
+    SCOPED_TRACE("count=" + std::to_string(count));
+    auto gate = input(DType::F32, {count}, 0.01f, 8.0f);
+    auto up = input(DType::F32, {count});
+    auto y = output({count});
+    backend_->swiglu(gate->tensor(), up->tensor(), y->tensor());
+    EXPECT_TRUE(close_to_reference(y->values(), reference::swiglu(gate->tensor(), up->tensor()), kF32));
+    EXPECT_GUARDS(y);
+    auto sum = output({count});
+    backend_->add(gate->tensor(), up->tensor(), sum->tensor());
+    EXPECT_TRUE(close_to_reference(sum->values(), reference::add(gate->tensor(), up->tensor()), kF32));
+    EXPECT_GUARDS(sum);
+    EXPECT_UNCHANGED(gate);
+    EXPECT_UNCHANGED(up);
+  }
+}
+
+TEST_P(Conformance, ElementwiseOpsWorkInPlace) {
+  auto a = input(DType::F32, {4, 37});
+  auto b = input(DType::F32, {4, 37});
+  auto want = reference::add(a->tensor(), b->tensor());
+  backend_->add(a->tensor(), b->tensor(), a->tensor());  // y aliases a
+  EXPECT_TRUE(close_to_reference(a->values(), want, kF32));
+  want = reference::add(a->tensor(), b->tensor());
+  backend_->add(a->tensor(), b->tensor(), b->tensor());  // y aliases b
+  EXPECT_TRUE(close_to_reference(b->values(), want, kF32));
+  want = reference::swiglu(a->tensor(), b->tensor());
+  backend_->swiglu(a->tensor(), b->tensor(), a->tensor());
+  EXPECT_TRUE(close_to_reference(a->values(), want, kF32));
+  want = reference::gelu(b->tensor(), GeluForm::Tanh);
+  backend_->gelu(b->tensor(), GeluForm::Tanh, b->tensor());
+  EXPECT_TRUE(close_to_reference(b->values(), want, kF32));
+  want = reference::silu(b->tensor());
+  backend_->silu(b->tensor(), b->tensor());
+  EXPECT_TRUE(close_to_reference(b->values(), want, kF32));
+  want = reference::softmax(b->tensor());
+  backend_->softmax(b->tensor(), b->tensor());
+  EXPECT_TRUE(close_to_reference(b->values(), want, kF32));
+}
+
+TEST_P(Conformance, ElementwiseOpsRejectMismatchedSizes) {
+  auto a = input(DType::F32, {10});
+  auto b = input(DType::F32, {11});
+  auto y = output({10});
+  EXPECT_THROW(backend_->add(a->tensor(), b->tensor(), y->tensor()), Error);
+  EXPECT_THROW(backend_->swiglu(a->tensor(), b->tensor(), y->tensor()), Error);
+  EXPECT_THROW(backend_->silu(b->tensor(), y->tensor()), Error);
+  EXPECT_THROW(backend_->gelu(b->tensor(), GeluForm::Erf, y->tensor()), Error);
+  EXPECT_THROW(backend_->softmax(b->tensor(), y->tensor()), Error);
+  auto half = input(DType::BF16, {10});
+  EXPECT_THROW(backend_->add(a->tensor(), half->tensor(), y->tensor()), Error);
+  EXPECT_GUARDS(y);
+}
+
+// ---------------------------------------------------------------- softmax
+
+TEST_P(Conformance, SoftmaxMatchesReference) {
+  for (const int64_t d : {1, 5, 16, 33, 1000}) {
+    for (const int64_t rows : {1, 6}) {
+      SCOPED_TRACE("d=" + std::to_string(d) + " rows=" + std::to_string(rows));
+      auto x = input(DType::F32, {rows, d}, 0.01f, 20.0f);
+      auto y = output({rows, d});
+      backend_->softmax(x->tensor(), y->tensor());
+      EXPECT_TRUE(close_to_reference(y->values(), reference::softmax(x->tensor()), kF32));
+      EXPECT_GUARDS(y);
+      EXPECT_UNCHANGED(x);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- rope
+
+struct RopeCase {
+  int64_t n, heads, head_dim, rotary_dim;
+};
+
+TEST_P(Conformance, RopeBothLayoutsMatchReference) {
+  const RopeCase cases[] = {{1, 4, 16, 16}, {3, 2, 64, 64}, {7, 3, 80, 32}, {2, 4, 128, 128}, {5, 2, 64, 16}};
+  for (const RopeLayout layout : {RopeLayout::Neox, RopeLayout::Interleaved}) {
+    for (const RopeCase& c : cases) {
+      SCOPED_TRACE(std::string(layout == RopeLayout::Neox ? "neox" : "interleaved") +
+                   " n=" + std::to_string(c.n) + " head_dim=" + std::to_string(c.head_dim) +
+                   " rotary=" + std::to_string(c.rotary_dim));
+      auto x = input(DType::F32, {c.n, c.heads, c.head_dim});
+      auto freq = buffer(DType::F32, {c.rotary_dim / 2}, 4);
+      for (int64_t j = 0; j < c.rotary_dim / 2; ++j)
+        freq->set(j, static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(j) / c.rotary_dim)));
+      std::vector<int32_t> positions(static_cast<size_t>(c.n));
+      std::uniform_int_distribution<int32_t> pos(0, 8191);
+      for (auto& p : positions) p = pos(rng_);
+      const auto want = reference::rope(x->tensor(), positions, freq->tensor(), layout);
+      backend_->rope(x->tensor(), positions, freq->tensor(), layout);
+      EXPECT_TRUE(close_to_reference(x->values(), want, kF32));
+      EXPECT_GUARDS(x);
+    }
+  }
+}
+
+TEST_P(Conformance, RopeRejectsBadShapes) {
+  auto x = input(DType::F32, {2, 2, 8});
+  auto freq = input(DType::F32, {5});  // rotates 10 > 8
+  auto freq_ok = input(DType::F32, {4});
+  const std::vector<int32_t> two = {0, 1}, one = {0};
+  EXPECT_THROW(backend_->rope(x->tensor(), two, freq->tensor(), RopeLayout::Neox), Error);
+  EXPECT_THROW(backend_->rope(x->tensor(), one, freq_ok->tensor(), RopeLayout::Neox), Error);
+  EXPECT_THROW(backend_->rope(x->tensor().reshaped({2, 16}), two, freq_ok->tensor(), RopeLayout::Neox),
+               Error);
+}
+
+// ---------------------------------------------------------------- attention
+
+struct AttentionCase {
+  int64_t head_dim, heads, kv_heads, n, first_pos;
+};
+
+// Cache rows at and after first_pos + n hold NaN: reading them would poison the output.
+void poison_unused_cache_rows(GuardedBuffer& cache, int64_t filled, int64_t row_elems) {
+  for (int64_t i = filled * row_elems; i < cache.numel(); ++i) cache.set(i, NAN);
+  cache.snapshot();
+}
+
+TEST_P(Conformance, AttentionMatchesReference) {
+  const AttentionCase cases[] = {
+      {16, 4, 1, 1, 0},
+      {64, 4, 2, 1, 37},
+      {80, 8, 8, 3, 5},
+      {128, 4, 4, 37, 0},
+      {64, 4, 2, 5, 100},
+      {16, 4, 1, 9, 3},
+      {80, 8, 8, 1, 200},
+      {64, 8, 8, 2, 0},
+      {128, 4, 1, 4, 61},
+      {20, 2, 1, 6, 2},
+      // Groups of 8, 3 and 5 query heads per kv head, whole or split across work items.
+      {64, 8, 1, 9, 10},
+      {32, 6, 2, 3, 7},
+      {16, 5, 1, 2, 50},
+      {64, 8, 1, 1, 33},
+  };
+  // Work is split by thread count: run single-threaded too.
+  for (const int threads : {0, 1}) {
+    set_thread_count(threads);
+    for (const DType cache_dtype : {DType::F32, DType::BF16, DType::F16}) {
+      for (const AttentionCase& c : cases) {
+        SCOPED_TRACE(dtype_label(cache_dtype) + " threads=" + std::to_string(threads) +
+                     " head_dim=" + std::to_string(c.head_dim) + " heads=" + std::to_string(c.heads) + "/" +
+                     std::to_string(c.kv_heads) + " n=" + std::to_string(c.n) +
+                     " first_pos=" + std::to_string(c.first_pos));
+        const int64_t capacity = c.first_pos + c.n + 3;
+        auto q = input(DType::F32, {c.n, c.heads, c.head_dim}, 0.05f, 2.0f);
+        auto k = input(cache_dtype, {capacity, c.kv_heads, c.head_dim});
+        auto v = input(cache_dtype, {capacity, c.kv_heads, c.head_dim});
+        poison_unused_cache_rows(*k, c.first_pos + c.n, c.kv_heads * c.head_dim);
+        poison_unused_cache_rows(*v, c.first_pos + c.n, c.kv_heads * c.head_dim);
+        auto out = output({c.n, c.heads, c.head_dim});
+        const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+        backend_->attention(q->tensor(), k->tensor(), v->tensor(), c.first_pos, scale, out->tensor());
+        EXPECT_TRUE(close_to_reference(
+            out->values(), reference::attention(q->tensor(), k->tensor(), v->tensor(), c.first_pos, scale),
+            kF32));
+        EXPECT_GUARDS(out);
+        EXPECT_UNCHANGED(q);
+        EXPECT_UNCHANGED(k);
+        EXPECT_UNCHANGED(v);
+      }
+    }
+  }
+  set_thread_count(0);
+}
+
+TEST_P(Conformance, AttentionAcceptsAFlatOutput) {
+  auto q = input(DType::F32, {2, 4, 16});
+  auto k = input(DType::F32, {8, 2, 16});
+  auto v = input(DType::F32, {8, 2, 16});
+  auto out = output({2, 64});
+  backend_->attention(q->tensor(), k->tensor(), v->tensor(), 3, 0.25f, out->tensor());
+  EXPECT_TRUE(close_to_reference(
+      out->values(), reference::attention(q->tensor(), k->tensor(), v->tensor(), 3, 0.25f), kF32));
+}
+
+TEST_P(Conformance, AttentionRejectsBadShapes) {
+  auto q = input(DType::F32, {2, 4, 16});
+  auto k = input(DType::F32, {8, 3, 16});  // 4 heads cannot share 3 kv heads
+  auto k_ok = input(DType::F32, {8, 2, 16});
+  auto v_ok = input(DType::F32, {8, 2, 16});
+  auto k_dim = input(DType::F32, {8, 2, 8});
+  auto out = output({2, 4, 16});
+  auto out_small = output({2, 4, 8});
+  EXPECT_THROW(backend_->attention(q->tensor(), k->tensor(), k->tensor(), 0, 1.0f, out->tensor()), Error);
+  EXPECT_THROW(backend_->attention(q->tensor(), k_ok->tensor(), v_ok->tensor(), 7, 1.0f, out->tensor()),
+               Error);
+  EXPECT_THROW(backend_->attention(q->tensor(), k_ok->tensor(), v_ok->tensor(), -1, 1.0f, out->tensor()),
+               Error);
+  EXPECT_THROW(backend_->attention(q->tensor(), k_dim->tensor(), k_dim->tensor(), 0, 1.0f, out->tensor()),
+               Error);
+  EXPECT_THROW(backend_->attention(q->tensor(), k_ok->tensor(), k_dim->tensor(), 0, 1.0f, out->tensor()),
+               Error);
+  EXPECT_THROW(backend_->attention(q->tensor(), k_ok->tensor(), v_ok->tensor(), 0, 1.0f, out_small->tensor()),
+               Error);
+  EXPECT_THROW(backend_->attention(q->tensor(), k_ok->tensor(), v_ok->tensor(), 0, 1.0f, q->tensor()), Error);
+  EXPECT_GUARDS(out);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, Conformance, ::testing::ValuesIn(backends_under_test()),
+                         [](const ::testing::TestParamInfo<BackendUnderTest>& param_info) {
+                           return param_info.param.name;
+                         });
+
+}  // namespace
+}  // namespace tokenmill::testing

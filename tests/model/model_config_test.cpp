@@ -1,0 +1,189 @@
+// config.json parsing: every supported architecture's fields, and a clear error for each
+// defect (the message names the file and the field).
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "model/model_config.h"
+#include "model/rope.h"
+
+namespace tokenmill {
+namespace {
+
+using ::testing::HasSubstr;
+
+nlohmann::json llama_config() {
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"vocab_size", 256},
+          {"hidden_size", 64},
+          {"intermediate_size", 128},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},
+          {"max_position_embeddings", 128},
+          {"rms_norm_eps", 1e-5},
+          {"eos_token_id", 2}};
+}
+
+std::string error_of(const nlohmann::json& config) {
+  try {
+    parse_model_config(config, "cfg.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(ModelConfig, ParsesLlamaWithDefaults) {
+  const ModelConfig c = parse_model_config(llama_config(), "cfg.json");
+  EXPECT_EQ(c.model_type, "llama");
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.norm, NormKind::RmsNorm);
+  EXPECT_EQ(c.mlp, MlpKind::SwiGlu);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int32_t>{2});
+  EXPECT_EQ(c.kv_floats_per_token(), 2 * 2 * 2 * 16);
+}
+
+TEST(ModelConfig, ParsesGpt2Names) {
+  const nlohmann::json j = {{"architectures", {"GPT2LMHeadModel"}},
+                            {"vocab_size", 50257},
+                            {"n_embd", 768},
+                            {"n_layer", 12},
+                            {"n_head", 12},
+                            {"n_positions", 1024}};
+  const ModelConfig c = parse_model_config(j, "cfg.json");
+  EXPECT_EQ(c.intermediate_size, 4 * 768);
+  EXPECT_EQ(c.norm, NormKind::LayerNorm);
+  EXPECT_EQ(c.mlp, MlpKind::GeluTanh);
+  EXPECT_EQ(c.positions, PositionKind::Learned);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_TRUE(c.attention_qkv_bias);
+}
+
+TEST(ModelConfig, Qwen2HasQkvBiasButNoOutputBias) {
+  auto j = llama_config();
+  j["architectures"] = {"Qwen2ForCausalLM"};
+  const ModelConfig c = parse_model_config(j, "cfg.json");
+  EXPECT_TRUE(c.attention_qkv_bias);
+  EXPECT_FALSE(c.attention_out_bias);
+}
+
+TEST(ModelConfig, MistralSlidingWindowCapsContext) {
+  auto j = llama_config();
+  j["architectures"] = {"MistralForCausalLM"};
+  j["sliding_window"] = 32;
+  EXPECT_EQ(parse_model_config(j, "cfg.json").context_length(), 32);
+  j["sliding_window"] = nullptr;
+  EXPECT_EQ(parse_model_config(j, "cfg.json").context_length(), 128);
+}
+
+TEST(ModelConfig, ReadsRopeScalingOldAndNewLayouts) {
+  auto j = llama_config();
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  EXPECT_EQ(parse_model_config(j, "cfg.json").rope_scaling.rope_type, "linear");
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"rope_type", "llama3"},  {"factor", 8.0},
+                          {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                          {"rope_theta", 500000.0}, {"original_max_position_embeddings", 8192}};
+  const ModelConfig c = parse_model_config(j, "cfg.json");
+  EXPECT_EQ(c.rope_scaling.rope_type, "llama3");
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+}
+
+TEST(ModelConfig, GenerationConfigOverridesEosAndSampling) {
+  ModelConfig c = parse_model_config(llama_config(), "cfg.json");
+  apply_generation_config(
+      {{"eos_token_id", {2, 3}}, {"do_sample", true}, {"temperature", 0.6}, {"top_p", 0.9}}, "gen.json", c);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{2, 3}));
+  EXPECT_TRUE(*c.generation.do_sample);
+  EXPECT_DOUBLE_EQ(*c.generation.temperature, 0.6);
+  EXPECT_THROW(apply_generation_config({{"top_p", 2.0}}, "gen.json", c), Error);
+}
+
+TEST(ModelConfig, RejectsEachDefectWithItsFieldName) {
+  auto j = llama_config();
+  j["architectures"] = {"BertModel"};
+  EXPECT_THAT(error_of(j), HasSubstr("unsupported architecture 'BertModel'"));
+
+  j = llama_config();
+  j.erase("architectures");
+  EXPECT_THAT(error_of(j), HasSubstr("architectures"));
+
+  j = llama_config();
+  j.erase("hidden_size");
+  EXPECT_THAT(error_of(j), HasSubstr("missing required field 'hidden_size'"));
+
+  j = llama_config();
+  j["num_attention_heads"] = 5;
+  EXPECT_THAT(error_of(j), HasSubstr("not divisible by the 5 attention heads"));
+
+  j = llama_config();
+  j["num_key_value_heads"] = 3;
+  EXPECT_THAT(error_of(j), HasSubstr("not divisible by 3 key/value heads"));
+
+  j = llama_config();
+  j["num_hidden_layers"] = 100000;
+  EXPECT_THAT(error_of(j), HasSubstr("num_hidden_layers"));
+
+  j = llama_config();
+  j["vocab_size"] = -1;
+  EXPECT_THAT(error_of(j), HasSubstr("vocab_size"));
+
+  j = llama_config();
+  j["hidden_size"] = "64";
+  EXPECT_THAT(error_of(j), HasSubstr("'hidden_size' must be an integer"));
+
+  j = llama_config();
+  j["hidden_size"] = 18446744073709551615u;
+  EXPECT_THAT(error_of(j), HasSubstr("hidden_size"));
+
+  j = llama_config();
+  j["hidden_act"] = "relu";
+  EXPECT_THAT(error_of(j), HasSubstr("unsupported activation 'relu'"));
+
+  j = llama_config();
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_THAT(error_of(j), HasSubstr("rope type 'yarn' is not supported"));
+
+  j = llama_config();
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  EXPECT_THAT(error_of(j), HasSubstr("original_max_position_embeddings"));
+
+  EXPECT_THAT(error_of(nlohmann::json::array()), HasSubstr("expected a JSON object"));
+}
+
+TEST(Rope, DefaultFrequenciesFollowTheta) {
+  const auto f = rope_inverse_frequencies(RopeScaling{}, 10000.0, 8);
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_FLOAT_EQ(f[0], 1.0f);
+  EXPECT_NEAR(f[1], std::pow(10000.0, -0.25), 1e-7);
+  EXPECT_NEAR(f[3], std::pow(10000.0, -0.75), 1e-9);
+}
+
+TEST(Rope, LinearDividesAndLlama3KeepsHighFrequencies) {
+  RopeScaling linear;
+  linear.rope_type = "linear";
+  linear.factor = 4.0;
+  const auto base = rope_inverse_frequencies(RopeScaling{}, 500000.0, 64);
+  const auto lin = rope_inverse_frequencies(linear, 500000.0, 64);
+  for (size_t i = 0; i < base.size(); ++i) EXPECT_FLOAT_EQ(lin[i], base[i] / 4.0f);
+
+  RopeScaling llama3;
+  llama3.rope_type = "llama3";
+  llama3.factor = 8.0;
+  llama3.original_max_position_embeddings = 8192;
+  const auto l3 = rope_inverse_frequencies(llama3, 500000.0, 64);
+  EXPECT_FLOAT_EQ(l3.front(), base.front());                           // short wavelength: unchanged
+  EXPECT_FLOAT_EQ(l3.back(), base.back() / 8.0f);                      // long wavelength: divided by factor
+  for (size_t i = 1; i < l3.size(); ++i) EXPECT_LE(l3[i], l3[i - 1]);  // still monotone
+}
+
+}  // namespace
+}  // namespace tokenmill

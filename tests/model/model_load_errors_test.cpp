@@ -1,0 +1,126 @@
+// A damaged model directory gives a tokenmill::Error that names the file and the
+// tensor or field at fault, never a crash. Each case copies a good fixture to a
+// temporary directory and breaks one thing.
+#include <filesystem>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/json_file.h"
+#include "model/model.h"
+#include "support/temp_dir.h"
+
+namespace tokenmill {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+const fs::path kFixtures = fs::path(TOKENMILL_FIXTURES_DIR) / "hf";
+
+// A writable copy of fixture `name`.
+class BrokenModel {
+ public:
+  explicit BrokenModel(const std::string& name) {
+    for (const auto& entry : fs::directory_iterator(kFixtures / name))
+      fs::copy_file(entry.path(), dir_.path() / entry.path().filename());
+  }
+  const fs::path& path() const { return dir_.path(); }
+
+  void edit_config(const std::function<void(nlohmann::json&)>& edit) const {
+    nlohmann::json config = read_json_file(path() / "config.json");
+    edit(config);
+    dir_.write("config.json", config.dump());
+  }
+
+  std::string load_error() const {
+    try {
+      Model::load(path());
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+
+  const testing::TempDir& dir() const { return dir_; }
+
+ private:
+  testing::TempDir dir_;
+};
+
+TEST(ModelLoadErrors, MissingDirectoryAndConfig) {
+  EXPECT_EQ(BrokenModel("llama").load_error(), "no error");
+  try {
+    Model::load("/nonexistent/model");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("does not exist"));
+  }
+  BrokenModel m("llama");
+  fs::remove(m.path() / "config.json");
+  EXPECT_THAT(m.load_error(), HasSubstr("config.json: not found"));
+}
+
+TEST(ModelLoadErrors, InvalidConfigJson) {
+  BrokenModel m("llama");
+  m.dir().write("config.json", "{\"architectures\": [");
+  EXPECT_THAT(m.load_error(), HasSubstr("invalid JSON"));
+}
+
+TEST(ModelLoadErrors, UnknownArchitecture) {
+  BrokenModel m("llama");
+  m.edit_config([](auto& c) { c["architectures"] = {"FalconForCausalLM"}; });
+  EXPECT_THAT(m.load_error(), HasSubstr("unsupported architecture 'FalconForCausalLM'"));
+}
+
+TEST(ModelLoadErrors, ConfigShapeDisagreesWithTensors) {
+  BrokenModel m("llama");
+  m.edit_config([](auto& c) { c["intermediate_size"] = 96; });
+  const std::string error = m.load_error();
+  EXPECT_THAT(error, HasSubstr("model.layers.0.mlp.gate_proj.weight"));
+  EXPECT_THAT(error, HasSubstr("expected [96, 64]"));
+}
+
+TEST(ModelLoadErrors, MoreLayersThanTheFileHas) {
+  BrokenModel m("gpt2");
+  m.edit_config([](auto& c) { c["n_layer"] = 3; });
+  EXPECT_THAT(m.load_error(), HasSubstr("h.2.ln_1.weight"));
+}
+
+TEST(ModelLoadErrors, UntiedModelWithoutLmHead) {
+  BrokenModel m("mistral");
+  m.edit_config([](auto& c) { c["tie_word_embeddings"] = false; });
+  EXPECT_THAT(m.load_error(), HasSubstr("lm_head.weight"));
+}
+
+TEST(ModelLoadErrors, TruncatedWeightsFile) {
+  BrokenModel m("llama");
+  const std::string bytes = m.dir().read("model.safetensors");
+  m.dir().write("model.safetensors", bytes.substr(0, bytes.size() / 2));
+  EXPECT_THAT(m.load_error(), HasSubstr("model.safetensors"));
+}
+
+TEST(ModelLoadErrors, HeaderLengthLargerThanFile) {
+  BrokenModel m("llama");
+  std::string bytes = m.dir().read("model.safetensors");
+  bytes[6] = '\x7f';  // header length now ~2^55
+  m.dir().write("model.safetensors", bytes);
+  EXPECT_THAT(m.load_error(), HasSubstr("model.safetensors"));
+}
+
+TEST(ModelLoadErrors, MissingShard) {
+  BrokenModel m("mistral");
+  fs::remove(m.path() / "model-00002-of-00004.safetensors");
+  EXPECT_THAT(m.load_error(), HasSubstr("model-00002-of-00004.safetensors"));
+}
+
+TEST(ModelLoadErrors, EosIdOutsideVocabulary) {
+  BrokenModel m("llama");
+  m.dir().write("generation_config.json", R"({"eos_token_id": 100000})");
+  EXPECT_THAT(m.load_error(), HasSubstr("eos_token_id 100000"));
+}
+
+}  // namespace
+}  // namespace tokenmill

@@ -1,0 +1,122 @@
+// Golden tests: our forward pass vs transformers on the tiny random models that
+// tests/fixtures/make_hf_fixtures.py builds (GPT-2, Llama with GQA + llama3 rope scaling,
+// Llama bf16 + linear scaling, sharded Mistral with MQA + tied embeddings, Qwen2 f16 with
+// q/k/v biases). Tolerances:
+//  - logits computed by transformers in float32 (also for bf16/f16 files: same rounded
+//    weights, f32 math, which is our CPU policy): max |ours - theirs| <= 1e-4 * max |theirs|;
+//  - logits transformers computed in the file's own half precision ("logits_native"):
+//    max |ours - theirs| <= 5e-2 * max |theirs| (bf16 keeps 8 bits of mantissa);
+//  - greedy continuation of 32 tokens: identical ids.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "backend/backend.h"
+#include "core/json_file.h"
+#include "model/transformer.h"
+#include "runtime/generator.h"
+
+namespace tokenmill {
+namespace {
+
+const std::filesystem::path kFixtures = std::filesystem::path(TOKENMILL_FIXTURES_DIR) / "hf";
+
+struct Fixture {
+  std::unique_ptr<Model> model;
+  nlohmann::json expected;
+};
+
+Fixture load_fixture(const std::string& name) {
+  Fixture f;
+  f.model = Model::load(kFixtures / name);
+  f.expected = read_json_file(kFixtures / name / "expected.json");
+  return f;
+}
+
+// max |a - b| over max |b|, with the absolute figure reported on failure.
+void expect_logits_close(const std::vector<float>& ours, const nlohmann::json& theirs_rows, double rel_tol,
+                         const std::string& what) {
+  std::vector<float> theirs;
+  for (const auto& row : theirs_rows)
+    for (const auto& v : row) theirs.push_back(v.get<float>());
+  ASSERT_EQ(ours.size(), theirs.size()) << what;
+  double max_diff = 0.0, max_ref = 0.0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(static_cast<double>(ours[i]) - theirs[i]));
+    max_ref = std::max(max_ref, std::abs(static_cast<double>(theirs[i])));
+  }
+  EXPECT_LE(max_diff, rel_tol * max_ref) << what << ": max abs diff " << max_diff << " (max |logit| "
+                                         << max_ref << ", relative " << max_diff / max_ref << ")";
+  std::printf("  %s: max abs diff %.3g, relative %.3g\n", what.c_str(), max_diff, max_diff / max_ref);
+}
+
+class ModelParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ModelParity, LogitsMatchTransformersAtEveryPosition) {
+  const Fixture f = load_fixture(GetParam());
+  const auto backend = make_cpu_backend();
+  Transformer transformer(*f.model, *backend);
+  const auto& prompts = f.expected.at("prompts");
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const auto ids = prompts[p].get<std::vector<int32_t>>();
+    std::vector<float> logits(ids.size() * static_cast<size_t>(f.model->config.vocab_size));
+    transformer.reset();
+    transformer.forward_all(ids, logits);
+    expect_logits_close(logits, f.expected.at("logits")[p], 1e-4,
+                        GetParam() + " prompt " + std::to_string(p));
+    if (f.expected.contains("logits_native"))
+      expect_logits_close(logits, f.expected.at("logits_native")[p], 5e-2,
+                          GetParam() + " prompt " + std::to_string(p) + " vs native half-precision");
+  }
+}
+
+TEST_P(ModelParity, PrefillInSmallChunksEqualsOnePass) {
+  const Fixture f = load_fixture(GetParam());
+  const auto backend = make_cpu_backend();
+  Transformer whole(*f.model, *backend);
+  Transformer chunked(*f.model, *backend, 0, /*chunk_tokens=*/3);
+  const auto ids = f.expected.at("prompts").back().get<std::vector<int32_t>>();
+  const Tensor a = whole.forward_last(ids);
+  const std::vector<float> first(a.as<float>(), a.as<float>() + a.numel());
+  const Tensor b = chunked.forward_last(ids);
+  for (int64_t i = 0; i < b.numel(); ++i) EXPECT_NEAR(first[static_cast<size_t>(i)], b.as<float>()[i], 1e-4f);
+}
+
+TEST_P(ModelParity, GreedyContinuationMatchesTransformers) {
+  const Fixture f = load_fixture(GetParam());
+  const auto backend = make_cpu_backend();
+  Transformer transformer(*f.model, *backend);
+  for (const auto& case_ : f.expected.at("greedy")) {
+    GenerateRequest request;
+    request.prompt = case_.at("prompt").get<std::vector<int32_t>>();
+    request.max_new_tokens = 32;
+    request.ignore_eos = true;
+    const GenerateResult result = generate(transformer, request);
+    EXPECT_EQ(result.ids, case_.at("ids").get<std::vector<int32_t>>()) << GetParam();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelParity,
+                         ::testing::Values("gpt2", "llama", "llama_bf16", "mistral", "qwen2"));
+
+TEST(ModelParity, DecodeStopsAtContextEnd) {
+  const Fixture f = load_fixture("llama");
+  const auto backend = make_cpu_backend();
+  Transformer transformer(*f.model, *backend, /*context=*/8);
+  GenerateRequest request;
+  request.prompt = {5, 6, 7};
+  request.max_new_tokens = 100;
+  request.ignore_eos = true;
+  const GenerateResult result = generate(transformer, request);
+  EXPECT_EQ(result.finish, FinishReason::Context);
+  EXPECT_EQ(result.ids.size(), 6u);  // 3 prompt + 5 forwarded + the last sampled token
+  EXPECT_THROW(transformer.forward_last(std::vector<int32_t>{1}), Error);
+}
+
+}  // namespace
+}  // namespace tokenmill
