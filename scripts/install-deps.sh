@@ -7,6 +7,7 @@ packages=(
   build-essential cmake git python3
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libpcre2-dev libicu-dev pkg-config
   clang-14 libclang-rt-14-dev libomp-14-dev clang-format-14
 )
 

@@ -8,5 +8,7 @@ namespace tokenmill::cli {
 
 void add_info_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
+void add_tokenize_commands(CLI::App& app);  // tokenize, detokenize
+void add_chat_command(CLI::App& app);
 
 }  // namespace tokenmill::cli

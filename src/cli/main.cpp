@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   app.parse_complete_callback([&] { tokenmill::set_thread_count(threads); });
   tokenmill::cli::add_info_command(app);
   tokenmill::cli::add_generate_command(app);
+  tokenmill::cli::add_chat_command(app);
+  tokenmill::cli::add_tokenize_commands(app);
   if (argc >= 2 && argv[1][0] != '-') {
     std::string known;
     bool found = false;

@@ -48,13 +48,14 @@ Transformer::Transformer(const Model& model, Backend& backend, int64_t context, 
   mlp_b_ = arena_.allocate(DType::F32, {chunk_, c.intermediate_size});
   logits_ = arena_.allocate(DType::F32, {chunk_, c.vocab_size});
   positions_.reserve(static_cast<size_t>(chunk_));
+  tokens_.reserve(static_cast<size_t>(context_));
 }
 
 void Transformer::check_append(size_t n) const {
   if (n == 0) fail("forward needs at least one token");
-  if (static_cast<int64_t>(n) > context_ - position_)
+  if (static_cast<int64_t>(n) > context_ - position())
     fail("sequence of {} tokens exceeds the context length {} ({} already in the cache)",
-         position_ + static_cast<int64_t>(n), context_, position_);
+         position() + static_cast<int64_t>(n), context_, position());
 }
 
 Tensor Transformer::forward_last(std::span<const int32_t> ids) {
@@ -97,7 +98,7 @@ void Transformer::run_chunk(std::span<const int32_t> ids, int64_t out_rows) {
   const auto n = static_cast<int64_t>(ids.size());
   const ModelWeights& w = model_.weights;
   positions_.clear();
-  for (int64_t t = 0; t < n; ++t) positions_.push_back(static_cast<int32_t>(position_ + t));
+  for (int64_t t = 0; t < n; ++t) positions_.push_back(static_cast<int32_t>(position() + t));
 
   const Tensor x = residual_.slice_rows(0, n);
   backend_.embedding(w.token_embedding, ids, x);
@@ -110,7 +111,7 @@ void Transformer::run_chunk(std::span<const int32_t> ids, int64_t out_rows) {
     attention_block(layer, n);
     mlp_block(layer, n);
   }
-  position_ += n;
+  tokens_.insert(tokens_.end(), ids.begin(), ids.end());
   if (out_rows > 0) {
     norm(x.slice_rows(n - out_rows, out_rows), w.final_norm_weight, w.final_norm_bias,
          normed_.slice_rows(0, out_rows));
@@ -125,8 +126,8 @@ void Transformer::attention_block(int64_t layer, int64_t n) {
   norm(x, w.attn_norm_weight, w.attn_norm_bias, h);
 
   const Tensor q = query_.slice_rows(0, n).reshaped({n, c.num_attention_heads, c.head_dim});
-  const Tensor k = cache_.keys(layer).slice_rows(position_, n);
-  const Tensor v = cache_.values(layer).slice_rows(position_, n);
+  const Tensor k = cache_.keys(layer).slice_rows(position(), n);
+  const Tensor v = cache_.values(layer).slice_rows(position(), n);
   const int64_t kv_width = c.num_key_value_heads * c.head_dim;
   backend_.matmul(h, w.q, optional_tensor(w.q_bias), q.reshaped({n, c.num_attention_heads * c.head_dim}));
   backend_.matmul(h, w.k, optional_tensor(w.k_bias), k.reshaped({n, kv_width}));
@@ -137,7 +138,7 @@ void Transformer::attention_block(int64_t layer, int64_t n) {
   }
   const Tensor a = attended_.slice_rows(0, n).reshaped({n, c.num_attention_heads, c.head_dim});
   const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-  backend_.attention(q, cache_.keys(layer), cache_.values(layer), position_, scale, a);
+  backend_.attention(q, cache_.keys(layer), cache_.values(layer), position(), scale, a);
 
   const Tensor out = projected_.slice_rows(0, n);
   backend_.matmul(attended_.slice_rows(0, n), w.o, optional_tensor(w.o_bias), out);

@@ -37,12 +37,19 @@ class Transformer {
   // Appends `ids` and writes the logits of every one of them to `logits` [ids.size(), vocab].
   void forward_all(std::span<const int32_t> ids, std::span<float> logits);
 
-  int64_t position() const { return position_; }
+  // The tokens whose keys and values are in the cache, in order.
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int64_t position() const { return static_cast<int64_t>(tokens_.size()); }
   int64_t context() const { return context_; }
-  void reset() { position_ = 0; }
+  // Forgets every token from `length` on (their cache rows are overwritten later), so a
+  // new sequence sharing a prefix with the cached one only computes its new suffix.
+  void truncate(int64_t length) {
+    if (length < position()) tokens_.resize(static_cast<size_t>(length < 0 ? 0 : length));
+  }
+  void reset() { tokens_.clear(); }
 
  private:
-  // Runs n <= chunk tokens at position_ and leaves the final-normed hidden states of the
+  // Runs n <= chunk tokens at position() and leaves the final-normed hidden states of the
   // last `out_rows` tokens in `normed_` rows [0, out_rows).
   void run_chunk(std::span<const int32_t> ids, int64_t out_rows);
   void attention_block(int64_t layer, int64_t n);
@@ -55,7 +62,7 @@ class Transformer {
   Backend& backend_;
   int64_t context_;
   int64_t chunk_;
-  int64_t position_ = 0;
+  std::vector<int32_t> tokens_;
   KvCache cache_;
   std::vector<float> inv_freq_;
   std::vector<int32_t> positions_;

@@ -14,7 +14,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 double GenerateResult::prompt_tokens_per_second() const {
-  return prefill_seconds > 0.0 ? static_cast<double>(prompt_tokens) / prefill_seconds : 0.0;
+  return prefill_seconds > 0.0 ? static_cast<double>(prompt_tokens - cached_prompt_tokens) / prefill_seconds
+                               : 0.0;
 }
 
 double GenerateResult::decode_tokens_per_second() const {
@@ -45,13 +46,23 @@ GenerateResult generate(Transformer& transformer, const GenerateRequest& request
   GenerateResult result;
   result.prompt_tokens = static_cast<int64_t>(request.prompt.size());
   if (request.max_new_tokens == 0) return result;
-  transformer.reset();
+  // Keep the cached prefix this prompt shares with the previous sequence (a chat's earlier
+  // turns); at least the last prompt token is recomputed, for its logits.
+  const std::vector<int32_t>& cached = transformer.tokens();
+  const size_t limit = std::min(cached.size(), request.prompt.size() - 1);
+  const size_t reused =
+      static_cast<size_t>(std::mismatch(cached.begin(), cached.begin() + static_cast<std::ptrdiff_t>(limit),
+                                        request.prompt.begin())
+                              .first -
+                          cached.begin());
+  transformer.truncate(static_cast<int64_t>(reused));
+  result.cached_prompt_tokens = static_cast<int64_t>(reused);
   Sampler sampler(request.sampling);
   std::vector<int32_t> history = request.prompt;
   history.reserve(history.size() + static_cast<size_t>(request.max_new_tokens));
 
   auto start = std::chrono::steady_clock::now();
-  Tensor logits = transformer.forward_last(request.prompt);
+  Tensor logits = transformer.forward_last(std::span(request.prompt).subspan(reused));
   const auto vocab = static_cast<size_t>(logits.numel());
   for (int64_t step = 0;; ++step) {
     const int32_t token = sampler.sample({logits.as<float>(), vocab}, history);

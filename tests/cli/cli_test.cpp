@@ -1,9 +1,5 @@
 // The tokenmill binary as a user runs it: outputs, exit codes, and a clear
 // "error: ..." (never a crash or a signal) for every bad flag or input.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <string>
 
 #include <fmt/format.h>
@@ -13,28 +9,15 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_file.h"
+#include "support/run_command.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-struct CommandResult {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string output;  // stdout and stderr together
-};
+using tokenmill::testing::CommandResult;
 
-CommandResult run(const std::string& args) {
-  const std::string command = std::string(TOKENMILL_BINARY) + " " + args + " 2>&1";
-  CommandResult r;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+CommandResult run(const std::string& args) { return tokenmill::testing::run_tokenmill(args); }
 
 const std::string kLlama = std::string(TOKENMILL_FIXTURES_DIR) + "/hf/llama";
 const std::string kGpt2 = std::string(TOKENMILL_FIXTURES_DIR) + "/hf/gpt2";

@@ -102,7 +102,7 @@ TEST_P(ModelParity, GreedyContinuationMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelParity,
-                         ::testing::Values("gpt2", "llama", "llama_bf16", "mistral", "qwen2"));
+                         ::testing::Values("gpt2", "llama", "llama_bf16", "mistral", "qwen2", "smollm_chat"));
 
 TEST(ModelParity, DecodeStopsAtContextEnd) {
   const Fixture f = load_fixture("llama");

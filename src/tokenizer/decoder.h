@@ -1,0 +1,26 @@
+// Decoder: turns token strings back into text with HF's decoder chain semantics (ByteLevel,
+// Metaspace, Replace, ByteFallback, Fuse, Strip; each step maps the list of token strings
+// to a new list, and the result is their concatenation). The result is valid UTF-8.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/regex.h"
+#include "tokenizer/tokenizer_spec.h"
+
+namespace tokenmill {
+
+class Decoder {
+ public:
+  Decoder(const std::vector<DecoderSpec>& steps, bool join_with_space);
+
+  std::string decode(std::vector<std::string> tokens) const;
+
+ private:
+  std::vector<DecoderSpec> steps_;
+  bool join_with_space_;
+};
+
+}  // namespace tokenmill
