@@ -19,10 +19,13 @@
 
 #include "core/error.h"
 #include "gguf/gguf_builder.h"
+#include "support/expect_error.h"
 #include "support/temp_dir.h"
 
 namespace tokenmill {
 namespace {
+
+using testing::expect_error;
 
 namespace fs = std::filesystem;
 using testing::as_bytes;
@@ -50,42 +53,10 @@ struct Parsed {
   GgufFile file;
 };
 
-// Runs `fn`, expecting a tokenmill::Error whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-  EXPECT_THROW(
-      {
-        try {
-          fn();
-        } catch (const Error& e) {
-          const std::string message = e.what();
-          for (const std::string& part : parts) {
-            EXPECT_NE(message.find(part), std::string::npos)
-                << "message: " << message << "\nmissing: " << part;
-          }
-          throw;
-        }
-      },
-      Error);
-}
-
-// Parsing `file` must fail with a message naming the file and containing `parts`.
 void expect_parse_error(const std::string& file, std::initializer_list<std::string> parts) {
   std::vector<std::string> all(parts);
   all.push_back(kLabel);
-  EXPECT_THROW(
-      {
-        try {
-          parse(file);
-        } catch (const Error& e) {
-          const std::string message = e.what();
-          for (const std::string& part : all) {
-            EXPECT_NE(message.find(part), std::string::npos)
-                << "message: " << message << "\nmissing: " << part;
-          }
-          throw;
-        }
-      },
-      Error);
+  expect_error([&] { parse(file); }, all);
 }
 
 // A file with one value of every type (arrays of every element type included) and a few

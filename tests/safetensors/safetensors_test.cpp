@@ -16,10 +16,13 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "support/expect_error.h"
 #include "support/temp_dir.h"
 
 namespace tokenmill {
 namespace {
+
+using testing::expect_error;
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -58,41 +61,10 @@ json entry(const std::string& dtype, const json& shape, uint64_t begin, uint64_t
   return json{{"dtype", dtype}, {"shape", shape}, {"data_offsets", {begin, end}}};
 }
 
-// Runs `fn`, expecting a tokenmill::Error whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-  EXPECT_THROW(
-      {
-        try {
-          fn();
-        } catch (const Error& e) {
-          const std::string message = e.what();
-          for (const std::string& part : parts) {
-            EXPECT_NE(message.find(part), std::string::npos)
-                << "message: " << message << "\nmissing: " << part;
-          }
-          throw;
-        }
-      },
-      Error);
-}
-
 void expect_parse_error(const std::string& file, std::initializer_list<std::string> parts) {
   std::vector<std::string> all(parts);
   all.push_back(kLabel);
-  EXPECT_THROW(
-      {
-        try {
-          parse(file);
-        } catch (const Error& e) {
-          const std::string message = e.what();
-          for (const std::string& part : all) {
-            EXPECT_NE(message.find(part), std::string::npos)
-                << "message: " << message << "\nmissing: " << part;
-          }
-          throw;
-        }
-      },
-      Error);
+  expect_error([&] { parse(file); }, all);
 }
 
 // Element encoders (the bytes a writer would produce on a little-endian machine).
