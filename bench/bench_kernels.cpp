@@ -8,6 +8,7 @@
 //                           exceed the last-level cache (as a model whose layers do not
 //                           fit in cache); "hot" reuses one w.
 //   Attention/<isa>/ctx     one decode step of 32 heads x 64 over a ctx-long f32 cache.
+//   Rope/n                  RoPE on n tokens x 32 heads x 128.
 //   OpenBlasSgemm/n/k/m     the f32 matmul through OpenBLAS, for comparison (when installed).
 //
 // Counters: GB/s (bytes of x, w, y per second), GFLOP/s (2 n m k per second) and, for
@@ -18,6 +19,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -268,6 +270,24 @@ BENCHMARK(BM_Matmul)
     ->UseRealTime()
     ->MinTime(0.5)
     ->Apply(best_of_repetitions);
+// RoPE over a prefill chunk: n tokens x 32 heads x 128 (positions 0..n-1).
+void BM_Rope(benchmark::State& state) {
+  const int64_t n = state.range(0), heads = 32, hd = 128;
+  auto backend = make_cpu_backend();
+  std::vector<float> x(static_cast<size_t>(n * heads * hd)), freq(static_cast<size_t>(hd / 2));
+  fill(x.data(), DType::F32, x.size());
+  for (size_t j = 0; j < freq.size(); ++j) freq[j] = std::pow(10000.0f, -2.0f * static_cast<float>(j) / hd);
+  std::vector<int32_t> positions(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) positions[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+  const Tensor xt(x.data(), DType::F32, {n, heads, hd});
+  const Tensor ft(freq.data(), DType::F32, {hd / 2});
+  for (auto _ : state) {
+    backend->rope(xt, positions, ft, RopeLayout::Neox);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_Rope)->Arg(1)->Arg(512)->ArgName("n")->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 BENCHMARK(BM_Attention)
     ->ArgsProduct({{1, 0}, {512, 4096}})
     ->ArgNames({"isa", "ctx"})

@@ -5,7 +5,8 @@
 //  - Tensors are contiguous row-major views of memory the backend can address.
 //  - Activations are f32 unless stated; weights may be f32, bf16 or f16.
 //  - Outputs never alias inputs, except for the elementwise ops (gelu, silu, swiglu,
-//    add), whose output may be exactly one of their inputs (in-place use).
+//    add), the norms and softmax, whose output may be exactly one of their inputs
+//    (in-place use); a partial overlap is an error.
 //  - Shapes are checked; a mismatch throws tokenmill::Error (a programming error in the
 //    caller, never silent memory corruption).
 #pragma once

@@ -104,11 +104,30 @@ struct MatmulShape {
 };
 
 // Decode (n <= 4) and prefill shapes: odd k (vector tails), k past one 256-wide GEMM block,
-// m not a multiple of any panel, m = 1, n = 1 / 3 / 37.
+// m not a multiple of any panel or GEMV row block, m = 1, n = 1 / 3 / 37.
 const MatmulShape kMatmulShapes[] = {
-    {1, 1, 1},     {1, 576, 96}, {1, 33, 1},   {1, 100, 67},  {2, 47, 19},   {3, 31, 35},
-    {4, 257, 9},   {5, 64, 70},  {3, 768, 40}, {13, 300, 33}, {37, 100, 67}, {37, 17, 1},
-    {37, 513, 50}, {64, 64, 96}, {6, 8, 16},   {12, 16, 32},  {25, 40, 130},
+    {1, 1, 1},
+    {1, 576, 96},
+    {1, 33, 1},
+    {1, 100, 67},
+    {2, 47, 19},
+    {3, 31, 35},
+    {4, 257, 9},
+    {5, 64, 70},
+    {3, 768, 40},
+    {13, 300, 33},
+    {37, 100, 67},
+    {37, 17, 1},
+    {37, 513, 50},
+    {64, 64, 96},
+    {6, 8, 16},
+    {12, 16, 32},
+    {25, 40, 130},
+    // GEMV k tails after 2-vector (bf16 pair) steps, single-vector steps and partial vectors.
+    {1, 53, 20},
+    {2, 29, 13},
+    {3, 61, 17},
+    {4, 45, 11},
 };
 
 TEST_P(Conformance, MatmulMatchesReferenceForEveryWeightDtypeAndShape) {
@@ -158,16 +177,18 @@ TEST_P(Conformance, MatmulWithEmptyKWritesTheBias) {
 }
 
 TEST_P(Conformance, MatmulIsBitwiseIndependentOfThreadCount) {
-  for (const int64_t n : {1, 3, 37}) {
-    auto x = input(DType::F32, {n, 300});
-    auto w = input(DType::BF16, {130, 300});
-    auto y1 = output({n, 130});
-    auto y2 = output({n, 130});
-    set_thread_count(1);
-    backend_->matmul(x->tensor(), w->tensor(), nullptr, y1->tensor());
-    set_thread_count(0);
-    backend_->matmul(x->tensor(), w->tensor(), nullptr, y2->tensor());
-    EXPECT_EQ(y1->values(), y2->values()) << "n=" << n;
+  for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    for (const int64_t n : {1, 2, 3, 4, 37}) {
+      auto x = input(DType::F32, {n, 300});
+      auto w = input(dtype, {1030, 300});
+      auto y1 = output({n, 1030});
+      auto y2 = output({n, 1030});
+      set_thread_count(1);
+      backend_->matmul(x->tensor(), w->tensor(), nullptr, y1->tensor());
+      set_thread_count(0);
+      backend_->matmul(x->tensor(), w->tensor(), nullptr, y2->tensor());
+      EXPECT_EQ(y1->values(), y2->values()) << dtype_label(dtype) << " n=" << n;
+    }
   }
 }
 

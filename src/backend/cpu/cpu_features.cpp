@@ -18,11 +18,7 @@ CpuFeatures detect() {
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512vl = __builtin_cpu_supports("avx512vl");
   f.avx512dq = __builtin_cpu_supports("avx512dq");
-#if defined(__clang__) && __clang_major__ < 16
-  f.avx512bf16 = false;  // clang 14 does not know the "avx512bf16" feature name
-#else
   f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
-#endif
   return f;
 }
 

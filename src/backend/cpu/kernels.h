@@ -43,6 +43,7 @@ struct KernelTable {
   const char* isa = "";
 
   // --- matmul, decode regime (n <= kGemvMaxTokens): rows [m0, m1) of y, streaming w once.
+  // m0 must be a multiple of 8 (then the result does not depend on how rows are split).
   void (*gemv)(const MatmulArgs& a, int64_t m0, int64_t m1) = nullptr;
 
   // --- matmul, prefill regime: x is packed once into token tiles of `tile_tokens`
