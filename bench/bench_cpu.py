@@ -23,6 +23,13 @@ Timing rules (the same for both engines):
     pass of one token with the KV cache plus a greedy argmax. tokenmill reports exactly this
     as decode_tokens_per_s; for transformers a manual loop with past_key_values does the same
     127 steps (a best case for transformers: no generate() bookkeeping).
+  * the decode roofline = best read bandwidth sampled during the run (at the start, before
+    each model, at the end) / weight bytes read per token (all matmul weights + the logits
+    matrix once; the f32 KV-cache reads are reported in the JSON, not in the roofline);
+  * the machine is shared: each measurement waits for other processes to go idle and is
+    repeated (--retries) if they disturbed it; the background load is recorded.
+Correctness on the side: the greedy tokens of both engines are compared; for bf16 files
+also against transformers with f32 math on the same bf16 weights (tokenmill's arithmetic).
 """
 
 from __future__ import annotations
@@ -203,9 +210,9 @@ def versions() -> dict:
             out[mod] = "not installed"
     try:
         cc = subprocess.run(["c++", "--version"], capture_output=True, text=True)
-        out["c++"] = cc.stdout.splitlines()[0] if cc.returncode == 0 and cc.stdout else "unknown"
+        out["compiler"] = cc.stdout.splitlines()[0] if cc.returncode == 0 and cc.stdout else "unknown"
     except OSError:
-        out["c++"] = "unknown"
+        out["compiler"] = "unknown"
     return out
 
 
@@ -485,6 +492,13 @@ def run_transformers(model_dir: Path, dt: str, prompt: list[int], threads: int, 
             tokens = decode(past, logits, steps)
             tg_times.append(time.perf_counter() - t0)
         foreign = meter.stop()
+        # Reference tokens for a low-precision file: the same weights with f32 math (tokenmill
+        # keeps f32 math over bf16 storage; transformers in bf16 also rounds activations).
+        ref_tokens = None
+        if dtype != torch.float32:
+            model.float()
+            past, logits = prefill()
+            ref_tokens = decode(past, logits, steps)
     del model
     pp = [PROMPT_TOKENS / t for t in pp_times]
     tg = [steps / t for t in tg_times]
@@ -499,6 +513,7 @@ def run_transformers(model_dir: Path, dt: str, prompt: list[int], threads: int, 
         "decode_tok_s_median": statistics.median(tg),
         "background_cores": foreign,
         "ids": tokens,
+        "ids_f32_math": ref_tokens,
     }
 
 
@@ -559,7 +574,7 @@ def render_markdown(report: dict) -> str:
     lines += [
         "",
         "| model | dtype | weight bytes / decoded token | prefill GFLOP | tokenmill prefill GFLOP/s "
-        "| transformers prefill GFLOP/s | transformers % of roofline | greedy tokens equal (of 128) |",
+        "| transformers prefill GFLOP/s | transformers % of roofline | tokenmill = transformers greedy tokens (of 128) |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report["results"]:
@@ -567,13 +582,15 @@ def render_markdown(report: dict) -> str:
         gf = r["prefill_flops"] / 1e9
         hf_tg = hf.get("decode_tok_s")
         agree = r.get("greedy_prefix_match")
+        ref = r.get("greedy_prefix_match_f32_math")
+        agree_ref = "" if ref is None else f"; first {ref} equal to transformers with f32 math on the same weights"
         hf_pct = f"{100 * hf_tg / r['decode_roofline_tok_s']:.0f}%" if hf_tg else "n/a"
         lines.append(
             f"| {r['label']} | {r['dtype']} | {r['decode_weight_bytes'] / 1e6:.1f} MB | {gf:.1f} "
             f"| {fmt_num(gf * tm['prefill_tok_s'] / PROMPT_TOKENS) if tm else 'n/a'} "
             f"| {fmt_num(gf * hf['prefill_tok_s'] / PROMPT_TOKENS) if hf else 'n/a'} "
             f"| {hf_pct} "
-            f"| {'n/a' if agree is None else f'{agree} leading tokens'} |")
+            f"| {'n/a' if agree is None else f'first {agree} equal'}{agree_ref} |")
     disturbed = []
     for r in report["results"]:
         for engine in ("tokenmill", "transformers"):
@@ -716,6 +733,9 @@ def main() -> int:
                 entry["errors"].append("tokenmill greedy output differed between repeats")
             if entry["tokenmill"] and entry["transformers"]:
                 entry["greedy_prefix_match"] = matching_prefix(entry["tokenmill"]["ids"], entry["transformers"]["ids"])
+                if entry["transformers"].get("ids_f32_math"):
+                    entry["greedy_prefix_match_f32_math"] = matching_prefix(entry["tokenmill"]["ids"],
+                                                                            entry["transformers"]["ids_f32_math"])
             results.append(entry)
 
     bandwidth_samples.append(measure_quietly(f"read bandwidth with {args.threads} threads (again, at the end)",
