@@ -3,8 +3,6 @@
 #include <cstdlib>
 #include <new>
 
-#include "core/checked_math.h"
-
 namespace tokenmill {
 
 void Arena::FreeAligned::operator()(std::byte* p) const { std::free(p); }
@@ -17,8 +15,7 @@ Arena::Arena(size_t capacity_bytes) : capacity_(footprint(capacity_bytes)) {
 }
 
 Tensor Arena::allocate(DType dtype, std::initializer_list<int64_t> dims) {
-  const uint64_t bytes =
-      checked_mul(checked_product(dims, "arena tensor"), dtype_size(dtype), "arena tensor");
+  const uint64_t bytes = tensor_bytes(dtype, dims, "arena tensor");
   const size_t need = footprint(static_cast<size_t>(bytes));
   if (need > capacity_ - used_)
     fail("arena exhausted: {} bytes requested, {} of {} in use (internal sizing error)", need, used_,

@@ -7,6 +7,16 @@ std::string_view dtype_name(DType t) {
     case DType::F32: return "f32";
     case DType::BF16: return "bf16";
     case DType::F16: return "f16";
+    case DType::Q4_0: return "q4_0";
+    case DType::Q4_1: return "q4_1";
+    case DType::Q5_0: return "q5_0";
+    case DType::Q5_1: return "q5_1";
+    case DType::Q8_0: return "q8_0";
+    case DType::Q4_K: return "q4_k";
+    case DType::Q5_K: return "q5_k";
+    case DType::Q6_K: return "q6_k";
+    case DType::Q8_1: return "q8_1";
+    case DType::Q8_K: return "q8_k";
   }
   return "?";
 }

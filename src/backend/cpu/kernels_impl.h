@@ -263,6 +263,7 @@ void convert_to_f32(const void* src, DType dtype, int64_t count, float* dst) {
     case DType::F32: convert_typed<S, DType::F32>(src, count, dst); break;
     case DType::BF16: convert_typed<S, DType::BF16>(src, count, dst); break;
     case DType::F16: convert_typed<S, DType::F16>(src, count, dst); break;
+    default: break;  // quantized types have their own kernels (the caller dispatches)
   }
 }
 
@@ -377,6 +378,7 @@ void gemv(const MatmulArgs& a, int64_t m0, int64_t m1) {
     case DType::F32: gemv_typed<S, DType::F32>(a, m0, m1); break;
     case DType::BF16: gemv_typed<S, DType::BF16>(a, m0, m1); break;
     case DType::F16: gemv_typed<S, DType::F16>(a, m0, m1); break;
+    default: break;  // quantized types have their own kernels (the caller dispatches)
   }
 }
 
@@ -489,6 +491,7 @@ void gemm_panel(const MatmulArgs& a, const float* packed, int64_t panel, int64_t
     case DType::F32: gemm_panel_typed<S, DType::F32>(a, packed, panel, tile0, tile1, panel_buffer); break;
     case DType::BF16: gemm_panel_typed<S, DType::BF16>(a, packed, panel, tile0, tile1, panel_buffer); break;
     case DType::F16: gemm_panel_typed<S, DType::F16>(a, packed, panel, tile0, tile1, panel_buffer); break;
+    default: break;  // quantized types have their own kernels (the caller dispatches)
   }
 }
 
@@ -640,6 +643,7 @@ void attention(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, float*
     case DType::F32: attention_typed<S, DType::F32>(a, t, h0, h1, scores); break;
     case DType::BF16: attention_typed<S, DType::BF16>(a, t, h0, h1, scores); break;
     case DType::F16: attention_typed<S, DType::F16>(a, t, h0, h1, scores); break;
+    default: break;  // the backend accepts only f32/bf16/f16 caches
   }
 }
 
