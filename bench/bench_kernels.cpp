@@ -6,14 +6,17 @@
 //                           y[n, m] = x[n, k] . w[m, k]^T. n = 1 is decode (GEMV), n = 512
 //                           prefill (GEMM). "cold" cycles through enough copies of w to
 //                           exceed the last-level cache (as a model whose layers do not
-//                           fit in cache); "hot" reuses one w.
+//                           fit in cache); "hot" reuses one w. dtype: f32, bf16, f16 and the
+//                           ggml block formats (q4_0 ... q6_k, at SmolLM2's 576 x 1536 and
+//                           1536 x 576; the k-quants need k % 256 == 0, so only the latter).
 //   Attention/<isa>/ctx     one decode step of 32 heads x 64 over a ctx-long f32 cache.
 //   Rope/n                  RoPE on n tokens x 32 heads x 128.
 //   OpenBlasSgemm/n/k/m     the f32 matmul through OpenBLAS, for comparison (when installed).
 //
-// Counters: GB/s (bytes of x, w, y per second), GFLOP/s (2 n m k per second) and, for
-// decode, pct_of_read_bw (GB/s over the read bandwidth measured once per process with the
-// kernels' own OpenMP thread count, OMP_NUM_THREADS or all cores).
+// Counters: GB/s (bytes of x, w, y per second), w_GB/s (bytes of w alone: for quantized w the
+// figure to compare across dtypes), GFLOP/s (2 n m k per second) and, for decode, pct_of_read_bw (GB/s over
+// the read bandwidth measured once per process with the kernels' own OpenMP thread count, OMP_NUM_THREADS or
+// all cores).
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -33,6 +36,7 @@
 #include "core/dtype.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "quant/quant_reference.h"
 
 namespace tokenmill {
 namespace {
@@ -131,9 +135,30 @@ void best_of_repetitions(benchmark::internal::Benchmark* b) {
 }
 
 CpuIsa isa_arg(int64_t v) { return v == 1 ? CpuIsa::Avx512 : CpuIsa::Avx2; }
-DType dtype_arg(int64_t v) { return v == 0 ? DType::F32 : v == 1 ? DType::BF16 : DType::F16; }
+constexpr DType kBenchDtypes[] = {DType::F32,  DType::BF16, DType::F16,  DType::Q4_0,
+                                  DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                                  DType::Q4_K, DType::Q5_K, DType::Q6_K};
+DType dtype_arg(int64_t v) { return kBenchDtypes[v]; }
 
-// Args: isa (0 avx2, 1 avx512), dtype (0 f32, 1 bf16, 2 f16), n, k, m, cold (0/1).
+// `rows` rows of `k` weights of `dtype`: plain types through fill(), block formats quantized
+// from the same values by the reference quantiser.
+void fill_weights(void* data, DType dtype, int64_t rows, int64_t k) {
+  if (!is_quantized(dtype)) {
+    fill(data, dtype, static_cast<size_t>(rows * k));
+    return;
+  }
+  std::vector<float> row(static_cast<size_t>(k));
+  const size_t row_bytes = dtype_row_bytes(dtype, k);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < k; ++i)
+      row[static_cast<size_t>(i)] =
+          0.001f * static_cast<float>(static_cast<int>((r * k + i) % 97) - 48) + 0.0005f;
+    quant::quantize_row(dtype, row.data(), static_cast<uint8_t*>(data) + static_cast<size_t>(r) * row_bytes,
+                        k);
+  }
+}
+
+// Args: isa (0 avx2, 1 avx512), dtype (index into kBenchDtypes), n, k, m, cold (0/1).
 void BM_Matmul(benchmark::State& state) {
   const CpuIsa isa = isa_arg(state.range(0));
   const DType dtype = dtype_arg(state.range(1));
@@ -146,10 +171,10 @@ void BM_Matmul(benchmark::State& state) {
   state.SetLabel(std::string(cpu_isa_name(isa)) + "/" + std::string(dtype_name(dtype)) +
                  (cold ? "/cold" : "/hot"));
   auto backend = make_cpu_backend_for(isa);
-  const size_t w_bytes = static_cast<size_t>(m * k) * dtype_size(dtype);
+  const size_t w_bytes = static_cast<size_t>(m) * dtype_row_bytes(dtype, k);
   const size_t copies = cold ? (kStreamBytes + w_bytes - 1) / w_bytes : 1;
   Buffer weights = allocate(w_bytes * copies);
-  fill(weights.get(), dtype, static_cast<size_t>(m * k));
+  fill_weights(weights.get(), dtype, m, k);
   for (size_t c = 1; c < copies; ++c) std::memcpy(weights.get() + c * w_bytes, weights.get(), w_bytes);
   Buffer x_buffer = allocate(static_cast<size_t>(n * k) * 4),
          y_buffer = allocate(static_cast<size_t>(n * m) * 4);
@@ -166,6 +191,8 @@ void BM_Matmul(benchmark::State& state) {
   const double iterations = static_cast<double>(state.iterations());
   const double bytes = static_cast<double>(w_bytes) + 4.0 * static_cast<double>(n * k + n * m);
   state.counters["GB/s"] = benchmark::Counter(iterations * bytes * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["w_GB/s"] =
+      benchmark::Counter(iterations * static_cast<double>(w_bytes) * 1e-9, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] = benchmark::Counter(iterations * 2.0 * static_cast<double>(n * m * k) * 1e-9,
                                                  benchmark::Counter::kIsRate);
   if (n <= 4) {
@@ -179,6 +206,22 @@ void matmul_args(benchmark::internal::Benchmark* b) {
   for (const int64_t isa : {1, 0})
     for (const int64_t dtype : {0, 1, 2})
       for (const auto& [k, m] : {std::pair<int64_t, int64_t>{576, 1536}, {768, 3072}}) {
+        b->Args({isa, dtype, 1, k, m, 1});
+        b->Args({isa, dtype, 1, k, m, 0});
+        b->Args({isa, dtype, 512, k, m, 0});
+      }
+  b->ArgNames({"isa", "dtype", "n", "k", "m", "cold"});
+}
+
+// Quantized weights at SmolLM2-135M's MLP shapes, with f32 and bf16 rows at the same shapes
+// for comparison. dtype indices: 0 f32, 1 bf16, 3 q4_0, 4 q4_1, 5 q5_0, 6 q5_1, 7 q8_0,
+// 8 q4_k, 9 q5_k, 10 q6_k.
+void quant_matmul_args(benchmark::internal::Benchmark* b) {
+  for (const int64_t isa : {1, 0})
+    for (const int64_t dtype : {0, 1, 3, 4, 5, 6, 7, 8, 9, 10})
+      for (const auto& [k, m] : {std::pair<int64_t, int64_t>{576, 1536}, {1536, 576}}) {
+        if (dtype >= 8 && k % 256 != 0) continue;
+        if (dtype <= 1 && k == 576) continue;  // already among matmul_args' rows
         b->Args({isa, dtype, 1, k, m, 1});
         b->Args({isa, dtype, 1, k, m, 0});
         b->Args({isa, dtype, 512, k, m, 0});
@@ -266,6 +309,13 @@ BENCHMARK(BM_ReadBandwidth)
     ->Apply(best_of_repetitions);
 BENCHMARK(BM_Matmul)
     ->Apply(matmul_args)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->MinTime(0.5)
+    ->Apply(best_of_repetitions);
+BENCHMARK(BM_Matmul)
+    ->Name("QuantMatmul")
+    ->Apply(quant_matmul_args)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()
     ->MinTime(0.5)

@@ -3,7 +3,9 @@
 // model/ calls only these ops, so a new backend is "implement this class and pass the
 // conformance suite" (tests/backend). Conventions for every op:
 //  - Tensors are contiguous row-major views of memory the backend can address.
-//  - Activations are f32 unless stated; weights may be f32, bf16 or f16.
+//  - Activations are f32 unless stated; weights may be f32, bf16 or f16, and the
+//    weights of matmul and the table of embedding may also be a quantized DType
+//    (Q4_0 ... Q6_K, see quant/quant_formats.h).
 //  - Outputs never alias inputs, except for the elementwise ops (gelu, silu, swiglu,
 //    add), the norms and softmax, whose output may be exactly one of their inputs
 //    (in-place use); a partial overlap is an error.
@@ -37,12 +39,17 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
 
-  // out[t, :] = table[ids[t], :].  table [vocab, d] f32/bf16/f16; out [n, d] f32.
+  // out[t, :] = table[ids[t], :].  table [vocab, d] any weight dtype (quantized rows are
+  // dequantized exactly); out [n, d] f32.
   // Throws Error if an id is outside [0, vocab).
   virtual void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) = 0;
 
   // y[n, m] = x[n, k] . w[m, k]^T (+ bias[m]).  x, y, bias f32; w f32/bf16/f16;
   // bias may be null. Accumulation in f32 (or wider).
+  // A quantized w is multiplied as ggml does it: each row of x is quantized to
+  // quant::activation_type(w.dtype) and every output is quant::vec_dot_row's integer
+  // block arithmetic (summation order may differ), the same for every n (a token's
+  // result does not depend on the batch it ran in).
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) = 0;
 
   // Per row of x [n, d]: y = x / sqrt(mean(x^2) + eps) * weight[d].

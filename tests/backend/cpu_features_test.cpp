@@ -51,6 +51,11 @@ TEST(CpuFeatures, Avx512NeedsAllFourExtensions) {
   EXPECT_EQ(cpu_supports(CpuIsa::Avx512), f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq);
 }
 
+TEST(CpuFeatures, ReportsVnniWhereDetected) {
+  // The quantized matmul picks its AVX-512 kernels only with VNNI (cpu_backend.cpp).
+  EXPECT_EQ(cpu_features_string().find("avx512vnni") != std::string::npos, cpu_features().avx512vnni);
+}
+
 TEST(CpuFeatures, ParsesIsaNames) {
   EXPECT_EQ(parse_cpu_isa("avx2"), CpuIsa::Avx2);
   EXPECT_EQ(parse_cpu_isa("avx512"), CpuIsa::Avx512);

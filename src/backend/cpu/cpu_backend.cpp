@@ -1,44 +1,25 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/quant_kernels.h"
+#include "backend/cpu/quant_matmul.h"
+#include "backend/cpu/scratch.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "quant/quant_reference.h"
 
 namespace tokenmill {
 
 namespace {
 
 using cpu::KernelTable;
+using cpu::Scratch;
 
 // ---------------------------------------------------------------- scratch memory
-
-// A 64-byte aligned float buffer that only grows: after warm-up no call allocates.
-class Scratch {
- public:
-  float* floats(int64_t count) {
-    const size_t need = static_cast<size_t>(count > 0 ? count : 1);
-    if (need > capacity_) {
-      const size_t bytes = (need * sizeof(float) + 63) / 64 * 64;
-      void* p = std::aligned_alloc(64, bytes);
-      if (p == nullptr) fail("out of host memory: CPU backend scratch of {} bytes", bytes);
-      memory_.reset(static_cast<float*>(p));
-      capacity_ = bytes / sizeof(float);
-    }
-    return memory_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float, Free> memory_;
-  size_t capacity_ = 0;
-};
 
 // One set per thread: the calling thread's buffers are shared read-only with the workers
 // of the parallel region it starts; each worker uses its own worker buffers.
@@ -119,8 +100,8 @@ constexpr int64_t kMinMatmulWork = 64 * 1024;       // multiply-adds per thread
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const KernelTable& kernels, CpuIsa isa)
-      : kernels_(kernels), name_("cpu-" + std::string(cpu_isa_name(isa))) {}
+  CpuBackend(const KernelTable& kernels, const cpu::QuantKernelTable& quant_kernels, CpuIsa isa)
+      : kernels_(kernels), quant_kernels_(quant_kernels), name_("cpu-" + std::string(cpu_isa_name(isa))) {}
 
   std::string_view name() const override { return name_; }
 
@@ -137,13 +118,19 @@ class CpuBackend final : public Backend {
     for (size_t t = 0; t < ids.size(); ++t)
       if (ids[t] < 0 || ids[t] >= vocab)
         fail("{}: token id {} at position {} is outside the vocabulary [0, {})", op, ids[t], t, vocab);
-    const size_t row_bytes = static_cast<size_t>(d) * dtype_size(table.dtype);
+    const size_t row_bytes = dtype_row_bytes(table.dtype, d);
     const auto* base = static_cast<const char*>(table.data);
     float* y = out.as<float>();
+    const bool quantized = is_quantized(table.dtype);
     parallel_for_chunks(n, grain_for(d, kMinElementwiseWork), [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t)
-        kernels_.convert_to_f32(base + static_cast<size_t>(ids[static_cast<size_t>(t)]) * row_bytes,
-                                table.dtype, d, y + t * d);
+      for (int64_t t = t0; t < t1; ++t) {
+        const char* row = base + static_cast<size_t>(ids[static_cast<size_t>(t)]) * row_bytes;
+        if (quantized) {
+          quant::dequantize_row(table.dtype, row, y + t * d, d);  // one row per token: scalar is fine
+        } else {
+          kernels_.convert_to_f32(row, table.dtype, d, y + t * d);
+        }
+      }
     });
   }
 
@@ -176,6 +163,10 @@ class CpuBackend final : public Backend {
     if (k == 0) {  // empty sums: y = bias or 0
       for (int64_t t = 0; t < n; ++t)
         for (int64_t r = 0; r < m; ++r) a.y[t * m + r] = a.bias != nullptr ? a.bias[r] : 0.0f;
+      return;
+    }
+    if (is_quantized(w.dtype)) {
+      cpu::quantized_matmul(quant_kernels_, a);
       return;
     }
     if (n <= cpu::kGemvMaxTokens) {
@@ -415,6 +406,7 @@ class CpuBackend final : public Backend {
   }
 
   const KernelTable& kernels_;
+  const cpu::QuantKernelTable& quant_kernels_;
   std::string name_;
 };
 
@@ -424,9 +416,13 @@ std::unique_ptr<Backend> make_cpu_backend_for(CpuIsa isa) {
   if (!cpu_supports(isa))
     fail("the CPU backend cannot use {} on this machine (it has: {})", cpu_isa_name(isa),
          cpu_features_string());
-  // kernels_avx512() itself is AVX-512 code: call it only after the check above.
+  // kernels_avx512() itself is AVX-512 code: call it only after the check above. The
+  // quantized matmul's AVX-512 kernels also need VNNI; without it they run the AVX2 ones.
   const KernelTable& kernels = isa == CpuIsa::Avx512 ? cpu::kernels_avx512() : cpu::kernels_avx2();
-  return std::make_unique<CpuBackend>(kernels, isa);
+  const cpu::QuantKernelTable& quant_kernels = isa == CpuIsa::Avx512 && cpu_features().avx512vnni
+                                                   ? cpu::quant_kernels_avx512_vnni()
+                                                   : cpu::quant_kernels_avx2();
+  return std::make_unique<CpuBackend>(kernels, quant_kernels, isa);
 }
 
 std::unique_ptr<Backend> make_cpu_backend() { return make_cpu_backend_for(best_cpu_isa()); }

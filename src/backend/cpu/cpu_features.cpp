@@ -19,6 +19,7 @@ CpuFeatures detect() {
   f.avx512vl = __builtin_cpu_supports("avx512vl");
   f.avx512dq = __builtin_cpu_supports("avx512dq");
   f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+  f.avx512vnni = __builtin_cpu_supports("avx512vnni");
   return f;
 }
 
@@ -75,6 +76,7 @@ std::string cpu_features_string() {
   add(f.avx512vl, "avx512vl");
   add(f.avx512dq, "avx512dq");
   add(f.avx512bf16, "avx512bf16");
+  add(f.avx512vnni, "avx512vnni");
   return s;
 }
 

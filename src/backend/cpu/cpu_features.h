@@ -1,7 +1,8 @@
 // Which SIMD instruction set the CPU backend's kernels use, chosen at run time.
 //
 // The project baseline is x86-64-v3 (AVX2 + FMA + F16C), so the AVX2 kernels always run.
-// The AVX-512 kernels (F + BW + VL + DQ) run when the CPU has them. The environment variable
+// The AVX-512 kernels (F + BW + VL + DQ) run when the CPU has them; within them, the
+// quantized matmul uses VNNI when present and the AVX2 kernels otherwise. The environment variable
 // TOKENMILL_CPU_ISA=avx2|avx512 caps the choice (to test the lower path on a wide machine);
 // asking for more than the CPU has is an error, never a crash.
 #pragma once
@@ -23,6 +24,7 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512dq = false;
   bool avx512bf16 = false;  // detected and reported; no kernel needs it yet
+  bool avx512vnni = false;  // vpdpbusd: the quantized matmul's AVX-512 kernels need it
 };
 
 // What this CPU supports (cached after the first call).
