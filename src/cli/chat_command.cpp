@@ -67,7 +67,8 @@ void run_chat(const ChatFlags& f) {
 void add_chat_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("chat", "Talk with a model through its chat template");
   auto f = std::make_shared<ChatFlags>();
-  cmd->add_option("-m,--model", f->model_dir, "Model directory with tokenizer.json and a chat template")
+  cmd->add_option("-m,--model", f->model_dir,
+                  "Model directory or GGUF file with a tokenizer and a chat template")
       ->required();
   cmd->add_option("--system", f->system_prompt, "System prompt");
   cmd->add_option("-n,--max-tokens", f->max_new_tokens, "Most tokens per reply (default 512)")

@@ -2,7 +2,13 @@
 // one library entry point. Failures are thrown as tokenmill::Error and printed by main.
 #pragma once
 
+#include <string>
+
 #include <CLI/CLI.hpp>
+
+namespace tokenmill {
+struct GgufWriteOptions;  // model/gguf_quantize.h
+}  // namespace tokenmill
 
 namespace tokenmill::cli {
 
@@ -10,5 +16,11 @@ void add_info_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_tokenize_commands(CLI::App& app);  // tokenize, detokenize
 void add_chat_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
+
+// --type and --pure of quantize/convert as options (Error naming the flag for an unknown type);
+// notes go to stderr.
+GgufWriteOptions gguf_write_options(const std::string& type, bool pure);
 
 }  // namespace tokenmill::cli

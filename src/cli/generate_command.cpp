@@ -94,7 +94,7 @@ void add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Continue a prompt with a model");
   auto f = std::make_shared<GenerateFlags>();
   cmd->add_option("-m,--model", f->model_dir,
-                  "Model directory (config.json + *.safetensors [+ tokenizer.json])")
+                  "Model directory (config.json + *.safetensors [+ tokenizer.json]) or GGUF file")
       ->required();
   auto* text = cmd->add_option("-p,--prompt", f->prompt_text, "Prompt text (needs the model's tokenizer)");
   auto* ids = cmd->add_option("--prompt-ids", f->prompt_ids, "Prompt as token ids: 1,2,3")->delimiter(',');

@@ -1,4 +1,5 @@
 // tokenize / detokenize: the tokenizer of a model directory, a tokenizer.json or a GGUF.
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -22,7 +23,8 @@ struct TokenizerSource {
 };
 
 void add_tokenizer_source(CLI::App& cmd, TokenizerSource& source) {
-  auto* model = cmd.add_option("-m,--model", source.model_dir, "Model directory with a tokenizer.json");
+  auto* model = cmd.add_option("-m,--model", source.model_dir,
+                               "Model directory with a tokenizer.json, or a GGUF model");
   auto* file = cmd.add_option("--tokenizer", source.tokenizer_file, "A tokenizer.json or a .gguf file");
   model->excludes(file);
 }
@@ -30,8 +32,9 @@ void add_tokenizer_source(CLI::App& cmd, TokenizerSource& source) {
 Tokenizer load(const TokenizerSource& source) {
   if (source.model_dir.empty() && source.tokenizer_file.empty())
     fail("give the tokenizer: -m MODEL_DIR or --tokenizer FILE (tokenizer.json or .gguf)");
-  return source.model_dir.empty() ? Tokenizer::from_file(source.tokenizer_file)
-                                  : Tokenizer::from_model_dir(source.model_dir);
+  if (!source.model_dir.empty() && !std::filesystem::is_regular_file(source.model_dir))
+    return Tokenizer::from_model_dir(source.model_dir);
+  return Tokenizer::from_file(source.model_dir.empty() ? source.tokenizer_file : source.model_dir);
 }
 
 std::string read_text_file(const std::string& path) {

@@ -1,12 +1,24 @@
 #include "model/model.h"
 
+#include "core/error.h"
+#include "model/gguf_model.h"
+
 namespace tokenmill {
 
-std::unique_ptr<Model> Model::load(const std::filesystem::path& dir) {
+std::unique_ptr<Model> Model::load(const std::filesystem::path& path) {
   auto model = std::make_unique<Model>();
-  model->dir = dir;
-  model->config = load_model_config(dir);
-  model->archive = SafetensorsArchive::open(dir);
+  model->path = path;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) {
+    model->gguf = GgufFile::open(path);
+    model->config = gguf_model_config(*model->gguf);
+    load_gguf_weights(model->config, *model->gguf, model->weights);
+    return model;
+  }
+  if (!std::filesystem::exists(path, ec))
+    fail("model '{}' does not exist (expected a model directory or a .gguf file)", path.string());
+  model->config = load_model_config(path);
+  model->archive = SafetensorsArchive::open(path);
   load_weights(model->config, model->archive, model->weights);
   return model;
 }
@@ -24,6 +36,14 @@ int64_t Model::parameter_count() const {
       n += count(*t);
   }
   return n;
+}
+
+std::map<std::string, uint64_t> Model::weight_bytes_by_type() const {
+  if (!gguf) return archive.bytes_by_dtype();
+  std::map<std::string, uint64_t> out;
+  for (const GgufTensorInfo& t : gguf->tensors())
+    out[std::string(ggml_type_traits(t.type)->name)] += t.nbytes;
+  return out;
 }
 
 }  // namespace tokenmill

@@ -1,9 +1,15 @@
-// Model: a loaded Hugging Face model directory (config + mapped weights).
+// Model: a loaded model, from a Hugging Face directory (config.json + safetensors) or a
+// GGUF file; either way a ModelConfig and ModelWeights viewing the mapped file.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <optional>
+#include <string>
 
+#include "model/gguf.h"
 #include "model/model_config.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
@@ -11,16 +17,20 @@
 namespace tokenmill {
 
 struct Model {
-  std::filesystem::path dir;
+  std::filesystem::path path;  // the directory or the .gguf file
   ModelConfig config;
-  SafetensorsArchive archive;
+  SafetensorsArchive archive;    // Hugging Face directories
+  std::optional<GgufFile> gguf;  // GGUF files
   ModelWeights weights;
 
-  // Loads dir/config.json (+ generation_config.json) and the safetensors weights.
-  static std::unique_ptr<Model> load(const std::filesystem::path& dir);
+  // A directory: dir/config.json (+ generation_config.json) and its safetensors weights.
+  // A file: a GGUF model (model/gguf_model.h).
+  static std::unique_ptr<Model> load(const std::filesystem::path& path);
 
   // Parameters the forward pass uses (a tied matrix counts once).
   int64_t parameter_count() const;
+  // Bytes of the weight files by stored type ("BF16", "Q4_1", ...).
+  std::map<std::string, uint64_t> weight_bytes_by_type() const;
 };
 
 }  // namespace tokenmill

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "backend/backend.h"
+
 namespace tokenmill {
 
 enum class NormKind : uint8_t { LayerNorm, RmsNorm };
@@ -59,6 +61,9 @@ struct ModelConfig {
   PositionKind positions = PositionKind::Rotary;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
+  // Which elements rotate together: Hugging Face's rotate_half halves (Neox), or adjacent
+  // pairs for GGUF llama files, whose q/k rows the converter permuted (Interleaved).
+  RopeLayout rope_layout = RopeLayout::Neox;
 
   bool attention_qkv_bias = false;  // Qwen2, GPT-2, Llama's attention_bias
   bool attention_out_bias = false;  // GPT-2, Llama's attention_bias

@@ -20,11 +20,11 @@ std::string human_bytes(uint64_t bytes) {
 ModelInfo describe(const Model& model) {
   const ModelConfig& c = model.config;
   ModelInfo info;
-  info.path = model.dir.string();
+  info.path = model.path.string();
   info.architecture = c.architecture;
   info.model_type = c.model_type;
   info.parameters = model.parameter_count();
-  info.weight_bytes_by_dtype = model.archive.bytes_by_dtype();
+  info.weight_bytes_by_dtype = model.weight_bytes_by_type();
   for (const auto& [dtype, bytes] : info.weight_bytes_by_dtype) info.weight_bytes += bytes;
   info.context_length = c.context_length();
   info.layers = c.num_hidden_layers;

@@ -36,6 +36,8 @@ Transformer::Transformer(const Model& model, Backend& backend, int64_t context, 
   const int64_t q_width = c.num_attention_heads * c.head_dim;
   if (c.positions == PositionKind::Rotary) {
     inv_freq_ = rope_inverse_frequencies(c.rope_scaling, c.rope_theta, c.head_dim);
+    if (const Tensor& factors = model.weights.rope_freq_factors; factors.data != nullptr)
+      for (size_t j = 0; j < inv_freq_.size(); ++j) inv_freq_[j] /= factors.as<const float>()[j];
     inv_freq_tensor_ = arena_.allocate(DType::F32, {c.head_dim / 2});
     std::copy(inv_freq_.begin(), inv_freq_.end(), inv_freq_tensor_.as<float>());
   }
@@ -133,8 +135,8 @@ void Transformer::attention_block(int64_t layer, int64_t n) {
   backend_.matmul(h, w.k, optional_tensor(w.k_bias), k.reshaped({n, kv_width}));
   backend_.matmul(h, w.v, optional_tensor(w.v_bias), v.reshaped({n, kv_width}));
   if (c.positions == PositionKind::Rotary) {
-    backend_.rope(q, positions_, inv_freq_tensor_, RopeLayout::Neox);
-    backend_.rope(k, positions_, inv_freq_tensor_, RopeLayout::Neox);
+    backend_.rope(q, positions_, inv_freq_tensor_, c.rope_layout);
+    backend_.rope(k, positions_, inv_freq_tensor_, c.rope_layout);
   }
   const Tensor a = attended_.slice_rows(0, n).reshaped({n, c.num_attention_heads, c.head_dim});
   const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));

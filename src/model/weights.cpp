@@ -5,23 +5,24 @@
 
 #include <fmt/format.h>
 
+#include "model/weight_source.h"
+
 namespace tokenmill {
 
 namespace {
 
-class WeightLoader {
+class SafetensorsSource final : public WeightSource {
  public:
-  WeightLoader(const SafetensorsArchive& archive, TensorStore& store) : archive_(archive), store_(store) {}
+  SafetensorsSource(const SafetensorsArchive& archive, TensorStore& store)
+      : archive_(archive), store_(store) {}
 
-  bool has(const std::string& name) const { return archive_.contains(name); }
+  bool has(const std::string& name) const override { return archive_.contains(name); }
 
-  // A matrix used in place from the mapped file.
-  Tensor matrix(const std::string& name, int64_t rows, int64_t cols) const {
+  Tensor matrix(const std::string& name, int64_t rows, int64_t cols) const override {
     return archive_.tensor(name, {rows, cols});
   }
 
-  // A vector converted to f32 (norm weights and biases).
-  Tensor vector_f32(const std::string& name, int64_t n) const {
+  Tensor vector_f32(const std::string& name, int64_t n) const override {
     const Tensor stored = archive_.tensor(name, {n});
     Tensor out = store_.allocate(DType::F32, {n});
     for (int64_t i = 0; i < n; ++i)
@@ -48,7 +49,7 @@ class WeightLoader {
   TensorStore& store_;
 };
 
-void load_gpt2(const ModelConfig& c, const WeightLoader& w, ModelWeights& out) {
+void load_gpt2(const ModelConfig& c, const SafetensorsSource& w, ModelWeights& out) {
   const std::string p = w.has("transformer.wte.weight") ? "transformer." : "";
   const int64_t d = c.hidden_size;
   const int64_t ff = c.intermediate_size;
@@ -82,49 +83,18 @@ void load_gpt2(const ModelConfig& c, const WeightLoader& w, ModelWeights& out) {
   out.lm_head = c.tie_word_embeddings ? out.token_embedding : w.matrix("lm_head.weight", c.vocab_size, d);
 }
 
-void load_llama_family(const ModelConfig& c, const WeightLoader& w, ModelWeights& out) {
-  const int64_t d = c.hidden_size;
-  const int64_t q_width = c.num_attention_heads * c.head_dim;
-  const int64_t kv_width = c.num_key_value_heads * c.head_dim;
-  const int64_t ff = c.intermediate_size;
-  out.token_embedding = w.matrix("model.embed_tokens.weight", c.vocab_size, d);
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string l = fmt::format("model.layers.{}.", i);
-    LayerWeights& layer = out.layers.emplace_back();
-    layer.attn_norm_weight = w.vector_f32(l + "input_layernorm.weight", d);
-    layer.q = w.matrix(l + "self_attn.q_proj.weight", q_width, d);
-    layer.k = w.matrix(l + "self_attn.k_proj.weight", kv_width, d);
-    layer.v = w.matrix(l + "self_attn.v_proj.weight", kv_width, d);
-    layer.o = w.matrix(l + "self_attn.o_proj.weight", d, q_width);
-    if (c.attention_qkv_bias) {
-      layer.q_bias = w.vector_f32(l + "self_attn.q_proj.bias", q_width);
-      layer.k_bias = w.vector_f32(l + "self_attn.k_proj.bias", kv_width);
-      layer.v_bias = w.vector_f32(l + "self_attn.v_proj.bias", kv_width);
-    }
-    if (c.attention_out_bias) layer.o_bias = w.vector_f32(l + "self_attn.o_proj.bias", d);
-    layer.mlp_norm_weight = w.vector_f32(l + "post_attention_layernorm.weight", d);
-    layer.gate = w.matrix(l + "mlp.gate_proj.weight", ff, d);
-    layer.up = w.matrix(l + "mlp.up_proj.weight", ff, d);
-    layer.down = w.matrix(l + "mlp.down_proj.weight", d, ff);
-    if (c.mlp_bias) {
-      layer.gate_bias = w.vector_f32(l + "mlp.gate_proj.bias", ff);
-      layer.up_bias = w.vector_f32(l + "mlp.up_proj.bias", ff);
-      layer.down_bias = w.vector_f32(l + "mlp.down_proj.bias", d);
-    }
-  }
-  out.final_norm_weight = w.vector_f32("model.norm.weight", d);
-  out.lm_head = c.tie_word_embeddings ? out.token_embedding : w.matrix("lm_head.weight", c.vocab_size, d);
-}
-
 }  // namespace
 
 void load_weights(const ModelConfig& config, const SafetensorsArchive& archive, ModelWeights& weights) {
-  const WeightLoader loader(archive, weights.owned);
+  const SafetensorsSource source(archive, weights.owned);
   weights.layers.reserve(static_cast<size_t>(config.num_hidden_layers));
   if (config.model_type == "gpt2") {
-    load_gpt2(config, loader, weights);
+    load_gpt2(config, source, weights);
   } else {
-    load_llama_family(config, loader, weights);
+    load_llama_family(config, source, kHuggingFaceLlamaNames, weights);
+    weights.lm_head = config.tie_word_embeddings ? weights.token_embedding
+                                                 : source.matrix(kHuggingFaceLlamaNames.lm_head,
+                                                                 config.vocab_size, config.hidden_size);
   }
 }
 

@@ -4,6 +4,7 @@
 // GPT-2's Conv1D weights ([in, out]) are transposed at load and its fused c_attn is
 // split into q, k, v. Large matrices stay in the mapped file (f32/bf16/f16); norm weights
 // and biases are converted to f32. An absent optional tensor has data == nullptr.
+// GGUF files map onto the same struct (model/gguf_model.h).
 #pragma once
 
 #include <vector>
@@ -31,6 +32,8 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   Tensor final_norm_weight, final_norm_bias;
   Tensor lm_head;  // [vocab, hidden]; the token embedding when tied
+  // GGUF llama 3 files: f32 [head_dim / 2]; rotary pair j turns at inv_freq[j] / factor[j].
+  Tensor rope_freq_factors;
   TensorStore owned;
 };
 

@@ -13,7 +13,7 @@ const std::string& template_of(const TextModel& model) {
   const Tokenizer& tokenizer = model.require_tokenizer("chat");
   if (tokenizer.chat_template().empty())
     fail("{} has no chat template (tokenizer_config.json chat_template): use generate instead",
-         model.model->dir.string());
+         model.model->path.string());
   return tokenizer.chat_template();
 }
 }  // namespace

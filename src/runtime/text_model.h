@@ -1,4 +1,5 @@
-// TextModel: a model directory loaded with its tokenizer, ready for text in, text out.
+// TextModel: a model (directory or GGUF file) loaded with its tokenizer, ready for text
+// in, text out.
 #pragma once
 
 #include <cstdint>
@@ -15,15 +16,17 @@ namespace tokenmill {
 
 struct TextModel {
   std::unique_ptr<Model> model;
-  std::optional<Tokenizer> tokenizer;  // absent when the directory has no tokenizer.json
+  std::optional<Tokenizer> tokenizer;  // absent when the model has no tokenizer
   // Generation stops at any of these: the model's generation config and the tokenizer's.
   std::vector<int32_t> eos_token_ids;
 
-  // Loads dir (see Model::load) and dir/tokenizer.json when present. Throws Error if the
-  // tokenizer has more tokens than the model's embedding rows.
-  static TextModel load(const std::filesystem::path& dir);
+  // Loads `path` (see Model::load) and its tokenizer when present: dir/tokenizer.json, or
+  // a GGUF file's tokenizer.ggml.* metadata. Throws Error if the tokenizer has more
+  // tokens than the model's embedding rows.
+  static TextModel load(const std::filesystem::path& path);
 
-  // The tokenizer, or Error "<dir> has no tokenizer.json: <what> needs one".
+  // The tokenizer, or Error "<path> has no tokenizer.json: <what> needs one" (or no
+  // tokenizer.ggml.* metadata, for a GGUF file).
   const Tokenizer& require_tokenizer(std::string_view what) const;
 };
 

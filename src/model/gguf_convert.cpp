@@ -1,0 +1,286 @@
+#include "model/gguf_convert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numbers>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "model/model_config.h"
+#include "model/safetensors.h"
+#include "quant/quant_formats.h"
+#include "tokenizer/tokenizer_json.h"
+
+namespace tokenmill {
+
+namespace {
+
+enum class Transform { None, PermuteHeads, Transpose };
+
+// Where an HF tensor goes: its GGUF name, and how its rows are rearranged.
+struct Mapping {
+  std::string name;
+  Transform transform = Transform::None;
+  int64_t heads = 0;  // PermuteHeads: the number of heads the rows are grouped in
+};
+
+// "model.layers.12.rest" -> (12, "rest") when `hf` starts with `prefix` + a layer number.
+std::optional<std::pair<int64_t, std::string>> split_layer(const std::string& hf, const std::string& prefix) {
+  if (!hf.starts_with(prefix)) return std::nullopt;
+  size_t i = prefix.size();
+  int64_t layer = 0;
+  const size_t digits = i;
+  while (i < hf.size() && hf[i] >= '0' && hf[i] <= '9' && i - digits < 9)
+    layer = layer * 10 + (hf[i++] - '0');
+  if (i == digits || i >= hf.size() || hf[i] != '.') return std::nullopt;
+  return std::make_pair(layer, hf.substr(i + 1));
+}
+
+// "q_proj.weight" -> ("q_proj", ".weight").
+std::pair<std::string, std::string> split_suffix(const std::string& s) {
+  for (const char* suffix : {".weight", ".bias"})
+    if (s.ends_with(suffix)) return {s.substr(0, s.size() - std::strlen(suffix)), suffix};
+  return {s, ""};
+}
+
+struct NamePair {
+  const char* hf;
+  const char* gguf;
+};
+
+constexpr NamePair kLlamaLayer[] = {
+    {"input_layernorm", "attn_norm"},    {"self_attn.q_proj", "attn_q"},
+    {"self_attn.k_proj", "attn_k"},      {"self_attn.v_proj", "attn_v"},
+    {"self_attn.o_proj", "attn_output"}, {"post_attention_layernorm", "ffn_norm"},
+    {"mlp.gate_proj", "ffn_gate"},       {"mlp.up_proj", "ffn_up"},
+    {"mlp.down_proj", "ffn_down"},
+};
+constexpr NamePair kGpt2Layer[] = {
+    {"ln_1", "attn_norm"}, {"attn.c_attn", "attn_qkv"}, {"attn.c_proj", "attn_output"},
+    {"ln_2", "ffn_norm"},  {"mlp.c_fc", "ffn_up"},      {"mlp.c_proj", "ffn_down"},
+};
+
+// The GGUF tensor for HF tensor `hf`, nullopt for tensors llama.cpp does not use.
+std::optional<Mapping> map_tensor(const std::string& hf, const ModelConfig& c, const std::string& arch) {
+  const bool gpt2 = arch == "gpt2";
+  const std::string base = gpt2 && hf.starts_with("transformer.") ? hf.substr(12) : hf;
+  if (hf == "lm_head.weight") {
+    if (c.tie_word_embeddings) return std::nullopt;
+    return Mapping{"output.weight"};
+  }
+  if (base == (gpt2 ? "wte.weight" : "model.embed_tokens.weight")) return Mapping{"token_embd.weight"};
+  if (gpt2 && base == "wpe.weight") return Mapping{"position_embd.weight"};
+  if (base == (gpt2 ? "ln_f.weight" : "model.norm.weight")) return Mapping{"output_norm.weight"};
+  if (gpt2 && base == "ln_f.bias") return Mapping{"output_norm.bias"};
+  if (const auto layer = split_layer(base, gpt2 ? "h." : "model.layers.")) {
+    const auto& [index, rest] = *layer;
+    if (index >= c.num_hidden_layers)
+      fail("tensor {}: layer {} is beyond num_hidden_layers {}", hf, index, c.num_hidden_layers);
+    if (rest.ends_with("rotary_emb.inv_freq") || rest == "attn.bias" || rest == "attn.masked_bias")
+      return std::nullopt;
+    const auto [module, suffix] = split_suffix(rest);
+    for (const NamePair& p :
+         gpt2 ? std::span<const NamePair>(kGpt2Layer) : std::span<const NamePair>(kLlamaLayer)) {
+      if (module != p.hf || suffix.empty()) continue;
+      Mapping m{fmt::format("blk.{}.{}{}", index, p.gguf, suffix)};
+      if (gpt2 && suffix == ".weight" && module != "ln_1" && module != "ln_2")
+        m.transform = Transform::Transpose;
+      if (arch == "llama" && (module == "self_attn.q_proj" || module == "self_attn.k_proj")) {
+        m.transform = Transform::PermuteHeads;
+        m.heads = module == "self_attn.q_proj" ? c.num_attention_heads : c.num_key_value_heads;
+      }
+      return m;
+    }
+  }
+  fail("tensor {}: not a tensor of a {} model that tokenmill knows how to convert", hf, c.architecture);
+}
+
+// Row `r` of a head-permuted matrix comes from this HF row (convert_hf_to_gguf.py `permute`).
+int64_t permuted_row(int64_t r, int64_t head_rows) {
+  const int64_t head = r / head_rows, within = r % head_rows;
+  return head * head_rows + (within % 2) * (head_rows / 2) + within / 2;
+}
+
+SourceTensor source_tensor(const StoredTensor& stored, const Mapping& m) {
+  const SafetensorsEntry& e = *stored.entry;
+  if (!e.dtype)
+    fail("{}: tensor {} has dtype {}; convert reads F32, F16 and BF16 tensors", stored.file->string(), e.name,
+         e.dtype_name);
+  if (e.shape.size() > 2 && m.transform != Transform::None)
+    fail("{}: tensor {} has {} dimensions, expected 1 or 2", stored.file->string(), e.name, e.shape.size());
+  if (e.shape.size() > kMaxGgufDims)
+    fail("{}: tensor {} has {} dimensions (GGUF allows {})", stored.file->string(), e.name, e.shape.size(),
+         kMaxGgufDims);
+  SourceTensor t;
+  t.name = m.name;
+  t.shape.assign(e.shape.rbegin(), e.shape.rend());
+  if (t.shape.empty()) t.shape = {1};
+  t.ggml_type = quant::ggml_type_of(*e.dtype);
+  t.nbytes = e.nbytes;
+  const DType dtype = *e.dtype;
+  const std::byte* data = stored.data;
+  const int64_t cols = t.shape[0];
+  if (m.transform == Transform::None) {
+    t.raw = {data, static_cast<size_t>(e.nbytes)};
+    t.read_row = [=](int64_t row, float* out) {
+      for (int64_t j = 0; j < cols; ++j)
+        out[j] = load_as_f32(data, dtype, static_cast<size_t>(row * cols + j));
+    };
+  } else if (m.transform == Transform::Transpose) {
+    // HF Conv1D [in, out] -> ggml {in, out}: row o holds column o of the stored matrix.
+    if (e.shape.size() != 2) fail("{}: tensor {} should be a matrix", stored.file->string(), e.name);
+    std::swap(t.shape[0], t.shape[1]);
+    const int64_t in = e.shape[0], out_dim = e.shape[1];
+    t.read_row = [=](int64_t row, float* out) {
+      for (int64_t i = 0; i < in; ++i)
+        out[i] = load_as_f32(data, dtype, static_cast<size_t>(i * out_dim + row));
+    };
+  } else {
+    const int64_t rows = e.shape[0];
+    if (m.heads <= 0 || rows % (2 * m.heads) != 0)
+      fail("{}: tensor {} has {} rows, not a multiple of 2 x {} heads", stored.file->string(), e.name, rows,
+           m.heads);
+    const int64_t head_rows = rows / m.heads;
+    if (e.shape.size() == 1) {  // a bias: one row of `rows` values
+      t.read_row = [=](int64_t, float* out) {
+        for (int64_t j = 0; j < rows; ++j)
+          out[j] = load_as_f32(data, dtype, static_cast<size_t>(permuted_row(j, head_rows)));
+      };
+    } else {
+      t.read_row = [=](int64_t row, float* out) {
+        const int64_t src = permuted_row(row, head_rows);
+        for (int64_t j = 0; j < cols; ++j)
+          out[j] = load_as_f32(data, dtype, static_cast<size_t>(src * cols + j));
+      };
+    }
+  }
+  return t;
+}
+
+// convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors: per-frequency llama3 factors.
+std::vector<float> llama3_rope_factors(const ModelConfig& c) {
+  const RopeScaling& s = c.rope_scaling;
+  const double old_context = static_cast<double>(s.original_max_position_embeddings);
+  const double low_wavelen = old_context / s.low_freq_factor;
+  const double high_wavelen = old_context / s.high_freq_factor;
+  std::vector<float> factors;
+  for (int64_t i = 0; i < c.head_dim; i += 2) {
+    const double freq =
+        1.0 / std::pow(c.rope_theta, static_cast<double>(i) / static_cast<double>(c.head_dim));
+    const double wavelen = 2 * std::numbers::pi / freq;
+    double f = 1.0;
+    if (wavelen > low_wavelen) {
+      f = s.factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth =
+          (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      f = 1.0 / ((1 - smooth) / s.factor + smooth);
+    }
+    factors.push_back(static_cast<float>(f));
+  }
+  return factors;
+}
+
+void set_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string& arch) {
+  auto key = [&](std::string_view name) { return fmt::format("{}.{}", arch, name); };
+  auto u32 = [&](std::string_view name, int64_t v) {
+    if (v < 0 || v > UINT32_MAX) fail("config.json: {} = {} does not fit in a u32", name, v);
+    w.set_u32(key(name), static_cast<uint32_t>(v));
+  };
+  u32("context_length", c.max_position_embeddings);
+  u32("embedding_length", c.hidden_size);
+  u32("feed_forward_length", c.intermediate_size);
+  u32("block_count", c.num_hidden_layers);
+  u32("attention.head_count", c.num_attention_heads);
+  u32("vocab_size", c.vocab_size);
+  if (arch == "gpt2") {
+    w.set_f32(key("attention.layer_norm_epsilon"), static_cast<float>(c.norm_eps));
+    return;
+  }
+  u32("attention.head_count_kv", c.num_key_value_heads);
+  u32("attention.key_length", c.head_dim);
+  u32("attention.value_length", c.head_dim);
+  w.set_f32(key("attention.layer_norm_rms_epsilon"), static_cast<float>(c.norm_eps));
+  w.set_f32(key("rope.freq_base"), static_cast<float>(c.rope_theta));
+  u32("rope.dimension_count", c.head_dim);
+  if (c.rope_scaling.rope_type == "linear") {
+    w.set_string(key("rope.scaling.type"), "linear");
+    w.set_f32(key("rope.scaling.factor"), static_cast<float>(c.rope_scaling.factor));
+  }
+}
+
+// Sort key: embeddings first, then layer by layer, then the output tensors.
+int64_t tensor_order(const std::string& name) {
+  if (const auto layer = split_layer(name, "blk.")) return 1 + layer->first;
+  return name.starts_with("output") ? INT64_MAX : 0;
+}
+
+struct HfFiles {
+  SafetensorsArchive archive;
+  std::vector<float> rope_factors;
+};
+
+}  // namespace
+
+ModelSource hf_model_source(const std::filesystem::path& dir, const LogFn& log) {
+  const ModelConfig config = load_model_config(dir);
+  const std::string arch = config.model_type == "qwen2"  ? "qwen2"
+                           : config.model_type == "gpt2" ? "gpt2"
+                                                         : "llama";
+  auto files = std::make_shared<HfFiles>(HfFiles{SafetensorsArchive::open(dir), {}});
+  ModelSource source;
+  GgufWriter& w = source.metadata;
+  w.set_string("general.architecture", arch);
+  w.set_string("general.type", "model");
+  const std::filesystem::path absolute = std::filesystem::absolute(dir).lexically_normal();
+  const std::string name = (absolute.has_filename() ? absolute : absolute.parent_path()).filename().string();
+  if (!name.empty()) w.set_string("general.name", name);
+  set_hyperparameters(w, config, arch);
+
+  if (arch == "llama" && config.rope_scaling.rope_type == "llama3") {
+    files->rope_factors = llama3_rope_factors(config);
+    const std::vector<float>& f = files->rope_factors;
+    SourceTensor t{"rope_freqs.weight", {static_cast<int64_t>(f.size())}, 0, f.size() * 4, {}, {}};
+    t.raw = std::as_bytes(std::span<const float>(f));
+    t.read_row = [&f](int64_t, float* out) { std::memcpy(out, f.data(), f.size() * 4); };
+    source.tensors.push_back(std::move(t));
+  }
+  for (const std::string& hf : files->archive.names()) {
+    const auto mapping = map_tensor(hf, config, arch);
+    if (!mapping) continue;
+    source.tensors.push_back(source_tensor(*files->archive.find(hf), *mapping));
+  }
+  // Layer order (blk.2 before blk.10), as convert_hf_to_gguf.py writes them.
+  std::stable_sort(source.tensors.begin(), source.tensors.end(),
+                   [](const SourceTensor& a, const SourceTensor& b) {
+                     return tensor_order(a.name) < tensor_order(b.name);
+                   });
+
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "tokenizer.json", ec)) {
+    set_tokenizer_metadata(w, read_model_dir_tokenizer(dir), config.vocab_size, log);
+  } else {
+    if (log) log(fmt::format("{}: no tokenizer.json; writing a model without a vocabulary", dir.string()));
+    w.set_string("tokenizer.ggml.model", "none");
+  }
+  source.keep_alive = files;
+  return source;
+}
+
+GgufWriteReport convert_hf_to_gguf(const std::filesystem::path& dir, const std::filesystem::path& out,
+                                   const GgufWriteOptions& options) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    fail(
+        "{}: not a directory (convert reads a Hugging Face model directory: config.json, *.safetensors, "
+        "tokenizer.json)",
+        dir.string());
+  check_distinct_output(dir, out);
+  return write_model_gguf(hf_model_source(dir, options.log), out, options);
+}
+
+}  // namespace tokenmill

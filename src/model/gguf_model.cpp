@@ -1,0 +1,206 @@
+#include "model/gguf_model.h"
+
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "model/weight_source.h"
+#include "quant/quant_formats.h"
+#include "quant/quant_reference.h"
+
+namespace tokenmill {
+
+namespace {
+
+// `{arch}.{suffix}` metadata of one file, with errors that name the file.
+class GgufKeys {
+ public:
+  GgufKeys(const GgufFile& gguf, std::string arch) : gguf_(gguf), arch_(std::move(arch)) {}
+
+  std::string key(const char* suffix) const { return arch_ + "." + suffix; }
+  int64_t integer(const char* suffix) const { return gguf_.get_int(key(suffix)); }
+  std::optional<int64_t> find_integer(const char* suffix) const { return gguf_.find_int(key(suffix)); }
+  std::optional<double> find_number(const char* suffix) const { return gguf_.find_float(key(suffix)); }
+
+ private:
+  const GgufFile& gguf_;
+  std::string arch_;
+};
+
+// Rows of a 2-D tensor (ne[1]), or nullopt when absent.
+std::optional<int64_t> tensor_rows(const GgufFile& gguf, const char* name) {
+  const GgufTensorInfo* t = gguf.find_tensor(name);
+  if (t == nullptr || t->shape.size() != 2) return std::nullopt;
+  return t->shape[1];
+}
+
+void put_rope_scaling(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json& hf) {
+  const std::string type = gguf.find_string(keys.key("rope.scaling.type")).value_or("none");
+  if (type == "none") return;
+  if (type != "linear")
+    fail("{}: rope scaling '{}' ({}) is not supported (supported: none, linear, and llama 3's rope_freqs)",
+         gguf.label(), type, keys.key("rope.scaling.type"));
+  const auto factor = keys.find_number("rope.scaling.factor");
+  if (!factor) fail("{}: linear rope scaling needs {}", gguf.label(), keys.key("rope.scaling.factor"));
+  hf["rope_scaling"] = {{"rope_type", "linear"}, {"factor", *factor}};
+}
+
+// The Hugging Face config.json fields of a llama/qwen2 file.
+void put_llama_family(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json& hf) {
+  hf["hidden_size"] = keys.integer("embedding_length");
+  hf["intermediate_size"] = keys.integer("feed_forward_length");
+  hf["num_hidden_layers"] = keys.integer("block_count");
+  hf["num_attention_heads"] = keys.integer("attention.head_count");
+  if (auto kv = keys.find_integer("attention.head_count_kv")) hf["num_key_value_heads"] = *kv;
+  if (auto head_dim = keys.find_integer("attention.key_length")) hf["head_dim"] = *head_dim;
+  hf["max_position_embeddings"] = keys.integer("context_length");
+  hf["rms_norm_eps"] = gguf.get_float(keys.key("attention.layer_norm_rms_epsilon"));
+  if (auto theta = keys.find_number("rope.freq_base")) hf["rope_theta"] = *theta;
+  put_rope_scaling(gguf, keys, hf);
+  hf["tie_word_embeddings"] = gguf.find_tensor("output.weight") == nullptr;
+}
+
+void put_gpt2(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json& hf) {
+  hf["n_embd"] = keys.integer("embedding_length");
+  hf["n_inner"] = keys.integer("feed_forward_length");
+  hf["n_layer"] = keys.integer("block_count");
+  hf["n_head"] = keys.integer("attention.head_count");
+  hf["n_positions"] = keys.integer("context_length");
+  hf["layer_norm_epsilon"] = gguf.get_float(keys.key("attention.layer_norm_epsilon"));
+  hf["activation_function"] = "gelu_new";
+  hf["tie_word_embeddings"] = gguf.find_tensor("output.weight") == nullptr;
+}
+
+// A view of one tensor of the file, or a named error.
+class GgufWeightSource final : public WeightSource {
+ public:
+  GgufWeightSource(const GgufFile& gguf, TensorStore& store) : gguf_(gguf), store_(store) {}
+
+  bool has(const std::string& name) const override { return gguf_.find_tensor(name) != nullptr; }
+
+  // GGUF's ne = [cols, rows].
+  Tensor matrix(const std::string& name, int64_t rows, int64_t cols) const override {
+    const GgufTensorInfo& info = find(name, {cols, rows});
+    return Tensor(const_cast<std::byte*>(gguf_.tensor_data(info).data()), weight_dtype(info), {rows, cols});
+  }
+
+  Tensor vector_f32(const std::string& name, int64_t n) const override {
+    const GgufTensorInfo& info = find(name, {n});
+    const DType stored = weight_dtype(info);
+    Tensor out = store_.allocate(DType::F32, {n});
+    quant::dequantize_row(stored, gguf_.tensor_data(info).data(), out.as<float>(), n);
+    return out;
+  }
+
+ private:
+  const GgufTensorInfo& find(const std::string& name, std::initializer_list<int64_t> ne) const {
+    const GgufTensorInfo* info = gguf_.find_tensor(name);
+    if (info == nullptr) fail("{}: tensor '{}' is missing", gguf_.label(), name);
+    if (!std::equal(info->shape.begin(), info->shape.end(), ne.begin(), ne.end()))
+      fail("{}: tensor '{}' has ne = [{}] but the model's hyper-parameters need [{}]", gguf_.label(), name,
+           fmt::join(info->shape, ", "), fmt::join(ne, ", "));
+    return *info;
+  }
+
+  DType weight_dtype(const GgufTensorInfo& info) const {
+    const auto dtype = quant::dtype_from_ggml_type(info.type);
+    const auto traits = ggml_type_traits(info.type);
+    if (!dtype || *dtype == DType::Q8_1 || *dtype == DType::Q8_K)
+      fail(
+          "{}: tensor '{}' is stored as {}, which tokenmill does not run (supported: F32, F16, BF16, Q4_0, "
+          "Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K); requantize the model with `tokenmill quantize`",
+          gguf_.label(), info.name, traits ? traits->name : "an unknown type");
+    return *dtype;
+  }
+
+  const GgufFile& gguf_;
+  TensorStore& store_;
+};
+
+void load_gpt2(const ModelConfig& c, const GgufWeightSource& w, ModelWeights& out) {
+  const int64_t d = c.hidden_size, ff = c.intermediate_size;
+  out.token_embedding = w.matrix("token_embd.weight", c.vocab_size, d);
+  out.position_embedding = w.matrix("position_embd.weight", c.max_position_embeddings, d);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string l = fmt::format("blk.{}.", i);
+    LayerWeights& layer = out.layers.emplace_back();
+    layer.attn_norm_weight = w.vector_f32(l + "attn_norm.weight", d);
+    layer.attn_norm_bias = w.vector_f32(l + "attn_norm.bias", d);
+    // attn_qkv is [3d, d]: its rows are q, k, v.
+    const Tensor qkv = w.matrix(l + "attn_qkv.weight", 3 * d, d);
+    const Tensor qkv_bias = w.vector_f32(l + "attn_qkv.bias", 3 * d);
+    layer.q = qkv.slice_rows(0, d);
+    layer.k = qkv.slice_rows(d, d);
+    layer.v = qkv.slice_rows(2 * d, d);
+    layer.q_bias = qkv_bias.slice_rows(0, d);
+    layer.k_bias = qkv_bias.slice_rows(d, d);
+    layer.v_bias = qkv_bias.slice_rows(2 * d, d);
+    layer.o = w.matrix(l + "attn_output.weight", d, d);
+    layer.o_bias = w.vector_f32(l + "attn_output.bias", d);
+    layer.mlp_norm_weight = w.vector_f32(l + "ffn_norm.weight", d);
+    layer.mlp_norm_bias = w.vector_f32(l + "ffn_norm.bias", d);
+    layer.up = w.matrix(l + "ffn_up.weight", ff, d);
+    layer.up_bias = w.vector_f32(l + "ffn_up.bias", ff);
+    layer.down = w.matrix(l + "ffn_down.weight", d, ff);
+    layer.down_bias = w.vector_f32(l + "ffn_down.bias", d);
+  }
+  out.final_norm_weight = w.vector_f32("output_norm.weight", d);
+  out.final_norm_bias = w.vector_f32("output_norm.bias", d);
+}
+
+}  // namespace
+
+ModelConfig gguf_model_config(const GgufFile& gguf) {
+  const std::string arch = gguf.get_string("general.architecture");
+  const GgufKeys keys(gguf, arch);
+  nlohmann::json hf;
+  if (arch == "llama" || arch == "qwen2") {
+    hf["architectures"] = {arch == "llama" ? "LlamaForCausalLM" : "Qwen2ForCausalLM"};
+    put_llama_family(gguf, keys, hf);
+  } else if (arch == "gpt2") {
+    hf["architectures"] = {"GPT2LMHeadModel"};
+    put_gpt2(gguf, keys, hf);
+  } else {
+    fail("{}: general.architecture '{}' is not supported (supported: llama, qwen2, gpt2)", gguf.label(),
+         arch);
+  }
+  const auto vocab = keys.find_integer("vocab_size");
+  const auto embedding_rows = tensor_rows(gguf, "token_embd.weight");
+  if (!vocab && !embedding_rows)
+    fail("{}: no {} and no 2-D token_embd.weight", gguf.label(), keys.key("vocab_size"));
+  hf["vocab_size"] = vocab ? *vocab : *embedding_rows;
+  if (auto bos = gguf.find_int("tokenizer.ggml.bos_token_id")) hf["bos_token_id"] = *bos;
+  if (auto eos = gguf.find_int("tokenizer.ggml.eos_token_id")) hf["eos_token_id"] = *eos;
+
+  ModelConfig c = parse_model_config(hf, gguf.label() + " (GGUF metadata)");
+  if (arch == "llama") c.rope_layout = RopeLayout::Interleaved;
+  if (auto rotary = keys.find_integer("rope.dimension_count");
+      rotary && c.positions == PositionKind::Rotary && *rotary != c.head_dim)
+    fail("{}: {} = {} rotates part of each head (head_dim {}); partial rotary embeddings are not supported",
+         gguf.label(), keys.key("rope.dimension_count"), *rotary, c.head_dim);
+  for (int32_t id : c.eos_token_ids)
+    if (id >= c.vocab_size)
+      fail("{}: tokenizer.ggml.eos_token_id {} is not below the vocabulary size {}", gguf.label(), id,
+           c.vocab_size);
+  return c;
+}
+
+void load_gguf_weights(const ModelConfig& config, const GgufFile& gguf, ModelWeights& weights) {
+  const GgufWeightSource source(gguf, weights.owned);
+  weights.layers.reserve(static_cast<size_t>(config.num_hidden_layers));
+  if (config.model_type == "gpt2") {
+    load_gpt2(config, source, weights);
+  } else {
+    load_llama_family(config, source, kGgufLlamaNames, weights);
+    if (source.has("rope_freqs.weight"))
+      weights.rope_freq_factors = source.vector_f32("rope_freqs.weight", config.head_dim / 2);
+  }
+  weights.lm_head = config.tie_word_embeddings
+                        ? weights.token_embedding
+                        : source.matrix("output.weight", config.vocab_size, config.hidden_size);
+}
+
+}  // namespace tokenmill

@@ -1,0 +1,254 @@
+// Hugging Face directory -> GGUF: llama.cpp's names, shapes and metadata, the llama q/k
+// permutation, GPT-2's transposes, and tokenizer metadata that tokenizes as the original.
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "core/json_file.h"
+#include "model/gguf.h"
+#include "model/gguf_convert.h"
+#include "model/safetensors.h"
+#include "support/expect_error.h"
+#include "support/temp_dir.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_json.h"
+
+namespace tokenmill {
+namespace {
+
+using testing::expect_error;
+
+const std::filesystem::path kHf = std::filesystem::path(TOKENMILL_FIXTURES_DIR) / "hf";
+const std::filesystem::path kTokenizers = std::filesystem::path(TOKENMILL_FIXTURES_DIR) / "tokenizers";
+
+// Converts fixture `name` and opens the result.
+GgufFile convert(const testing::TempDir& dir, const std::string& name, DType type) {
+  const auto out = dir.path() / (name + ".gguf");
+  convert_hf_to_gguf(kHf / name, out, {.type = type});
+  return GgufFile::open(out);
+}
+
+// Tensor `name` of `f` as floats (f32 or f16 storage).
+std::vector<float> floats(const GgufFile& f, const std::string& name) {
+  const GgufTensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) ADD_FAILURE() << "no tensor " << name;
+  if (t == nullptr) return {};
+  const DType d = t->type == 0 ? DType::F32 : t->type == 1 ? DType::F16 : DType::BF16;
+  std::vector<float> out(t->nbytes / dtype_size(d));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = load_as_f32(f.tensor_data(*t).data(), d, i);
+  return out;
+}
+
+std::vector<float> hf_floats(const std::string& model, const std::string& name) {
+  const auto archive = SafetensorsArchive::open(kHf / model);
+  const StoredTensor s = *archive.find(name);
+  std::vector<float> out(s.entry->nbytes / dtype_size(*s.entry->dtype));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = load_as_f32(s.data, *s.entry->dtype, i);
+  return out;
+}
+
+// Undoes convert_hf_to_gguf.py's permute: row 2i + j of a head came from row j * half + i.
+std::vector<float> unpermute(const std::vector<float>& w, int64_t heads, int64_t cols) {
+  const auto rows = static_cast<int64_t>(w.size()) / cols;
+  const int64_t head_rows = rows / heads;
+  std::vector<float> out(w.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t h = r / head_rows, within = r % head_rows;
+    const int64_t hf_row = h * head_rows + (within % 2) * (head_rows / 2) + within / 2;
+    std::copy_n(w.begin() + r * cols, cols, out.begin() + hf_row * cols);
+  }
+  return out;
+}
+
+TEST(GgufConvert, LlamaMetadataNamesAndShapes) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "llama", DType::F32);
+  EXPECT_EQ(f.get_string("general.architecture"), "llama");
+  EXPECT_EQ(f.get_string("general.name"), "llama");
+  EXPECT_EQ(f.get_int("general.file_type"), 0);
+  EXPECT_EQ(f.get_int("llama.context_length"), 128);
+  EXPECT_EQ(f.get_int("llama.embedding_length"), 64);
+  EXPECT_EQ(f.get_int("llama.feed_forward_length"), 128);
+  EXPECT_EQ(f.get_int("llama.block_count"), 2);
+  EXPECT_EQ(f.get_int("llama.attention.head_count"), 4);
+  EXPECT_EQ(f.get_int("llama.attention.head_count_kv"), 2);
+  EXPECT_FLOAT_EQ(static_cast<float>(f.get_float("llama.attention.layer_norm_rms_epsilon")), 1e-6f);
+  EXPECT_EQ(f.get_float("llama.rope.freq_base"), 500000.0);
+  EXPECT_EQ(f.get_int("llama.rope.dimension_count"), 16);
+  EXPECT_EQ(f.get_int("llama.vocab_size"), 256);
+  EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "none");  // the fixture has no tokenizer.json
+  EXPECT_EQ(f.type_of("llama.block_count"), GgufType::U32);
+  EXPECT_EQ(f.type_of("llama.rope.freq_base"), GgufType::F32);
+
+  std::set<std::string> names;
+  for (const GgufTensorInfo& t : f.tensors()) names.insert(t.name);
+  std::set<std::string> expected = {"token_embd.weight", "output_norm.weight", "output.weight",
+                                    "rope_freqs.weight"};
+  for (int l = 0; l < 2; ++l)
+    for (const char* n : {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate",
+                          "ffn_up", "ffn_down"})
+      expected.insert(fmt::format("blk.{}.{}.weight", l, n));
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(f.find_tensor("token_embd.weight")->shape, (std::vector<int64_t>{64, 256}));
+  EXPECT_EQ(f.find_tensor("blk.0.attn_k.weight")->shape, (std::vector<int64_t>{64, 32}));
+  EXPECT_EQ(f.find_tensor("blk.1.ffn_down.weight")->shape, (std::vector<int64_t>{128, 64}));
+  EXPECT_EQ(f.find_tensor("blk.0.attn_norm.weight")->shape, (std::vector<int64_t>{64}));
+
+  // Llama 3 rope scaling (factor 8, original context 64, theta 5e5, head_dim 16) as factors.
+  const std::vector<float> factors = floats(f, "rope_freqs.weight");
+  ASSERT_EQ(factors.size(), 8u);
+  EXPECT_EQ(factors[0], 1.0f);
+  EXPECT_NEAR(factors[1], 2.44226, 1e-4);
+  EXPECT_EQ(factors[7], 8.0f);
+}
+
+TEST(GgufConvert, LlamaQueryAndKeyArePermutedPerHead) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "llama", DType::F32);
+  for (int l = 0; l < 2; ++l) {
+    const std::string hf = fmt::format("model.layers.{}.", l), g = fmt::format("blk.{}.", l);
+    const auto q = floats(f, g + "attn_q.weight"), hq = hf_floats("llama", hf + "self_attn.q_proj.weight");
+    EXPECT_NE(q, hq);
+    EXPECT_EQ(unpermute(q, 4, 64), hq);
+    EXPECT_EQ(unpermute(floats(f, g + "attn_k.weight"), 2, 64),
+              hf_floats("llama", hf + "self_attn.k_proj.weight"));
+    EXPECT_EQ(floats(f, g + "attn_v.weight"), hf_floats("llama", hf + "self_attn.v_proj.weight"));
+    EXPECT_EQ(floats(f, g + "ffn_gate.weight"), hf_floats("llama", hf + "mlp.gate_proj.weight"));
+  }
+  EXPECT_EQ(floats(f, "output.weight"), hf_floats("llama", "lm_head.weight"));
+}
+
+TEST(GgufConvert, Qwen2KeepsRowOrderAndBiasesAndTiesOutput) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "qwen2", DType::F16);
+  EXPECT_EQ(f.get_string("general.architecture"), "qwen2");
+  EXPECT_EQ(f.get_int("general.file_type"), 1);
+  EXPECT_EQ(f.find_tensor("output.weight"), nullptr);  // tied
+  EXPECT_EQ(f.find_tensor("rope_freqs.weight"), nullptr);
+  EXPECT_EQ(f.find_tensor("blk.0.attn_q.weight")->type, 1u);
+  EXPECT_EQ(f.find_tensor("blk.0.attn_q.bias")->type, 0u);
+  EXPECT_EQ(floats(f, "blk.0.attn_q.weight"), hf_floats("qwen2", "model.layers.0.self_attn.q_proj.weight"));
+  EXPECT_EQ(floats(f, "blk.1.attn_k.bias"), hf_floats("qwen2", "model.layers.1.self_attn.k_proj.bias"));
+  EXPECT_EQ(floats(f, "blk.1.attn_v.bias"), hf_floats("qwen2", "model.layers.1.self_attn.v_proj.bias"));
+}
+
+TEST(GgufConvert, Gpt2Conv1DWeightsAreTransposed) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "gpt2", DType::F32);
+  EXPECT_EQ(f.get_string("general.architecture"), "gpt2");
+  EXPECT_FLOAT_EQ(static_cast<float>(f.get_float("gpt2.attention.layer_norm_epsilon")), 1e-5f);
+  const GgufTensorInfo* qkv = f.find_tensor("blk.0.attn_qkv.weight");
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(qkv->shape, (std::vector<int64_t>{64, 192}));
+  const auto hf = hf_floats("gpt2", "transformer.h.0.attn.c_attn.weight");  // [64 in, 192 out]
+  const auto g = floats(f, "blk.0.attn_qkv.weight");                        // 192 rows of 64
+  for (int64_t o = 0; o < 192; ++o)
+    for (int64_t i = 0; i < 64; ++i) ASSERT_EQ(g[o * 64 + i], hf[i * 192 + o]) << o << "," << i;
+  EXPECT_EQ(f.find_tensor("position_embd.weight")->shape, (std::vector<int64_t>{64, 128}));
+  EXPECT_NE(f.find_tensor("output_norm.bias"), nullptr);
+  EXPECT_EQ(f.find_tensor("output.weight"), nullptr);
+}
+
+TEST(GgufConvert, ShardedMistralConverts) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "mistral", DType::BF16);
+  EXPECT_EQ(f.get_string("general.architecture"), "llama");
+  EXPECT_EQ(f.get_int("general.file_type"), 32);
+  EXPECT_EQ(f.get_int("llama.attention.head_count_kv"), 1);
+  EXPECT_EQ(f.find_tensor("blk.1.attn_k.weight")->shape, (std::vector<int64_t>{64, 16}));
+  EXPECT_EQ(f.tensors().size(), 2u + 2 * 9);
+}
+
+TEST(GgufConvert, SmolLmTokenizerTokenizesAsTheOriginal) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "smollm_chat", DType::F16);
+  EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "gpt2");
+  EXPECT_EQ(f.get_string("tokenizer.ggml.pre"), "smollm");
+  EXPECT_EQ(f.array_size("tokenizer.ggml.tokens"), 512u);
+  EXPECT_EQ(f.array_type("tokenizer.ggml.token_type"), GgufType::I32);
+  EXPECT_EQ(f.get_int_array("tokenizer.ggml.token_type")[1], 3);  // <|im_start|> is CONTROL
+  EXPECT_EQ(f.get_int("tokenizer.ggml.bos_token_id"), 1);
+  EXPECT_EQ(f.get_int("tokenizer.ggml.eos_token_id"), 2);
+  EXPECT_FALSE(f.get_bool("tokenizer.ggml.add_bos_token"));
+  const Tokenizer original = Tokenizer::from_model_dir(kHf / "smollm_chat");
+  const Tokenizer converted = Tokenizer::from_gguf(f);
+  EXPECT_EQ(converted.chat_template(), original.chat_template());
+  EXPECT_EQ(converted.eos_id(), original.eos_id());
+  const auto expected = read_json_file(kHf / "smollm_chat" / "expected.json");
+  for (const auto& prompt : expected["text_prompts"]) {
+    const std::string text = prompt["text"].get<std::string>();
+    EXPECT_EQ(converted.encode(text), prompt["ids"].get<std::vector<int32_t>>()) << text;
+  }
+  const std::string rendered = expected["chat"]["rendered"].get<std::string>();
+  EXPECT_EQ(converted.encode(rendered, {.parse_special = true}),
+            expected["chat"]["ids"].get<std::vector<int32_t>>());
+}
+
+// Every tokenizer fixture: the written metadata, read back by tokenmill's GGUF vocab
+// reader, encodes the whole corpus as the tokenizer.json does.
+TEST(GgufConvert, TokenizerMetadataRoundTrips) {
+  const auto corpus = read_json_file(kTokenizers / "corpus.json");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"gpt2", "gpt-2"},    {"llama3", "llama-bpe"}, {"qwen2", "qwen2"},   {"smollm", "smollm"},
+      {"falcon", "falcon"}, {"spm_legacy", ""},      {"spm_metaspace", ""}};
+  for (const auto& [name, pre] : cases) {
+    SCOPED_TRACE(name);
+    const TokenizerSpec spec = read_model_dir_tokenizer(kTokenizers / name);
+    EXPECT_EQ(llama_cpp_pre_tokenizer(spec), pre);
+    GgufWriter w;
+    std::vector<std::string> notes;
+    set_tokenizer_metadata(w, spec, static_cast<int64_t>(spec.tokens.size()) + 3,
+                           [&](std::string_view line) { notes.emplace_back(line); });
+    EXPECT_TRUE(notes.empty()) << notes.front();
+    const std::string bytes = w.to_bytes();
+    const GgufFile f = GgufFile::parse(std::as_bytes(std::span<const char>(bytes)), name);
+    EXPECT_EQ(f.get_string("tokenizer.ggml.model"), pre.empty() ? "llama" : "gpt2");
+    const auto tokens = f.get_string_array("tokenizer.ggml.tokens");
+    EXPECT_EQ(tokens.back(), fmt::format("[PAD{}]", spec.tokens.size() + 2));
+    const Tokenizer original = Tokenizer::from_spec(spec);
+    const Tokenizer converted = Tokenizer::from_gguf(f);
+    size_t mismatches = 0;
+    for (const auto& hex : corpus["inputs_hex"]) {
+      std::string text;
+      const std::string h = hex.get<std::string>();
+      for (size_t i = 0; i + 1 < h.size(); i += 2)
+        text += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+      // GGUF's add_space_prefix always prepends U+2581 (as llama.cpp does); HF's Metaspace
+      // does not when the text already starts with a space or U+2581.
+      if (name == "spm_metaspace" && (text.starts_with(' ') || text.starts_with("\xE2\x96\x81"))) continue;
+      if (converted.encode(text) != original.encode(text) && ++mismatches <= 3)
+        ADD_FAILURE() << "text: " << text;
+    }
+    EXPECT_EQ(mismatches, 0u);
+  }
+}
+
+TEST(GgufConvert, UnknownPreTokenizerIsNamedDefaultWithANote) {
+  const TokenizerSpec spec = read_model_dir_tokenizer(kTokenizers / "gpt2_prefix_lower");
+  EXPECT_EQ(llama_cpp_pre_tokenizer(spec), "");
+  GgufWriter w;
+  std::string note;
+  set_tokenizer_metadata(w, spec, static_cast<int64_t>(spec.tokens.size()),
+                         [&](std::string_view l) { note = l; });
+  EXPECT_NE(note.find("\"default\""), std::string::npos) << note;
+}
+
+TEST(GgufConvert, Errors) {
+  const testing::TempDir dir;
+  expect_error([&] { convert_hf_to_gguf(dir.path() / "nope", dir.path() / "x.gguf", {}); },
+               {"nope", "not a directory"});
+  expect_error([&] { convert_hf_to_gguf(kHf / "llama", kHf / "llama", {}); }, {"directory"});
+  const TokenizerSpec spec = read_model_dir_tokenizer(kTokenizers / "gpt2");
+  GgufWriter w;
+  expect_error([&] { set_tokenizer_metadata(w, spec, 10, {}); }, {"vocab_size is 10"});
+  // SentencePiece-style BPE without byte fallback has no GGUF form (llama.cpp's always falls back to bytes).
+  const TokenizerSpec unk = read_model_dir_tokenizer(kTokenizers / "spm_unk");
+  expect_error([&] { set_tokenizer_metadata(w, unk, 2000, {}); }, {"spm_unk", "byte fallback"});
+}
+
+}  // namespace
+}  // namespace tokenmill

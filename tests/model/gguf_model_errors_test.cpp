@@ -1,0 +1,147 @@
+// GGUF model loading refuses what it cannot run, with a message naming the file and the
+// key or tensor: unsupported architectures, missing hyper-parameters, missing tensors,
+// shapes that disagree with the hyper-parameters, tensor types tokenmill does not run,
+// partial rotary embeddings, unsupported rope scaling. A well-formed tiny file loads.
+#include <functional>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "gguf/gguf_builder.h"
+#include "model/gguf_model.h"
+#include "support/expect_error.h"
+
+namespace tokenmill {
+namespace {
+
+using testing::expect_error;
+using testing::GgufBuilder;
+
+constexpr uint32_t kF32 = 0, kQ4_1 = 3, kIQ2_XXS = 16;
+constexpr int64_t kHidden = 32, kFf = 64, kVocab = 16;
+
+// A one-layer llama with hidden 32, 2 heads, MLP 64, vocab 16; `edit` changes the builder
+// before the tensors are added; `skip` omits one tensor; `q_type` is attn_q's ggml type.
+std::string tiny_llama(const std::function<void(GgufBuilder&)>& edit = {}, const std::string& skip = "",
+                       uint32_t q_type = kF32) {
+  GgufBuilder b;
+  b.kv_string("general.architecture", "llama")
+      .kv("llama.embedding_length", GgufType::U32, static_cast<uint32_t>(kHidden))
+      .kv("llama.feed_forward_length", GgufType::U32, static_cast<uint32_t>(kFf))
+      .kv("llama.block_count", GgufType::U32, uint32_t{1})
+      .kv("llama.attention.head_count", GgufType::U32, uint32_t{2})
+      .kv("llama.context_length", GgufType::U32, uint32_t{64})
+      .kv("llama.attention.layer_norm_rms_epsilon", GgufType::F32, 1e-5f);
+  if (edit) edit(b);
+  const auto add = [&](const std::string& name, std::vector<int64_t> shape, uint32_t type = kF32) {
+    if (name == skip) return;
+    uint64_t n = 1;
+    for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+    b.tensor(name, shape, type, type == kQ4_1 ? n / 32 * 20 : n * 4);
+  };
+  add("token_embd.weight", {kHidden, kVocab});
+  add("blk.0.attn_norm.weight", {kHidden});
+  add("blk.0.attn_q.weight", {kHidden, kHidden}, q_type);
+  add("blk.0.attn_k.weight", {kHidden, kHidden});
+  add("blk.0.attn_v.weight", {kHidden, kHidden});
+  add("blk.0.attn_output.weight", {kHidden, kHidden});
+  add("blk.0.ffn_norm.weight", {kHidden});
+  add("blk.0.ffn_gate.weight", {kHidden, kFf});
+  add("blk.0.ffn_up.weight", {kHidden, kFf});
+  add("blk.0.ffn_down.weight", {kFf, kHidden});
+  add("output_norm.weight", {kHidden});
+  return b.build();
+}
+
+void load(const std::string& bytes) {
+  const GgufFile gguf = GgufFile::parse(testing::as_bytes(bytes), "tiny.gguf");
+  const ModelConfig config = gguf_model_config(gguf);
+  ModelWeights weights;
+  load_gguf_weights(config, gguf, weights);
+}
+
+TEST(GgufModel, TinyLlamaLoads) {
+  const std::string bytes = tiny_llama();
+  const GgufFile gguf = GgufFile::parse(testing::as_bytes(bytes), "tiny.gguf");
+  const ModelConfig c = gguf_model_config(gguf);
+  EXPECT_EQ(c.architecture, "LlamaForCausalLM");
+  EXPECT_EQ(c.vocab_size, kVocab);  // from token_embd's rows: no llama.vocab_size key
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.rope_layout, RopeLayout::Interleaved);
+  ModelWeights w;
+  load_gguf_weights(c, gguf, w);
+  EXPECT_EQ(w.lm_head.data, w.token_embedding.data);
+  EXPECT_EQ(w.layers.size(), 1u);
+}
+
+TEST(GgufModel, QuantizedMatricesStayInTheFile) {
+  const std::string bytes = tiny_llama({}, "", kQ4_1);
+  const GgufFile gguf = GgufFile::parse(testing::as_bytes(bytes), "tiny.gguf");
+  ModelWeights w;
+  load_gguf_weights(gguf_model_config(gguf), gguf, w);
+  EXPECT_EQ(w.layers[0].q.dtype, DType::Q4_1);
+  EXPECT_EQ(w.layers[0].q.data, gguf.tensor_data(*gguf.find_tensor("blk.0.attn_q.weight")).data());
+}
+
+TEST(GgufModel, UnsupportedArchitecture) {
+  GgufBuilder b;
+  b.kv_string("general.architecture", "mamba");
+  expect_error([&] { load(b.build()); }, {"tiny.gguf", "'mamba' is not supported", "llama, qwen2, gpt2"});
+}
+
+TEST(GgufModel, MissingHyperParameter) {
+  GgufBuilder b;
+  b.kv_string("general.architecture", "llama");
+  expect_error([&] { load(b.build()); }, {"tiny.gguf", "llama.embedding_length"});
+}
+
+TEST(GgufModel, MissingTensor) {
+  expect_error([] { load(tiny_llama({}, "blk.0.ffn_up.weight")); },
+               {"tiny.gguf", "'blk.0.ffn_up.weight' is missing"});
+}
+
+TEST(GgufModel, ShapeDisagreesWithHyperParameters) {
+  const auto wider = [](GgufBuilder& b) { b.kv("llama.vocab_size", GgufType::U32, uint32_t{20}); };
+  expect_error([&] { load(tiny_llama(wider)); },
+               {"tiny.gguf", "token_embd.weight", "ne = [32, 16]", "[32, 20]"});
+}
+
+TEST(GgufModel, TensorTypeNotRun) {
+  // IQ2_XXS blocks are 256 wide: a 256-column q matrix keeps the file itself valid.
+  GgufBuilder b;
+  b.kv_string("general.architecture", "llama")
+      .kv("llama.embedding_length", GgufType::U32, uint32_t{256})
+      .kv("llama.feed_forward_length", GgufType::U32, uint32_t{256})
+      .kv("llama.block_count", GgufType::U32, uint32_t{1})
+      .kv("llama.attention.head_count", GgufType::U32, uint32_t{2})
+      .kv("llama.context_length", GgufType::U32, uint32_t{64})
+      .kv("llama.attention.layer_norm_rms_epsilon", GgufType::F32, 1e-5f)
+      .tensor("token_embd.weight", {256, 4}, kF32, 256 * 4 * 4)
+      .tensor("blk.0.attn_norm.weight", {256}, kF32, 256 * 4)
+      .tensor("blk.0.attn_q.weight", {256, 256}, kIQ2_XXS, 256 * 66);
+  expect_error([&] { load(b.build()); },
+               {"tiny.gguf", "blk.0.attn_q.weight", "IQ2_XXS", "tokenmill quantize"});
+}
+
+TEST(GgufModel, PartialRotaryIsRefused) {
+  const auto partial = [](GgufBuilder& b) { b.kv("llama.rope.dimension_count", GgufType::U32, uint32_t{8}); };
+  expect_error([&] { load(tiny_llama(partial)); },
+               {"tiny.gguf", "llama.rope.dimension_count = 8", "partial"});
+}
+
+TEST(GgufModel, UnsupportedRopeScaling) {
+  const auto yarn = [](GgufBuilder& b) { b.kv_string("llama.rope.scaling.type", "yarn"); };
+  expect_error([&] { load(tiny_llama(yarn)); }, {"tiny.gguf", "'yarn'", "llama.rope.scaling.type"});
+}
+
+TEST(GgufModel, HyperParametersAreValidated) {
+  const auto zero_heads = [](GgufBuilder& b) {
+    b.kv("llama.attention.head_count_kv", GgufType::U32, uint32_t{3});
+  };
+  expect_error([&] { load(tiny_llama(zero_heads)); }, {"tiny.gguf", "not divisible by 3 key/value heads"});
+}
+
+}  // namespace
+}  // namespace tokenmill
