@@ -40,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_cpu as common  # noqa: E402  (shared machine facts, bandwidth and tokenmill runner)
 
-FTYPES = {"f32": 0, "f16": 1, "q4_1": 3, "q8_0": 7}  # llama.h LLAMA_FTYPE_* values
+FTYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7}  # llama.h LLAMA_FTYPE_* values
 
 
 def source_model() -> Path:
