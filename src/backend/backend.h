@@ -77,8 +77,15 @@ class Backend {
   //  k_cache, v_cache [capacity, n_kv_heads, head_dim], rows [0, first_pos + n) filled.
   //  n_heads % n_kv_heads == 0; query head h reads kv head h / (n_heads / n_kv_heads).
   //  out[t, h, :] = sum_{p <= first_pos + t} softmax_p(scale * q[t,h,:] . k[p,kvh,:]) v[p,kvh,:]
+  //  With an f16 cache both operands of every product are f16, as in llama.cpp's CPU
+  //  attention over its default f16 cache: q is rounded to f16 for the scores and the
+  //  softmax probabilities are rounded to f16 for the sum over v (accumulation in f32).
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
                          float scale, const Tensor& out) = 0;
+
+  // y = x converted to y's dtype (f32, bf16 or f16; round to nearest even); x f32, same
+  // number of elements, no overlap.
+  virtual void convert(const Tensor& x, const Tensor& y) = 0;
 
   // Per row: y = softmax(x) with the max subtracted first.
   virtual void softmax(const Tensor& x, const Tensor& y) = 0;

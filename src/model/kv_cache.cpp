@@ -5,19 +5,21 @@
 namespace tokenmill {
 
 namespace {
-size_t cache_bytes(const ModelConfig& c, int64_t capacity) {
+size_t cache_bytes(const ModelConfig& c, int64_t capacity, DType dtype) {
   const uint64_t one = checked_mul(checked_product({capacity, c.num_key_value_heads, c.head_dim}, "KV cache"),
-                                   sizeof(float), "KV cache");
+                                   dtype_size(dtype), "KV cache");
   return static_cast<size_t>(checked_mul(Arena::footprint(static_cast<size_t>(one)),
                                          2 * static_cast<uint64_t>(c.num_hidden_layers), "KV cache"));
 }
 }  // namespace
 
-KvCache::KvCache(const ModelConfig& config, int64_t capacity)
-    : capacity_(capacity), arena_(cache_bytes(config, capacity)) {
+KvCache::KvCache(const ModelConfig& config, int64_t capacity, DType dtype)
+    : capacity_(capacity), arena_(cache_bytes(config, capacity, dtype)) {
+  if (dtype != DType::F32 && dtype != DType::F16)
+    fail("KV cache: dtype {} is not supported (f32, f16)", dtype_name(dtype));
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    keys_.push_back(arena_.allocate(DType::F32, {capacity, config.num_key_value_heads, config.head_dim}));
-    values_.push_back(arena_.allocate(DType::F32, {capacity, config.num_key_value_heads, config.head_dim}));
+    keys_.push_back(arena_.allocate(dtype, {capacity, config.num_key_value_heads, config.head_dim}));
+    values_.push_back(arena_.allocate(dtype, {capacity, config.num_key_value_heads, config.head_dim}));
   }
 }
 

@@ -1,9 +1,10 @@
 // KvCache: the keys and values of one sequence, contiguous per layer.
 //
-// Layer l holds K and V as [capacity, n_kv_heads, head_dim] f32, so rows [p, p + n) are
-// exactly the output of the k/v projections for n tokens starting at position p (the
-// forward writes them in place, no copy). The paged, multi-sequence cache for serving
-// builds on the same addressing.
+// Layer l holds K and V as [capacity, n_kv_heads, head_dim] in `dtype`: f32 (rows
+// [p, p + n) are exactly the output of the k/v projections for n tokens at position p, the
+// forward writes them in place), or f16 (half the memory; llama.cpp's default, whose
+// arithmetic the CPU attention then follows, see Backend::attention). The paged, multi-sequence cache for
+// serving builds on the same addressing.
 #pragma once
 
 #include <cstdint>
@@ -15,11 +16,12 @@ namespace tokenmill {
 
 class KvCache {
  public:
-  KvCache(const ModelConfig& config, int64_t capacity);
+  KvCache(const ModelConfig& config, int64_t capacity, DType dtype = DType::F32);
 
   const Tensor& keys(int64_t layer) const { return keys_[static_cast<size_t>(layer)]; }
   const Tensor& values(int64_t layer) const { return values_[static_cast<size_t>(layer)]; }
   int64_t capacity() const { return capacity_; }
+  DType dtype() const { return keys_.empty() ? DType::F32 : keys_.front().dtype; }
   size_t bytes() const { return arena_.capacity(); }
 
  private:

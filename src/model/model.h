@@ -29,6 +29,9 @@ struct Model {
 
   // Parameters the forward pass uses (a tied matrix counts once).
   int64_t parameter_count() const;
+  // The KV cache type the transformer uses unless told otherwise: f16 for GGUF files
+  // (llama.cpp's default and arithmetic), f32 for Hugging Face models (transformers').
+  DType default_kv_dtype() const { return gguf ? DType::F16 : DType::F32; }
   // Bytes of the weight files by stored type ("BF16", "Q4_1", ...).
   std::map<std::string, uint64_t> weight_bytes_by_type() const;
 };

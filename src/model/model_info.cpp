@@ -39,7 +39,9 @@ ModelInfo describe(const Model& model) {
   info.mlp = c.mlp == MlpKind::SwiGlu ? "swiglu" : c.mlp == MlpKind::GeluTanh ? "gelu_tanh" : "gelu_erf";
   info.positions = c.positions == PositionKind::Learned ? "learned" : "rope";
   info.rope_scaling = c.positions == PositionKind::Rotary ? c.rope_scaling.rope_type : "none";
-  info.kv_cache_bytes_per_token = static_cast<uint64_t>(c.kv_floats_per_token()) * sizeof(float);
+  info.kv_cache_dtype = std::string(dtype_name(model.default_kv_dtype()));
+  info.kv_cache_bytes_per_token =
+      static_cast<uint64_t>(c.kv_floats_per_token()) * dtype_size(model.default_kv_dtype());
   return info;
 }
 
@@ -64,6 +66,7 @@ nlohmann::json to_json(const ModelInfo& i) {
       {"mlp", i.mlp},
       {"positions", i.positions},
       {"rope_scaling", i.rope_scaling},
+      {"kv_cache_dtype", i.kv_cache_dtype},
       {"kv_cache_bytes_per_token", i.kv_cache_bytes_per_token},
       {"kv_cache_bytes_full_context", i.kv_cache_bytes_per_token * static_cast<uint64_t>(i.context_length)}};
 }
@@ -84,9 +87,9 @@ std::string to_text(const ModelInfo& i) {
   out +=
       fmt::format("vocabulary     {} (embeddings {})\n", i.vocab_size, i.tied_embeddings ? "tied" : "untied");
   out += fmt::format("context        {} tokens\n", i.context_length);
-  out += fmt::format("KV cache       {} per token, {} for the full context (f32)\n",
-                     human_bytes(i.kv_cache_bytes_per_token),
-                     human_bytes(i.kv_cache_bytes_per_token * static_cast<uint64_t>(i.context_length)));
+  out += fmt::format(
+      "KV cache       {} per token, {} for the full context ({})\n", human_bytes(i.kv_cache_bytes_per_token),
+      human_bytes(i.kv_cache_bytes_per_token * static_cast<uint64_t>(i.context_length)), i.kv_cache_dtype);
   return out;
 }
 

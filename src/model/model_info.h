@@ -23,7 +23,8 @@ struct ModelInfo {
           vocab_size = 0;
   bool tied_embeddings = false;
   std::string norm, mlp, positions, rope_scaling;
-  uint64_t kv_cache_bytes_per_token = 0;  // f32 K and V over all layers
+  std::string kv_cache_dtype;             // "f32" or "f16" (Model::default_kv_dtype)
+  uint64_t kv_cache_bytes_per_token = 0;  // K and V over all layers
 };
 
 ModelInfo describe(const Model& model);

@@ -12,10 +12,18 @@ namespace {
 // Bytes of the activation arena: one footprint per buffer allocated in the constructor.
 size_t activation_bytes(const ModelConfig& c, int64_t chunk) {
   const int64_t q_width = c.num_attention_heads * c.head_dim;
-  const int64_t widths[] = {
-      c.head_dim / 2,      chunk * c.hidden_size, chunk * c.hidden_size,       chunk * q_width,
-      chunk * q_width,     chunk * c.hidden_size, chunk * c.intermediate_size, chunk * c.intermediate_size,
-      chunk * c.vocab_size};
+  const int64_t kv_width = c.num_key_value_heads * c.head_dim;
+  const int64_t widths[] = {c.head_dim / 2,
+                            chunk * c.hidden_size,
+                            chunk * c.hidden_size,
+                            chunk * q_width,
+                            chunk * q_width,
+                            chunk * c.hidden_size,
+                            chunk * c.intermediate_size,
+                            chunk * c.intermediate_size,
+                            chunk * c.vocab_size,
+                            chunk * kv_width,
+                            chunk * kv_width};
   size_t total = 0;
   for (int64_t w : widths) total += Arena::footprint(static_cast<size_t>(w) * sizeof(float));
   return total;
@@ -23,14 +31,15 @@ size_t activation_bytes(const ModelConfig& c, int64_t chunk) {
 
 }  // namespace
 
-Transformer::Transformer(const Model& model, Backend& backend, int64_t context, int64_t chunk_tokens)
+Transformer::Transformer(const Model& model, Backend& backend, int64_t context, int64_t chunk_tokens,
+                         std::optional<DType> kv_dtype)
     : model_(model),
       config_(model.config),
       backend_(backend),
       context_(context > 0 ? std::min(context, model.config.context_length())
                            : model.config.context_length()),
       chunk_(std::max<int64_t>(1, std::min(chunk_tokens, context_))),
-      cache_(model.config, context_),
+      cache_(model.config, context_, kv_dtype.value_or(model.default_kv_dtype())),
       arena_(activation_bytes(model.config, chunk_)) {
   const ModelConfig& c = config_;
   const int64_t q_width = c.num_attention_heads * c.head_dim;
@@ -49,6 +58,9 @@ Transformer::Transformer(const Model& model, Backend& backend, int64_t context, 
   mlp_a_ = arena_.allocate(DType::F32, {chunk_, c.intermediate_size});
   mlp_b_ = arena_.allocate(DType::F32, {chunk_, c.intermediate_size});
   logits_ = arena_.allocate(DType::F32, {chunk_, c.vocab_size});
+  const int64_t kv_width = c.num_key_value_heads * c.head_dim;
+  new_keys_ = arena_.allocate(DType::F32, {chunk_, kv_width});
+  new_values_ = arena_.allocate(DType::F32, {chunk_, kv_width});
   positions_.reserve(static_cast<size_t>(chunk_));
   tokens_.reserve(static_cast<size_t>(context_));
 }
@@ -128,8 +140,14 @@ void Transformer::attention_block(int64_t layer, int64_t n) {
   norm(x, w.attn_norm_weight, w.attn_norm_bias, h);
 
   const Tensor q = query_.slice_rows(0, n).reshaped({n, c.num_attention_heads, c.head_dim});
-  const Tensor k = cache_.keys(layer).slice_rows(position(), n);
-  const Tensor v = cache_.values(layer).slice_rows(position(), n);
+  // An f32 cache takes the projections in place; an f16 one stores them after RoPE.
+  const bool in_place = cache_.dtype() == DType::F32;
+  const Tensor cache_k = cache_.keys(layer).slice_rows(position(), n);
+  const Tensor cache_v = cache_.values(layer).slice_rows(position(), n);
+  const Tensor k =
+      in_place ? cache_k : new_keys_.slice_rows(0, n).reshaped({n, c.num_key_value_heads, c.head_dim});
+  const Tensor v =
+      in_place ? cache_v : new_values_.slice_rows(0, n).reshaped({n, c.num_key_value_heads, c.head_dim});
   const int64_t kv_width = c.num_key_value_heads * c.head_dim;
   backend_.matmul(h, w.q, optional_tensor(w.q_bias), q.reshaped({n, c.num_attention_heads * c.head_dim}));
   backend_.matmul(h, w.k, optional_tensor(w.k_bias), k.reshaped({n, kv_width}));
@@ -137,6 +155,10 @@ void Transformer::attention_block(int64_t layer, int64_t n) {
   if (c.positions == PositionKind::Rotary) {
     backend_.rope(q, positions_, inv_freq_tensor_, c.rope_layout);
     backend_.rope(k, positions_, inv_freq_tensor_, c.rope_layout);
+  }
+  if (!in_place) {
+    backend_.convert(k, cache_k);
+    backend_.convert(v, cache_v);
   }
   const Tensor a = attended_.slice_rows(0, n).reshaped({n, c.num_attention_heads, c.head_dim});
   const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));

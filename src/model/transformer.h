@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -25,9 +26,10 @@ class Transformer {
  public:
   static constexpr int64_t kDefaultChunkTokens = 256;
 
-  // `context` caps the sequence length (0: the model's context length).
+  // `context` caps the sequence length (0: the model's context length). The KV cache is
+  // `kv_dtype`, by default Model::default_kv_dtype() (f16 for GGUF, f32 for HF models).
   Transformer(const Model& model, Backend& backend, int64_t context = 0,
-              int64_t chunk_tokens = kDefaultChunkTokens);
+              int64_t chunk_tokens = kDefaultChunkTokens, std::optional<DType> kv_dtype = std::nullopt);
 
   // Appends `ids` to the sequence and returns the logits of the last one: [1, vocab] f32,
   // valid until the next call. Throws Error if the sequence would exceed the context or
@@ -68,6 +70,7 @@ class Transformer {
   std::vector<int32_t> positions_;
   Arena arena_;
   Tensor inv_freq_tensor_, residual_, normed_, query_, attended_, projected_, mlp_a_, mlp_b_, logits_;
+  Tensor new_keys_, new_values_;  // f32 k/v projections before an f16 cache stores them
 };
 
 }  // namespace tokenmill

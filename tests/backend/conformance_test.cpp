@@ -10,6 +10,10 @@
 //    backend reads (load_as_f32), so only the f32 arithmetic differs: kF32 again. (Against
 //    a float64 model with unrounded weights the error would be ~1e-2 for bf16; that is a
 //    property of the weights, not of the backend, and is not what this suite measures.)
+//  - kF16Probabilities: 1e-3 for attention over an f16 cache, whose softmax probabilities
+//    are rounded to f16 (Backend::attention): the backend rounds its f32 probability, the
+//    reference its float64 one, and the two may land on either side of an f16 rounding
+//    midpoint, one f16 ulp (2^-11 relative) apart.
 //
 // Every output sits between canary bytes that must survive the op, inputs must be left
 // unchanged, and inputs sit at unaligned addresses. Each backend runs every case; the CPU
@@ -32,6 +36,7 @@ namespace {
 
 constexpr double kExact = 0.0;
 constexpr double kF32 = 1e-5;
+constexpr double kF16Probabilities = 1e-3;
 
 class Conformance : public ::testing::TestWithParam<BackendUnderTest> {
  protected:
@@ -400,6 +405,28 @@ TEST_P(Conformance, SoftmaxMatchesReference) {
   }
 }
 
+// ---------------------------------------------------------------- convert
+
+TEST_P(Conformance, ConvertRoundsToNearestEven) {
+  for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    for (const int64_t n : {1, 17, 100000}) {
+      SCOPED_TRACE(dtype_label(dtype) + " n=" + std::to_string(n));
+      auto x = input(DType::F32, {n}, 1e-3f, 70000.0f);  // f16 overflows to inf above 65520
+      auto y = buffer(dtype, {n});
+      backend_->convert(x->tensor(), y->tensor());
+      std::vector<float> want(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t bits = 0;
+        store_from_f32(&bits, dtype, 0, x->get(i));
+        want[static_cast<size_t>(i)] = load_as_f32(&bits, dtype, 0);
+      }
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y->get(i), want[static_cast<size_t>(i)]) << "element " << i;
+      EXPECT_GUARDS(y);
+      EXPECT_UNCHANGED(x);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- rope
 
 struct RopeCase {
@@ -489,7 +516,7 @@ TEST_P(Conformance, AttentionMatchesReference) {
         backend_->attention(q->tensor(), k->tensor(), v->tensor(), c.first_pos, scale, out->tensor());
         EXPECT_TRUE(close_to_reference(
             out->values(), reference::attention(q->tensor(), k->tensor(), v->tensor(), c.first_pos, scale),
-            kF32));
+            cache_dtype == DType::F16 ? kF16Probabilities : kF32));
         EXPECT_GUARDS(out);
         EXPECT_UNCHANGED(q);
         EXPECT_UNCHANGED(k);

@@ -5,9 +5,10 @@
 //  - greedy continuations of 64 tokens are identical, token for token; they may part only
 //    at a near-tie, a step where llama.cpp's top-2 logit gap is under 0.5, and the test
 //    stops comparing there (it prints how many tokens were identical). Why 0.5: both
-//    engines quantize activations to 8 bits before each matmul, with equal-sized but not
-//    identical rounding (tests/model/gguf_model_test.cpp measures it), which moves
-//    SmolLM2's logits by up to ~0.3;
+//    engines quantize activations to 8 bits before each matmul, and ggml sums Q4_1 block
+//    products in 8 f32 lanes where we sum each block exactly; the last-bit differences flip
+//    a few 8-bit roundings, which moves SmolLM2's logits by up to ~0.3 (see
+//    gguf_model_test.cpp);
 //  - perplexity over 2048 tokens of text (4 windows of 512) within 0.5% of llama.cpp's.
 #include <algorithm>
 #include <cmath>

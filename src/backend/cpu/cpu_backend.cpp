@@ -27,6 +27,7 @@ thread_local Scratch tl_packed_x;                   // caller: matmul x in token
 thread_local Scratch tl_vector_a;                   // caller: bias / norm weight converted to f32
 thread_local Scratch tl_vector_b;                   // caller: layer norm bias converted to f32
 thread_local Scratch tl_worker_panel;               // worker: one f32 weight panel
+thread_local Scratch tl_rounded_q;                  // caller: attention q rounded to f16
 thread_local Scratch tl_worker_scores;              // worker: attention scores of one query
 thread_local std::vector<double> tl_worker_angles;  // worker: RoPE cos/sin of one token
 
@@ -279,6 +280,8 @@ class CpuBackend final : public Backend {
     expect_f32(op, "out", out);
     const int64_t n = q.dim(0), heads = q.dim(1), hd = q.dim(2);
     const int64_t capacity = k_cache.dim(0), kv_heads = k_cache.dim(1);
+    if (is_quantized(k_cache.dtype))
+      fail("{}: a {} cache is not supported (f32, bf16, f16)", op, describe(k_cache));
     if (k_cache.shape != v_cache.shape || k_cache.dtype != v_cache.dtype)
       fail("{}: k_cache {} and v_cache {} must have the same shape and dtype", op, describe(k_cache),
            describe(v_cache));
@@ -298,6 +301,11 @@ class CpuBackend final : public Backend {
     if (n == 0 || heads == 0 || hd == 0) return;
     cpu::AttentionArgs a;
     a.q = q.as<const float>();
+    if (k_cache.dtype == DType::F16) {  // f16 x f16 products for the scores (Backend::attention)
+      float* rounded = tl_rounded_q.floats(q.numel());
+      for (int64_t i = 0; i < q.numel(); ++i) rounded[i] = f16_to_f32(f32_to_f16(a.q[i]));
+      a.q = rounded;
+    }
     a.k_cache = k_cache.data;
     a.v_cache = v_cache.data;
     a.cache_dtype = k_cache.dtype;
@@ -332,6 +340,19 @@ class CpuBackend final : public Backend {
             h0 + slice < (item / slices + 1) * group ? h0 + slice : (item / slices + 1) * group;
         kernels_.attention(a, t, h0, h1, scores);
       }
+    });
+  }
+
+  void convert(const Tensor& x, const Tensor& y) override {
+    const char* op = "convert";
+    expect_f32(op, "x", x);
+    expect_data(op, "y", y);
+    if (is_quantized(y.dtype)) fail("{}: y is {}; convert writes f32, bf16 or f16", op, describe(y));
+    expect_same_numel(op, "x", x, "y", y);
+    expect_disjoint(op, "y", y, "x", x);
+    const float* xp = x.as<const float>();
+    parallel_for_chunks(x.numel(), kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) store_from_f32(y.data, y.dtype, static_cast<size_t>(i), xp[i]);
     });
   }
 

@@ -139,6 +139,12 @@ std::vector<double> attention(const Tensor& q, const Tensor& k_cache, const Tens
   if (kv_heads < 1 || heads % kv_heads != 0 || k_cache.dim(2) != hd || first_pos + n > k_cache.dim(0))
     fail("reference attention: bad shapes");
   const int64_t group = heads / kv_heads;
+  // An f16 cache multiplies f16 by f16 (Backend::attention): q and the probabilities are
+  // rounded to f16 before their products.
+  const bool f16 = k_cache.dtype == DType::F16;
+  const auto operand = [&](double x) {
+    return f16 ? static_cast<double>(f16_to_f32(f32_to_f16(static_cast<float>(x)))) : x;
+  };
   std::vector<double> out(static_cast<size_t>(n * heads * hd), 0.0);
   std::vector<double> scores;
   for (int64_t t = 0; t < n; ++t) {
@@ -150,7 +156,8 @@ std::vector<double> attention(const Tensor& q, const Tensor& k_cache, const Tens
       for (int64_t p = 0; p < len; ++p) {
         double dot = 0;
         for (int64_t i = 0; i < hd; ++i)
-          dot += element(q, (t * heads + h) * hd + i) * element(k_cache, (p * kv_heads + g) * hd + i);
+          dot +=
+              operand(element(q, (t * heads + h) * hd + i)) * element(k_cache, (p * kv_heads + g) * hd + i);
         scores[static_cast<size_t>(p)] = static_cast<double>(scale) * dot;
         max_score = std::max(max_score, scores[static_cast<size_t>(p)]);
       }
@@ -159,7 +166,8 @@ std::vector<double> attention(const Tensor& q, const Tensor& k_cache, const Tens
       double* o = out.data() + (t * heads + h) * hd;
       for (int64_t p = 0; p < len; ++p)
         for (int64_t i = 0; i < hd; ++i)
-          o[i] += scores[static_cast<size_t>(p)] / sum * element(v_cache, (p * kv_heads + g) * hd + i);
+          o[i] +=
+              operand(scores[static_cast<size_t>(p)] / sum) * element(v_cache, (p * kv_heads + g) * hd + i);
     }
   }
   return out;
