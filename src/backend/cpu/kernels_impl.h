@@ -623,10 +623,11 @@ void attention_typed(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, 
     attention_scores<S, D, false>(q, keys, stride, len, hd, heads, a.scale, scores);
   }
   for (int64_t j = 0; j < heads; ++j) softmax_row<S>(scores + j * len, len, scores + j * len);
-  if constexpr (D == DType::F16) {
-    // f16 x f16 products for the sum over v (see Backend::attention). f32_to_f16 and
-    // f16_to_f32 are out-of-line (core/dtype.cpp), so no ISA-specific copy is emitted.
-    for (int64_t i = 0; i < heads * len; ++i) scores[i] = f16_to_f32(f32_to_f16(scores[i]));
+  if constexpr (D == DType::F16) {  // f16 x f16 products for the sum over v (Backend::attention)
+    const int64_t count = heads * len;
+    int64_t i = 0;
+    for (; i + S::kWidth <= count; i += S::kWidth) S::store(scores + i, S::round_f16(S::load(scores + i)));
+    if (i < count) store_n<S>(scores + i, S::round_f16(load_n<S>(scores + i, count - i)), count - i);
   }
 
   // Up to four heads per pass over the value rows.

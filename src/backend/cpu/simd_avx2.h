@@ -27,6 +27,8 @@ struct Avx2 {
   static V load_f16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
+  // v rounded to f16 (nearest even) and widened back.
+  static V round_f16(V v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
 
   // 2 kWidth bf16 values p[0..16) as the even-indexed ones (p[0], p[2], ...) and the odd ones:
   // each 32-bit lane holds a pair, so one shift and one mask widen both.

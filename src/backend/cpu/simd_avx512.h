@@ -28,6 +28,8 @@ struct Avx512 {
   static V load_f16(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
+  // v rounded to f16 (nearest even) and widened back.
+  static V round_f16(V v) { return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
 
   // 2 kWidth bf16 values p[0..32) as the even-indexed ones (p[0], p[2], ...) and the odd ones:
   // each 32-bit lane holds a pair, so one shift and one mask widen both.
