@@ -43,31 +43,11 @@ std::string shown(std::string_view s) {
   return out;
 }
 
-// Byte size of a scalar value type; 0 for STRING and ARRAY.
-uint64_t scalar_size(GgufType t) {
-  switch (t) {
-    case GgufType::U8:
-    case GgufType::I8:
-    case GgufType::BOOL: return 1;
-    case GgufType::U16:
-    case GgufType::I16: return 2;
-    case GgufType::U32:
-    case GgufType::I32:
-    case GgufType::F32: return 4;
-    case GgufType::U64:
-    case GgufType::I64:
-    case GgufType::F64: return 8;
-    case GgufType::STRING:
-    case GgufType::ARRAY: return 0;
-  }
-  return 0;
-}
-
 // The fewest bytes one element of type `t` can take in an array.
 uint64_t min_element_size(GgufType t) {
   if (t == GgufType::STRING) return kStringHeaderBytes;
   if (t == GgufType::ARRAY) return kArrayHeaderBytes;
-  return scalar_size(t);
+  return gguf_scalar_size(t);
 }
 
 bool is_integer(GgufType t) {
@@ -157,6 +137,25 @@ struct Where {
 };
 
 }  // namespace
+
+uint64_t gguf_scalar_size(GgufType t) {
+  switch (t) {
+    case GgufType::U8:
+    case GgufType::I8:
+    case GgufType::BOOL: return 1;
+    case GgufType::U16:
+    case GgufType::I16: return 2;
+    case GgufType::U32:
+    case GgufType::I32:
+    case GgufType::F32: return 4;
+    case GgufType::U64:
+    case GgufType::I64:
+    case GgufType::F64: return 8;
+    case GgufType::STRING:
+    case GgufType::ARRAY: return 0;
+  }
+  return 0;
+}
 
 std::string_view gguf_type_name(GgufType type) {
   switch (type) {
@@ -353,7 +352,7 @@ class GgufParser {
       (void)read_string(kMaxGgufStringBytes, where, "string");
       return;
     }
-    const uint64_t size = scalar_size(type);
+    const uint64_t size = gguf_scalar_size(type);
     need(size, where, gguf_type_name(type));
     if (type == GgufType::BOOL) check_bool(pos_, where);
     pos_ += size;
@@ -673,7 +672,7 @@ std::vector<float> GgufFile::get_float_array(std::string_view key) const {
 std::vector<int64_t> GgufFile::get_int_array(std::string_view key) const {
   const Value& v = value(key);
   if (v.type != GgufType::ARRAY || !is_integer(v.element_type)) wrong_type(v, "array of integers");
-  const uint64_t size = scalar_size(v.element_type);
+  const uint64_t size = gguf_scalar_size(v.element_type);
   std::vector<int64_t> out(v.count);
   for (uint64_t i = 0; i < v.count; ++i) {
     bool fits = true;

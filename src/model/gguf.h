@@ -77,6 +77,8 @@ enum class GgufType : uint32_t {
 
 // "u8", "string", "array", ... ; "unknown" for a number outside the enum.
 std::string_view gguf_type_name(GgufType type);
+// Bytes of a scalar value of `type`; 0 for STRING, ARRAY and numbers outside the enum.
+uint64_t gguf_scalar_size(GgufType type);
 
 // What the parser knows about a ggml tensor type: `block_size` weights are stored in
 // `type_size` bytes (1 and the element size for plain types).

@@ -42,24 +42,6 @@ void check_string_value(std::string_view key, std::string_view s) {
          s.size(), kMaxGgufStringBytes);
 }
 
-// Bytes of a scalar of `type`; 0 for STRING, ARRAY and unknown numbers.
-uint64_t scalar_bytes(GgufType type) {
-  switch (type) {
-    case GgufType::U8:
-    case GgufType::I8:
-    case GgufType::BOOL: return 1;
-    case GgufType::U16:
-    case GgufType::I16: return 2;
-    case GgufType::U32:
-    case GgufType::I32:
-    case GgufType::F32: return 4;
-    case GgufType::U64:
-    case GgufType::I64:
-    case GgufType::F64: return 8;
-    default: return 0;
-  }
-}
-
 // Walks the metadata of a file GgufFile has already validated, to find each value's
 // encoded bytes. Bounds are checked again all the same: never read past the input.
 class RawMetadata {
@@ -83,14 +65,14 @@ class RawMetadata {
     return {reinterpret_cast<const char*>(take(n)), static_cast<size_t>(n)};
   }
   void skip_value(GgufType type, int depth) {
-    if (const uint64_t n = scalar_bytes(type)) {
+    if (const uint64_t n = gguf_scalar_size(type)) {
       take(n);
     } else if (type == GgufType::STRING) {
       string();
     } else if (type == GgufType::ARRAY && depth < 2) {
       const auto element = static_cast<GgufType>(read<uint32_t>());
       const auto count = read<uint64_t>();
-      if (const uint64_t size = scalar_bytes(element)) {
+      if (const uint64_t size = gguf_scalar_size(element)) {
         take(checked_mul(size, count, label_));
       } else {
         for (uint64_t i = 0; i < count; ++i) skip_value(element, depth + 1);
