@@ -83,7 +83,11 @@ const float* vector_as_f32(const KernelTable& kernels, const char* op, const cha
   expect_data(op, name, v);
   if (v.dtype == DType::F32) return v.as<const float>();
   float* f = scratch.floats(d);
-  kernels.convert_to_f32(v.data, v.dtype, d, f);
+  if (is_quantized(v.dtype)) {
+    quant::dequantize_row(v.dtype, v.data, f, d);  // the kernels convert plain types only
+  } else {
+    kernels.convert_to_f32(v.data, v.dtype, d, f);
+  }
   return f;
 }
 
