@@ -18,6 +18,16 @@ void add_tokenize_commands(CLI::App& app);  // tokenize, detokenize
 void add_chat_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
+void add_cost_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_doctor_command(CLI::App& app);
+
+// The status main returns when the command finished without throwing: a command whose
+// output is a verdict (doctor) sets it non-zero without printing "error: ...".
+inline int& command_exit_status() {
+  static int status = 0;
+  return status;
+}
 
 // --type and --pure of quantize/convert as options (Error naming the flag for an unknown type);
 // notes go to stderr.

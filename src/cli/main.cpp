@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   tokenmill::cli::add_tokenize_commands(app);
   tokenmill::cli::add_convert_command(app);
   tokenmill::cli::add_quantize_command(app);
+  tokenmill::cli::add_cost_command(app);
+  tokenmill::cli::add_bench_command(app);
+  tokenmill::cli::add_doctor_command(app);
   if (argc >= 2 && argv[1][0] != '-') {
     std::string known;
     bool found = false;
@@ -47,5 +50,5 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "error: internal failure: {}\n", e.what());
     return 2;
   }
-  return 0;
+  return tokenmill::cli::command_exit_status();
 }

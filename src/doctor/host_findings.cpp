@@ -1,0 +1,114 @@
+// Verdicts on the host (memory and CPU limits of a container) and on the CPU backend's ISA.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "doctor/findings.h"
+
+namespace tokenmill::doctor {
+
+std::string_view status_name(Status status) {
+  switch (status) {
+    case Status::Ok: return "ok";
+    case Status::Info: return "info";
+    case Status::Warn: return "warn";
+    case Status::Fail: return "fail";
+  }
+  return "?";
+}
+
+std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / double(1ull << 30)); }
+
+std::vector<Finding> host_findings(const HostFacts& host) {
+  std::vector<Finding> out;
+  if (!host.container.empty())
+    out.push_back({"container", Status::Info,
+                   fmt::format("running in {} ({})", host.container, host.container_evidence), ""});
+  const auto& mem = host.memory_limit_bytes;
+  if (mem.known && mem.value && host.memory_total_bytes) {
+    const double ram = static_cast<double>(*host.memory_total_bytes);
+    if (*mem.value < ram / 2)
+      out.push_back({"memory", Status::Warn,
+                     fmt::format("cgroup memory limit {} of {} RAM", gib(*mem.value), gib(ram)),
+                     fmt::format("weights, KV cache and activations must fit in {} or the kernel OOM-kills "
+                                 "tokenmill: raise the limit (docker run --memory, Kubernetes "
+                                 "resources.limits.memory) or use a smaller or quantized model",
+                                 gib(*mem.value))});
+    else
+      out.push_back({"memory", Status::Ok,
+                     fmt::format("cgroup memory limit {} of {} RAM", gib(*mem.value), gib(ram)), ""});
+  } else if (!host.memory_total_bytes) {
+    out.push_back({"memory", Status::Warn, "total memory unknown (proc/meminfo missing or malformed)",
+                   "check that /proc is mounted"});
+  }
+  const int cpus = host.affinity_cpus > 0 ? host.affinity_cpus : host.online_cpus;
+  const auto& quota = host.cpu_limit;
+  if (quota.known && quota.value && cpus > 0 && std::ceil(*quota.value) < cpus) {
+    const int threads = std::max(1, static_cast<int>(std::floor(*quota.value)));
+    out.push_back(
+        {"cpu quota", Status::Warn,
+         fmt::format("cgroup CPU quota {:.2g} CPUs but {} CPUs are visible: the default thread count "
+                     "starts {} threads that the quota throttles",
+                     *quota.value, cpus, cpus),
+         fmt::format("run with -t {} (or OMP_NUM_THREADS={}), or raise the quota (docker run --cpus)",
+                     threads, threads)});
+  }
+  if (host.affinity_cpus > 0 && host.online_cpus > host.affinity_cpus)
+    out.push_back(
+        {"cpu affinity", Status::Info,
+         fmt::format("this process may run on {} of the {} online CPUs (cpuset or taskset); the default "
+                     "thread count follows the {}",
+                     host.affinity_cpus, host.online_cpus, host.affinity_cpus),
+         ""});
+  return out;
+}
+
+std::vector<Finding> cpu_findings(const CpuFacts& cpu) {
+  std::vector<Finding> out;
+  const CpuFeatures& f = cpu.features;
+  const bool has_avx512 = f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+  if (!cpu.isa_error.empty()) {
+    out.push_back(
+        {"cpu isa", Status::Fail, cpu.isa_error, "unset TOKENMILL_CPU_ISA or name an ISA this CPU has"});
+    return out;
+  }
+  if (cpu.isa == "avx512")
+    out.push_back({"cpu isa", Status::Ok,
+                   "the CPU backend runs its AVX-512 kernels (16 f32 lanes per instruction)", ""});
+  else if (has_avx512)
+    out.push_back({"cpu isa", Status::Info,
+                   "TOKENMILL_CPU_ISA caps the CPU backend at AVX2 on an AVX-512 CPU",
+                   "unset TOKENMILL_CPU_ISA for the AVX-512 kernels (twice the vector width)"});
+  else
+    out.push_back({"cpu isa", Status::Info,
+                   "the CPU backend runs its AVX2 kernels (8 f32 lanes); this CPU lacks AVX-512 F/BW/VL/DQ",
+                   "a CPU with AVX-512 (Intel Xeon Skylake-SP or later, AMD Zen 4 or later) runs the same "
+                   "kernels at twice the vector width"});
+  if (cpu.isa == "avx512")
+    out.push_back(
+        f.avx512vnni
+            ? Finding{"cpu vnni", Status::Ok,
+                      "quantized (Q4/Q5/Q8/K) matmul uses AVX512-VNNI: one vpdpbusd does 4 int8 "
+                      "multiply-adds per 32-bit lane",
+                      ""}
+            : Finding{"cpu vnni", Status::Info,
+                      "no AVX512-VNNI: quantized matmul runs its AVX2 kernels (the f32 kernels still "
+                      "use AVX-512)",
+                      ""});
+  out.push_back(
+      {"cpu bf16", Status::Info,
+       fmt::format("AVX512-BF16 {}: no tokenmill kernel uses it yet (bf16 weights are widened to f32)",
+                   f.avx512bf16 ? "present" : "absent"),
+       ""});
+  out.push_back(
+      {"cpu amx", Status::Info,
+       cpu.amx_tile ? fmt::format("AMX tiles present (bf16: {}, int8: {}): no tokenmill kernel uses them yet",
+                                  cpu.amx_bf16 ? "yes" : "no", cpu.amx_int8 ? "yes" : "no")
+                    : std::string("no AMX (Intel Xeon Sapphire Rapids or later has it): nothing "
+                                  "in tokenmill needs it yet"),
+       ""});
+  return out;
+}
+
+}  // namespace tokenmill::doctor

@@ -1,0 +1,245 @@
+#include "measure/bench_report.h"
+
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "measure/bench_charts.h"
+#include "measure/flops.h"
+
+namespace tokenmill {
+
+namespace {
+
+// What the report says about what this run cannot measure yet.
+constexpr const char* kBatchNote =
+    "Batch 1 only: the Transformer runs one sequence; batch sizes > 1 arrive with the serving engine (#6).";
+constexpr const char* kTrainingNote = "No training step: training does not exist yet (#4).";
+
+nlohmann::json compare_json(const BenchRun& run, const Comparison& compare) {
+  nlohmann::json phases = nlohmann::json::array();
+  for (const PeerPhase& peer : compare.phases) {
+    const std::optional<double> ratio = throughput_ratio(run, peer);
+    phases.push_back(
+        {{"phase", peer.phase},
+         {"batch", peer.batch},
+         {"tokens_per_s", peer.tokens_per_s},
+         {"ours_tokens_per_s", ratio ? nlohmann::json(*ratio * peer.tokens_per_s) : nlohmann::json()},
+         {"ratio", ratio ? nlohmann::json(*ratio) : nlohmann::json()}});
+  }
+  return {{"command", compare.command}, {"phases", phases}};
+}
+
+std::string percent(double fraction) { return fmt::format("{:.1f} %", 100.0 * fraction); }
+
+// What the figures of `run` need explained: fractions above 100 %.
+std::vector<std::string> reading_notes(const BenchRun& run) {
+  std::vector<std::string> notes;
+  for (const PhaseMeasurement& p : run.phases) {
+    const PhaseMetrics m = phase_metrics(p, run.ceilings);
+    if (m.bound == "memory" && m.roofline_fraction > 1)
+      notes.push_back(
+          fmt::format("{} reads faster than the measured memory bandwidth: its {}B per token (weights + KV "
+                      "cache) are served "
+                      "from the CPU caches, which the {} MiB calibration read is too large for.",
+                      p.phase, si(m.bytes_per_token), run.ceilings.read_bytes >> 20));
+    if (m.mfu > 1)
+      notes.push_back(fmt::format(
+          "{} runs above the measured f32 GEMM peak (MFU {}): its kernels outran the calibration GEMM "
+          "(integer dot "
+          "products of quantized weights, data resident in cache), or the calibration was disturbed by other "
+          "processes; rerun on a quiet machine, with a longer --calibration-seconds.",
+          p.phase, percent(m.mfu)));
+  }
+  return notes;
+}
+
+std::string ceilings_line(const Ceilings& c) {
+  return fmt::format("{}FLOP/s (f32 {}^3 GEMM), read {}B/s ({} MiB), ridge {:.2f} FLOP/byte",
+                     si(c.peak_flops), c.gemm_size, si(c.read_bandwidth), c.read_bytes >> 20, ridge_point(c));
+}
+
+std::string model_line(const ModelSummary& m) {
+  return fmt::format("{} ({}), {} parameters, {}B of weights ({})", m.name, m.architecture,
+                     si(static_cast<double>(m.parameters)), si(static_cast<double>(m.weight_bytes)),
+                     m.weight_dtype);
+}
+
+std::string device_line(const DeviceSummary& d) {
+  return fmt::format("{} ({}, {}, {} threads)", d.name, d.backend, d.isa, d.threads);
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out)
+    fail("bench: cannot write '{}' (check that the directory is writable and the disk not full)",
+         path.string());
+}
+
+}  // namespace
+
+std::string si(double value) {
+  static constexpr const char* kPrefixes[] = {"", "k", "M", "G", "T", "P"};
+  size_t prefix = 0;
+  double v = value;
+  while (std::fabs(v) >= 999.5 && prefix + 1 < std::size(kPrefixes)) {
+    v /= 1000.0;
+    ++prefix;
+  }
+  const int decimals = std::fabs(v) >= 99.95 ? 0 : std::fabs(v) >= 9.995 ? 1 : 2;
+  return fmt::format("{:.{}f} {}", v, decimals, kPrefixes[prefix]);
+}
+
+PhaseMetrics phase_metrics(const PhaseMeasurement& phase, const Ceilings& ceilings) {
+  PhaseMetrics m;
+  const auto tokens = static_cast<double>(phase.tokens);
+  m.tokens_per_s = phase.tokens_per_s();
+  m.flops_per_token = phase.flops / tokens;
+  m.achieved_flops = phase.flops / phase.seconds;
+  m.mfu = mfu(m.achieved_flops, ceilings.peak_flops);
+  m.bytes_per_token = phase.bytes / tokens;
+  m.achieved_bandwidth = phase.bytes / phase.seconds;
+  m.intensity = arithmetic_intensity(phase.flops, phase.bytes);
+  m.roofline_fraction = roofline_fraction(ceilings, m.intensity, m.achieved_flops);
+  m.bound = bound(ceilings, m.intensity);
+  return m;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+nlohmann::json bench_json(const BenchRun& run, const std::optional<Comparison>& compare,
+                          const std::string& created_utc) {
+  nlohmann::json phases = nlohmann::json::array();
+  for (const PhaseMeasurement& p : run.phases) {
+    const PhaseMetrics m = phase_metrics(p, run.ceilings);
+    phases.push_back({{"phase", p.phase},
+                      {"batch", p.batch},
+                      {"tokens", p.tokens},
+                      {"seconds", p.seconds},
+                      {"tokens_per_s", m.tokens_per_s},
+                      {"flops_per_token", m.flops_per_token},
+                      {"achieved_flops", m.achieved_flops},
+                      {"mfu", m.mfu},
+                      {"bytes_per_token", m.bytes_per_token},
+                      {"achieved_bandwidth", m.achieved_bandwidth},
+                      {"arithmetic_intensity", m.intensity},
+                      {"roofline_fraction", m.roofline_fraction},
+                      {"bound", m.bound}});
+  }
+  const Ceilings& c = run.ceilings;
+  nlohmann::json json = {{"schema", kBenchSchema},
+                         {"created_utc", created_utc},
+                         {"tokenmill_version", TOKENMILL_VERSION},
+                         {"device",
+                          {{"backend", run.device.backend},
+                           {"name", run.device.name},
+                           {"threads", run.device.threads},
+                           {"isa", run.device.isa}}},
+                         {"roofline",
+                          {{"peak_flops", c.peak_flops},
+                           {"read_bandwidth", c.read_bandwidth},
+                           {"gemm", fmt::format("f32 {0}x{0}x{0}", c.gemm_size)},
+                           {"copy_bytes", c.read_bytes}}},
+                         {"model",
+                          {{"name", run.model.name},
+                           {"architecture", run.model.architecture},
+                           {"parameters", run.model.parameters},
+                           {"weight_bytes", run.model.weight_bytes},
+                           {"weight_dtype", run.model.weight_dtype}}},
+                         {"phases", phases},
+                         {"peak_memory_bytes",
+                          run.peak_memory_bytes ? nlohmann::json(*run.peak_memory_bytes) : nlohmann::json()},
+                         {"gpu_samples", nullptr},
+                         {"notes", run.notes}};
+  if (compare) json["compare"] = compare_json(run, *compare);
+  return json;
+}
+
+std::string bench_markdown(const BenchRun& run, const std::optional<Comparison>& compare) {
+  std::string md = fmt::format("# tokenmill bench: {}\n\n", run.model.name);
+  md += fmt::format("- model: {}\n- device: {}\n- ceilings: {}\n", model_line(run.model),
+                    device_line(run.device), ceilings_line(run.ceilings));
+  if (run.peak_memory_bytes)
+    md += fmt::format("- peak memory: {}B\n", si(static_cast<double>(*run.peak_memory_bytes)));
+  md +=
+      "\n| phase | batch | tokens | seconds | tokens/s | FLOP/token | achieved FLOP/s | MFU | bytes/token | "
+      "achieved bytes/s | FLOP/byte | bound | roofline |\n";
+  md += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n";
+  for (const PhaseMeasurement& p : run.phases) {
+    const PhaseMetrics m = phase_metrics(p, run.ceilings);
+    md += fmt::format("| {} | {} | {} | {:.3f} | {:.1f} | {} | {} | {} | {}B | {}B/s | {:.2f} | {} | {} |\n",
+                      p.phase, p.batch, p.tokens, p.seconds, m.tokens_per_s, si(m.flops_per_token),
+                      si(m.achieved_flops), percent(m.mfu), si(m.bytes_per_token), si(m.achieved_bandwidth),
+                      m.intensity, m.bound, percent(m.roofline_fraction));
+  }
+  if (compare) {
+    md += fmt::format(
+        "\n## Compared with `{}`\n\n| phase | batch | peer tokens/s | ours / peer |\n|---|---:|---:|---:|\n",
+        compare->command);
+    for (const PeerPhase& peer : compare->phases) {
+      const std::optional<double> ratio = throughput_ratio(run, peer);
+      md += fmt::format("| {} | {} | {:.1f} | {} |\n", peer.phase, peer.batch, peer.tokens_per_s,
+                        ratio ? fmt::format("{:.2f}x", *ratio) : std::string("(no such phase here)"));
+    }
+  }
+  md += "\n## Notes\n\n";
+  md += fmt::format("- {}\n- {}\n", kBatchNote, kTrainingNote);
+  for (const std::string& note : run.notes) md += fmt::format("- {}\n", note);
+  for (const std::string& note : reading_notes(run)) md += fmt::format("- {}\n", note);
+  md +=
+      "- FLOPs: weight matmuls (lm_head for the tokens whose logits are computed) and causal attention; "
+      "bytes: the minimum a forward must read (weights once per chunk, the KV cache it attends).\n";
+  md += "\n![throughput vs batch size](throughput.svg)\n\n![roofline](roofline.svg)\n";
+  return md;
+}
+
+std::string bench_table(const BenchRun& run, const std::optional<Comparison>& compare) {
+  std::string out = fmt::format("model     {}\ndevice    {}\nceilings  {}\n\n", model_line(run.model),
+                                device_line(run.device), ceilings_line(run.ceilings));
+  out += fmt::format("{:<8} {:>5} {:>6} {:>10} {:>8} {:>12} {:>9}  {}\n", "phase", "batch", "tokens",
+                     "tokens/s", "MFU", "bandwidth", "roofline", "bound");
+  for (const PhaseMeasurement& p : run.phases) {
+    const PhaseMetrics m = phase_metrics(p, run.ceilings);
+    out += fmt::format("{:<8} {:>5} {:>6} {:>10.1f} {:>8} {:>12} {:>9}  {}\n", p.phase, p.batch, p.tokens,
+                       m.tokens_per_s, percent(m.mfu), si(m.achieved_bandwidth) + "B/s",
+                       percent(m.roofline_fraction), m.bound);
+  }
+  if (compare)
+    for (const PeerPhase& peer : compare->phases) {
+      const std::optional<double> ratio = throughput_ratio(run, peer);
+      out += fmt::format("vs peer   {} batch {}: {}\n", peer.phase, peer.batch,
+                         ratio ? fmt::format("{:.2f}x", *ratio) : std::string("no such phase here"));
+    }
+  if (run.peak_memory_bytes)
+    out += fmt::format("peak memory {}B\n", si(static_cast<double>(*run.peak_memory_bytes)));
+  for (const std::string& note : run.notes) out += fmt::format("note: {}\n", note);
+  for (const std::string& note : reading_notes(run)) out += fmt::format("note: {}\n", note);
+  out += fmt::format("note: {}\nnote: {}\n", kBatchNote, kTrainingNote);
+  return out;
+}
+
+void write_bench_report(const std::filesystem::path& dir, const nlohmann::json& json, const BenchRun& run,
+                        const std::optional<Comparison>& compare) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail("bench: cannot create the output directory '{}': {}", dir.string(), ec.message());
+  write_file(dir / "bench.json", json.dump(2) + "\n");
+  write_file(dir / "bench.md", bench_markdown(run, compare));
+  write_file(dir / "throughput.svg", throughput_svg(run));
+  write_file(dir / "roofline.svg", roofline_svg(run));
+}
+
+}  // namespace tokenmill

@@ -1,0 +1,70 @@
+#include "measure/flops.h"
+
+#include "core/error.h"
+
+namespace tokenmill {
+
+namespace {
+
+// Matrices of one MLP: up and down, plus gate for SwiGLU.
+int64_t mlp_matrices(const ModelConfig& c) { return c.mlp == MlpKind::SwiGlu ? 3 : 2; }
+
+// Multiply-adds per token of one layer's weight matmuls: q, k, v, o and the MLP.
+int64_t layer_matmul_parameters(const ModelConfig& c) {
+  const int64_t q_width = c.num_attention_heads * c.head_dim;
+  const int64_t kv_width = c.num_key_value_heads * c.head_dim;
+  return c.hidden_size * q_width + 2 * c.hidden_size * kv_width + q_width * c.hidden_size +
+         mlp_matrices(c) * c.hidden_size * c.intermediate_size;
+}
+
+// Norm parameters: weight, plus bias for LayerNorm.
+int64_t norm_parameters(const ModelConfig& c) {
+  return (c.norm == NormKind::LayerNorm ? 2 : 1) * c.hidden_size;
+}
+
+int64_t layer_bias_parameters(const ModelConfig& c) {
+  int64_t n = 0;
+  if (c.attention_qkv_bias) n += (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim;
+  if (c.attention_out_bias) n += c.hidden_size;
+  if (c.mlp_bias) n += (mlp_matrices(c) - 1) * c.intermediate_size + c.hidden_size;
+  return n;
+}
+
+}  // namespace
+
+int64_t parameter_count(const ModelConfig& c) {
+  const int64_t embedding = c.vocab_size * c.hidden_size;
+  const int64_t positions =
+      c.positions == PositionKind::Learned ? c.max_position_embeddings * c.hidden_size : 0;
+  const int64_t layer = layer_matmul_parameters(c) + layer_bias_parameters(c) + 2 * norm_parameters(c);
+  const int64_t lm_head = c.tie_word_embeddings ? 0 : embedding;
+  return embedding + positions + c.num_hidden_layers * layer + norm_parameters(c) + lm_head;
+}
+
+int64_t matmul_parameters(const ModelConfig& c) {
+  return c.num_hidden_layers * layer_matmul_parameters(c) + c.hidden_size * c.vocab_size;
+}
+
+int64_t attended_positions(int64_t first_position, int64_t tokens) {
+  // sum_{p = first}^{first + tokens - 1} (p + 1) = tokens * (2 first + tokens + 1) / 2
+  return tokens * (2 * first_position + tokens + 1) / 2;
+}
+
+double forward_flops(const ModelConfig& c, int64_t first_position, int64_t tokens, int64_t logits_rows) {
+  const int64_t layers = c.num_hidden_layers * layer_matmul_parameters(c) * tokens;
+  const int64_t lm_head = c.hidden_size * c.vocab_size * logits_rows;
+  const int64_t attention = 2 * c.num_hidden_layers * c.num_attention_heads * c.head_dim *
+                            attended_positions(first_position, tokens);
+  return 2.0 * static_cast<double>(layers + lm_head + attention);
+}
+
+double training_flops(const ModelConfig& c, int64_t tokens) {
+  return 3.0 * forward_flops(c, 0, tokens, tokens);
+}
+
+double mfu(double achieved_flops_per_s, double peak_flops_per_s) {
+  if (!(peak_flops_per_s > 0)) fail("MFU needs a positive peak FLOP/s, got {}", peak_flops_per_s);
+  return achieved_flops_per_s / peak_flops_per_s;
+}
+
+}  // namespace tokenmill

@@ -1,0 +1,47 @@
+#include "measure/traffic.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tokenmill {
+
+namespace {
+
+uint64_t bytes_of(const Tensor& t) { return t.data != nullptr ? t.nbytes() : 0; }
+
+}  // namespace
+
+WeightTraffic weight_traffic(const Model& model, DType kv_dtype) {
+  const ModelWeights& w = model.weights;
+  WeightTraffic traffic;
+  for (const LayerWeights& l : w.layers)
+    for (const Tensor* t : {&l.attn_norm_weight, &l.attn_norm_bias, &l.q, &l.k, &l.v, &l.o, &l.q_bias,
+                            &l.k_bias, &l.v_bias, &l.o_bias, &l.mlp_norm_weight, &l.mlp_norm_bias, &l.gate,
+                            &l.gate_bias, &l.up, &l.up_bias, &l.down, &l.down_bias})
+      traffic.layer_bytes += bytes_of(*t);
+  traffic.logits_bytes = bytes_of(w.final_norm_weight) + bytes_of(w.final_norm_bias) + bytes_of(w.lm_head);
+  const auto row_bytes = [](const Tensor& table) {
+    return table.data != nullptr ? dtype_row_bytes(table.dtype, table.cols()) : 0;
+  };
+  traffic.embedding_row_bytes = row_bytes(w.token_embedding) + row_bytes(w.position_embedding);
+  traffic.kv_bytes_per_position =
+      static_cast<uint64_t>(model.config.kv_floats_per_token()) * dtype_size(kv_dtype);
+  return traffic;
+}
+
+double forward_bytes(const WeightTraffic& traffic, int64_t first_position, int64_t tokens, int64_t chunk) {
+  if (tokens < 1 || chunk < 1 || first_position < 0)
+    fail("forward_bytes: needs tokens >= 1, chunk >= 1, first_position >= 0 (got {}, {}, {})", tokens, chunk,
+         first_position);
+  double bytes = static_cast<double>(traffic.logits_bytes) +
+                 static_cast<double>(traffic.embedding_row_bytes) * static_cast<double>(tokens);
+  for (int64_t begin = 0; begin < tokens; begin += chunk) {
+    const int64_t end = first_position + std::min(tokens, begin + chunk);
+    bytes += static_cast<double>(traffic.layer_bytes) +
+             static_cast<double>(traffic.kv_bytes_per_position) * static_cast<double>(end);
+  }
+  return bytes;
+}
+
+}  // namespace tokenmill

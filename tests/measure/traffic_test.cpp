@@ -1,0 +1,48 @@
+// Minimum bytes read by a forward pass, worked out by hand for the f32 fixture models.
+#include <gtest/gtest.h>
+
+#include "measure/traffic.h"
+#include "support/expect_error.h"
+
+namespace tokenmill {
+namespace {
+
+const std::string kFixtures = TOKENMILL_FIXTURES_DIR;
+
+TEST(Traffic, UntiedLlamaFixture) {
+  // hidden 64, 4 heads / 2 kv heads of 16, MLP 128, 2 layers, vocab 256, f32, untied.
+  const auto model = Model::load(kFixtures + "/hf/llama");
+  const WeightTraffic t = weight_traffic(*model, DType::F32);
+  // Per layer: q 64x64 4,096 + k, v 32x64 2 x 2,048 + o 4,096 + 3 x 64x128 24,576 + 2 norms x 64
+  // = 36,992 floats = 147,968 bytes; 2 layers.
+  EXPECT_EQ(t.layer_bytes, 2u * 147'968);
+  // Final norm 64 + lm_head 256 x 64 = 16,448 floats.
+  EXPECT_EQ(t.logits_bytes, 16'448u * 4);
+  EXPECT_EQ(t.embedding_row_bytes, 64u * 4);
+  // K and V x 2 layers x 2 kv heads x 16 x 4 bytes; an f16 cache halves it.
+  EXPECT_EQ(t.kv_bytes_per_position, 512u);
+  EXPECT_EQ(weight_traffic(*model, DType::F16).kv_bytes_per_position, 256u);
+
+  // 10 tokens from 0 in chunks of 4: chunks end at 4, 8, 10 -> layers 3 x 295,936 + cache
+  // 512 x (4 + 8 + 10) + logits once 65,792 + 10 embedding rows x 256 = 967,424.
+  EXPECT_DOUBLE_EQ(forward_bytes(t, 0, 10, 4), 967'424.0);
+  // A decode step at position 20: every weight once and 21 cached positions.
+  EXPECT_DOUBLE_EQ(forward_bytes(t, 20, 1, 4), 295'936.0 + 512 * 21 + 65'792 + 256);
+  testing::expect_error([&] { forward_bytes(t, 0, 0, 4); }, {"tokens >= 1"});
+}
+
+TEST(Traffic, TiedGpt2FixtureCountsTheEmbeddingOnceAsTheLogitsMatrix) {
+  // hidden 64, 4 heads, MLP 256, 2 layers, vocab 256, 128 positions, f32, tied.
+  const auto model = Model::load(kFixtures + "/hf/gpt2");
+  const WeightTraffic t = weight_traffic(*model, DType::F32);
+  // Per layer: ln_1 128 + q, k, v 3 x 4,096 + 192 bias + o 4,096 + 64 + ln_2 128
+  // + up 16,384 + 256 + down 16,384 + 64 = 49,984 floats = 199,936 bytes.
+  EXPECT_EQ(t.layer_bytes, 2u * 199'936);
+  // ln_f weight and bias 128 + the tied wte 256 x 64 once.
+  EXPECT_EQ(t.logits_bytes, (128u + 16'384) * 4);
+  // A token row and a position row.
+  EXPECT_EQ(t.embedding_row_bytes, 128u * 4);
+}
+
+}  // namespace
+}  // namespace tokenmill
