@@ -18,6 +18,8 @@ void add_tokenize_commands(CLI::App& app);  // tokenize, detokenize
 void add_chat_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
+void add_prepare_command(CLI::App& app);  // training data
+void add_train_command(CLI::App& app);
 
 // --type and --pure of quantize/convert as options (Error naming the flag for an unknown type);
 // notes go to stderr.

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   tokenmill::cli::add_tokenize_commands(app);
   tokenmill::cli::add_convert_command(app);
   tokenmill::cli::add_quantize_command(app);
+  tokenmill::cli::add_prepare_command(app);
+  tokenmill::cli::add_train_command(app);
   if (argc >= 2 && argv[1][0] != '-') {
     std::string known;
     bool found = false;
