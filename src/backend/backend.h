@@ -89,6 +89,78 @@ class Backend {
 
   // Per row: y = softmax(x) with the max subtracted first.
   virtual void softmax(const Tensor& x, const Tensor& y) = 0;
+
+  // ---------------------------------------------------------------- training
+  // The backward of each forward op above, plus the loss and the optimizer step. All
+  // gradients are f32. Activation gradients (dx, dq, ...) are overwritten; parameter
+  // gradients (dw, db, dweight, dbias, dtable) are accumulated (+=), so micro-batches of
+  // gradient accumulation simply add up. Outputs never overlap inputs unless stated.
+
+  // Of matmul: y[n, m] = x[n, k] . w[m, k]^T + bias[m].  dy [n, m].
+  //   dx[n, k]  = dy . w            (skipped when dx is null)
+  //   dw[m, k] += dy^T . x          (skipped when null; f32 whatever w's dtype)
+  //   db[m]    += sum_t dy[t, :]    (skipped when null)
+  virtual void matmul_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx,
+                               const Tensor* dw, const Tensor* db) = 0;
+
+  // Of embedding: dtable[ids[t], :] += dout[t, :], summed in token order (deterministic:
+  // the same bits for the same inputs, whatever the thread count). dtable [vocab, d] f32.
+  virtual void embedding_backward(std::span<const int32_t> ids, const Tensor& dout, const Tensor& dtable) = 0;
+
+  // Of rms_norm (x [n, d], weight [d]): dx overwritten, dweight[d] += sum over rows.
+  virtual void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy,
+                                 const Tensor& dx, const Tensor& dweight) = 0;
+
+  // Of layer_norm: dx overwritten; dweight[d] += sum_t dy * xhat, dbias[d] += sum_t dy.
+  virtual void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy,
+                                   const Tensor& dx, const Tensor& dweight, const Tensor& dbias) = 0;
+
+  // Of gelu: dx = dy * gelu'(x); dx may be dy (in place).
+  virtual void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx) = 0;
+
+  // Of swiglu (y = silu(gate) * up): dgate = dy * up * silu'(gate), dup = dy * silu(gate).
+  // dgate and dup are distinct; each may be exactly one of dy, gate, up (in place: every
+  // element's inputs are read before its outputs are written).
+  virtual void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
+                               const Tensor& dup) = 0;
+
+  // Of rope, in place: dx [n, heads, head_dim] rotated back (angle -positions[t] * inv_freq[j]).
+  virtual void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
+                             RopeLayout layout) = 0;
+
+  // Of causal attention over one sequence (training: no cache offset). q [n, heads, hd],
+  // k, v [n, kv_heads, hd] (query t attends to keys 0..t), out = the forward output
+  // attention(q, k, v, 0, scale); dout like out. Writes dq (like q), dk, dv (like k, v),
+  // summing the gradients of the query heads that share a kv head.
+  virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                  const Tensor& dout, float scale, const Tensor& dq, const Tensor& dk,
+                                  const Tensor& dv) = 0;
+
+  // Softmax cross-entropy of logits [n, vocab] against targets[t] (a target < 0 is ignored:
+  // loss 0 and a zero gradient row):
+  //   losses[t]     = logsumexp(logits[t, :]) - logits[t, targets[t]]          (f32 [n])
+  //   dlogits[t, :] = grad_scale * (softmax(logits[t, :]) - onehot(targets[t])) (when not null)
+  // dlogits may be logits itself (the probabilities are never stored separately).
+  // Throws Error if a target is >= vocab.
+  virtual void cross_entropy(const Tensor& logits, std::span<const int32_t> targets, float grad_scale,
+                             const Tensor& losses, const Tensor* dlogits) = 0;
+
+  // sum_i x[i]^2 of an f32 tensor, accumulated in double (for the global gradient norm).
+  virtual double sum_squares(const Tensor& x) = 0;
+
+  // One AdamW step (PyTorch's torch.optim.AdamW, decoupled weight decay) on f32 param,
+  // with g = grad_scale * grad and t = step (1 for the first step):
+  //   param -= lr * weight_decay * param
+  //   m = beta1 m + (1 - beta1) g;   v = beta2 v + (1 - beta2) g^2
+  //   param -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
+  // param, grad, m, v: f32, same element count.
+  struct AdamW {
+    float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+    int64_t step = 1;
+    float grad_scale = 1.0f;  // 1 / loss scale, times a clipping factor
+  };
+  virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                          const AdamW& hyper) = 0;
 };
 
 // The fastest CPU implementation for this machine's instruction set.

@@ -10,32 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/tokenizer_flags.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokenmill::cli {
 
 namespace {
-
-struct TokenizerSource {
-  std::string model_dir;
-  std::string tokenizer_file;
-};
-
-void add_tokenizer_source(CLI::App& cmd, TokenizerSource& source) {
-  auto* model = cmd.add_option("-m,--model", source.model_dir,
-                               "Model directory with a tokenizer.json, or a GGUF model");
-  auto* file = cmd.add_option("--tokenizer", source.tokenizer_file, "A tokenizer.json or a .gguf file");
-  model->excludes(file);
-}
-
-Tokenizer load(const TokenizerSource& source) {
-  if (source.model_dir.empty() && source.tokenizer_file.empty())
-    fail("give the tokenizer: -m MODEL_DIR or --tokenizer FILE (tokenizer.json or .gguf)");
-  if (!source.model_dir.empty() && !std::filesystem::is_regular_file(source.model_dir))
-    return Tokenizer::from_model_dir(source.model_dir);
-  return Tokenizer::from_file(source.model_dir.empty() ? source.tokenizer_file : source.model_dir);
-}
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -52,7 +33,7 @@ struct TokenizeFlags {
 };
 
 void run_tokenize(const TokenizeFlags& f) {
-  const Tokenizer tokenizer = load(f.source);
+  const Tokenizer tokenizer = load_tokenizer(f.source);
   const std::string text = f.file.empty() ? f.text : read_text_file(f.file);
   const std::vector<int32_t> ids =
       tokenizer.encode(text, {.add_special_tokens = !f.no_bos, .parse_special = f.parse_special});
@@ -98,7 +79,8 @@ void add_tokenize_commands(CLI::App& app) {
   add_tokenizer_source(*detokenize, df->source);
   detokenize->add_option("--ids", df->ids, "Token ids: 1,2,3")->delimiter(',')->required();
   detokenize->add_flag("--skip-special", df->skip_special, "Leave out special tokens");
-  detokenize->callback([df] { fmt::print("{}\n", load(df->source).decode(df->ids, df->skip_special)); });
+  detokenize->callback(
+      [df] { fmt::print("{}\n", load_tokenizer(df->source).decode(df->ids, df->skip_special)); });
 }
 
 }  // namespace tokenmill::cli

@@ -18,7 +18,8 @@ namespace {
 // What the report says about what this run cannot measure yet.
 constexpr const char* kBatchNote =
     "Batch 1 only: the Transformer runs one sequence; batch sizes > 1 arrive with the serving engine (#6).";
-constexpr const char* kTrainingNote = "No training step: training does not exist yet (#4).";
+constexpr const char* kTrainingNote =
+    "No training step: bench does not time training yet; `tokenmill train` reports its tokens/s (#4).";
 
 nlohmann::json compare_json(const BenchRun& run, const Comparison& compare) {
   nlohmann::json phases = nlohmann::json::array();

@@ -1,7 +1,7 @@
 // The `tokenmill bench` suite: one model, one device, its ceilings measured in the same run.
 //
 // Phases (batch 1: the Transformer runs one sequence; batches arrive with the serving
-// engine, issue #6; a training step with training, issue #4):
+// engine, issue #6; a training step is not timed yet, `tokenmill train` reports it):
 //  - prefill: one forward_last call over a prompt of seeded random in-vocabulary ids;
 //  - decode: greedy single-token steps after that prompt, each a forward_last call.
 // Both follow a warm-up (a short prompt and two steps, then the cache is reset) and are

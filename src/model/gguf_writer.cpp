@@ -1,13 +1,9 @@
 #include "model/gguf_writer.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <system_error>
 
+#include "core/atomic_file.h"
 #include "core/checked_math.h"
 #include "core/error.h"
 
@@ -28,8 +24,6 @@ void append_string(std::string& out, std::string_view s) {
   append_le<uint64_t>(out, s.size());
   out.append(s);
 }
-
-std::string errno_text() { return std::generic_category().message(errno); }
 
 void check_key(std::string_view key) {
   if (key.empty() || key.size() > kMaxGgufKeyBytes)
@@ -100,21 +94,14 @@ uint64_t align_up(uint64_t n, uint64_t alignment, std::string_view what) {
 class GgufWriter::Sink {
  public:
   explicit Sink(std::string* memory) : memory_(memory) {}
-  Sink(int fd, const std::filesystem::path* path) : fd_(fd), path_(path) {}
+  explicit Sink(AtomicFile* file) : file_(file) {}
 
   void put(const void* data, size_t n) {
     written_ = checked_add(written_, n, "GGUF file size");
     if (memory_ != nullptr) {
       memory_->append(static_cast<const char*>(data), n);
-      return;
-    }
-    const auto* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, std::min<size_t>(n, size_t{1} << 30));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) fail("{}: write failed ({})", path_->string(), errno_text());
-      p += w;
-      n -= static_cast<size_t>(w);
+    } else {
+      file_->write(data, n);
     }
   }
   void zeros(uint64_t n) {
@@ -129,8 +116,7 @@ class GgufWriter::Sink {
 
  private:
   std::string* memory_ = nullptr;
-  int fd_ = -1;
-  const std::filesystem::path* path_ = nullptr;
+  AtomicFile* file_ = nullptr;
   uint64_t written_ = 0;
 };
 
@@ -344,30 +330,11 @@ std::string GgufWriter::to_bytes() const {
 }
 
 uint64_t GgufWriter::write(const std::filesystem::path& path) const {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("{}: cannot create the file ({})", tmp.string(), errno_text());
-  try {
-    Sink sink(fd, &tmp);
-    emit(sink);
-    if (::fsync(fd) != 0) fail("{}: fsync failed ({})", tmp.string(), errno_text());
-    const int closed = ::close(fd);
-    fd = -1;
-    if (closed != 0) fail("{}: close failed ({})", tmp.string(), errno_text());
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-      fail("{}: cannot rename to {} ({})", tmp.string(), path.string(), errno_text());
-    // Make the rename itself durable (best effort: some file systems refuse a directory fsync).
-    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
-    if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-      ::fsync(dfd);
-      ::close(dfd);
-    }
-    return sink.written();
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
+  AtomicFile file(path);
+  Sink sink(&file);
+  emit(sink);
+  file.commit();
+  return sink.written();
 }
 
 }  // namespace tokenmill

@@ -34,4 +34,12 @@ std::vector<float> rope_inverse_frequencies(const RopeScaling& scaling, double t
   return inv_freq;
 }
 
+std::vector<float> model_rope_frequencies(const ModelConfig& config, const ModelWeights& weights) {
+  std::vector<float> inv_freq =
+      rope_inverse_frequencies(config.rope_scaling, config.rope_theta, config.head_dim);
+  if (const Tensor& factors = weights.rope_freq_factors; factors.data != nullptr)
+    for (size_t j = 0; j < inv_freq.size(); ++j) inv_freq[j] /= factors.as<const float>()[j];
+  return inv_freq;
+}
+
 }  // namespace tokenmill

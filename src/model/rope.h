@@ -14,9 +14,14 @@
 #include <vector>
 
 #include "model/model_config.h"
+#include "model/weights.h"
 
 namespace tokenmill {
 
 std::vector<float> rope_inverse_frequencies(const RopeScaling& scaling, double theta, int64_t rotary_dim);
+
+// The frequencies a model's forward uses: the above for config.head_dim, each divided by
+// the GGUF llama-3 rope_freqs factor when the weights carry one.
+std::vector<float> model_rope_frequencies(const ModelConfig& config, const ModelWeights& weights);
 
 }  // namespace tokenmill

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/norm.h"
 #include "model/rope.h"
 
 namespace tokenmill {
@@ -44,9 +45,7 @@ Transformer::Transformer(const Model& model, Backend& backend, int64_t context, 
   const ModelConfig& c = config_;
   const int64_t q_width = c.num_attention_heads * c.head_dim;
   if (c.positions == PositionKind::Rotary) {
-    inv_freq_ = rope_inverse_frequencies(c.rope_scaling, c.rope_theta, c.head_dim);
-    if (const Tensor& factors = model.weights.rope_freq_factors; factors.data != nullptr)
-      for (size_t j = 0; j < inv_freq_.size(); ++j) inv_freq_[j] /= factors.as<const float>()[j];
+    inv_freq_ = model_rope_frequencies(c, model.weights);
     inv_freq_tensor_ = arena_.allocate(DType::F32, {c.head_dim / 2});
     std::copy(inv_freq_.begin(), inv_freq_.end(), inv_freq_tensor_.as<float>());
   }
@@ -99,15 +98,6 @@ void Transformer::forward_all(std::span<const int32_t> ids, std::span<float> log
   }
 }
 
-void Transformer::norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out) {
-  const auto eps = static_cast<float>(config_.norm_eps);
-  if (config_.norm == NormKind::LayerNorm) {
-    backend_.layer_norm(x, weight, bias, eps, out);
-  } else {
-    backend_.rms_norm(x, weight, eps, out);
-  }
-}
-
 void Transformer::run_chunk(std::span<const int32_t> ids, int64_t out_rows) {
   const auto n = static_cast<int64_t>(ids.size());
   const ModelWeights& w = model_.weights;
@@ -127,8 +117,8 @@ void Transformer::run_chunk(std::span<const int32_t> ids, int64_t out_rows) {
   }
   tokens_.insert(tokens_.end(), ids.begin(), ids.end());
   if (out_rows > 0) {
-    norm(x.slice_rows(n - out_rows, out_rows), w.final_norm_weight, w.final_norm_bias,
-         normed_.slice_rows(0, out_rows));
+    apply_norm(backend_, config_, x.slice_rows(n - out_rows, out_rows), w.final_norm_weight,
+               w.final_norm_bias, normed_.slice_rows(0, out_rows));
   }
 }
 
@@ -137,7 +127,7 @@ void Transformer::attention_block(int64_t layer, int64_t n) {
   const LayerWeights& w = model_.weights.layers[static_cast<size_t>(layer)];
   const Tensor x = residual_.slice_rows(0, n);
   const Tensor h = normed_.slice_rows(0, n);
-  norm(x, w.attn_norm_weight, w.attn_norm_bias, h);
+  apply_norm(backend_, config_, x, w.attn_norm_weight, w.attn_norm_bias, h);
 
   const Tensor q = query_.slice_rows(0, n).reshaped({n, c.num_attention_heads, c.head_dim});
   // An f32 cache takes the projections in place; an f16 one stores them after RoPE.
@@ -173,7 +163,7 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
   const LayerWeights& w = model_.weights.layers[static_cast<size_t>(layer)];
   const Tensor x = residual_.slice_rows(0, n);
   const Tensor h = normed_.slice_rows(0, n);
-  norm(x, w.mlp_norm_weight, w.mlp_norm_bias, h);
+  apply_norm(backend_, config_, x, w.mlp_norm_weight, w.mlp_norm_bias, h);
 
   const Tensor a = mlp_a_.slice_rows(0, n);
   if (config_.mlp == MlpKind::SwiGlu) {

@@ -56,7 +56,6 @@ class Transformer {
   void run_chunk(std::span<const int32_t> ids, int64_t out_rows);
   void attention_block(int64_t layer, int64_t n);
   void mlp_block(int64_t layer, int64_t n);
-  void norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out);
   void check_append(size_t n) const;
 
   const Model& model_;

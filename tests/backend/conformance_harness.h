@@ -22,6 +22,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "core/parallel.h"
 #include "core/tensor.h"
 
 namespace tokenmill::testing {
@@ -53,6 +54,12 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   for (const CpuIsa isa : {CpuIsa::Avx2, CpuIsa::Avx512})
     if (cpu_supports(isa)) list.push_back(cpu_backend_under_test(isa));
   return list;
+}
+
+// Names a suite's instances after their backend: INSTANTIATE_TEST_SUITE_P(AllBackends, Suite,
+// ::testing::ValuesIn(backends_under_test()), backend_test_name) gives AllBackends/Suite.Test/cpu_avx2.
+inline std::string backend_test_name(const ::testing::TestParamInfo<BackendUnderTest>& info) {
+  return info.param.name;
 }
 
 // A tensor with kGuardBytes of sentinel bytes on each side, optionally starting
@@ -114,10 +121,14 @@ class GuardedBuffer {
     backend_->synchronize();
     const auto* p = static_cast<const uint8_t*>(tensor_.data);
     saved_.assign(p, p + tensor_.nbytes());
+    snapshotted_ = true;
   }
+  // False before any snapshot(). An empty tensor is unchanged once snapshotted (memcmp is
+  // never called on an empty vector's null data()).
   bool unchanged_since_snapshot() const {
     backend_->synchronize();
-    return saved_.size() == tensor_.nbytes() && std::memcmp(saved_.data(), tensor_.data, saved_.size()) == 0;
+    if (!snapshotted_ || saved_.size() != tensor_.nbytes()) return false;
+    return saved_.empty() || std::memcmp(saved_.data(), tensor_.data, saved_.size()) == 0;
   }
 
  private:
@@ -127,7 +138,54 @@ class GuardedBuffer {
   size_t total_ = 0;
   uint8_t* memory_ = nullptr;
   std::vector<uint8_t> saved_;
+  bool snapshotted_ = false;
 };
+
+// The fixture of the parameterized backend suites: the backend under test (made fresh for
+// every test), guarded buffers on it, and a seeded rng (each suite passes its own seed, so
+// its random inputs do not depend on the other suites).
+class BackendOpTest : public ::testing::TestWithParam<BackendUnderTest> {
+ protected:
+  explicit BackendOpTest(uint64_t seed) : rng_(seed) {}
+
+  void SetUp() override { backend_ = GetParam().make(); }
+  void TearDown() override { set_thread_count(0); }  // for the tests that change it
+
+  // A buffer on this backend.
+  std::unique_ptr<GuardedBuffer> buffer(DType dtype, std::initializer_list<int64_t> dims,
+                                        size_t misalign = 0) {
+    return std::make_unique<GuardedBuffer>(GetParam(), dtype, dims, misalign);
+  }
+  std::unique_ptr<GuardedBuffer> buffer(std::initializer_list<int64_t> dims) {
+    return buffer(DType::F32, dims);
+  }
+
+  // A random non-zero input one element past alignment, snapshotted for EXPECT_UNCHANGED.
+  std::unique_ptr<GuardedBuffer> input(DType dtype, std::initializer_list<int64_t> dims, float lo = 0.05f,
+                                       float hi = 1.0f) {
+    auto b = buffer(dtype, dims, dtype_size(dtype));
+    b->fill_random(rng_, lo, hi);
+    b->snapshot();
+    return b;
+  }
+  std::unique_ptr<GuardedBuffer> input(std::initializer_list<int64_t> dims, float lo = 0.05f,
+                                       float hi = 1.0f) {
+    return input(DType::F32, dims, lo, hi);
+  }
+
+  // An f32 output that starts as NaN, so anything the op forgets to write fails the comparison.
+  std::unique_ptr<GuardedBuffer> output(std::initializer_list<int64_t> dims) {
+    auto b = buffer(DType::F32, dims);
+    b->fill(NAN);
+    return b;
+  }
+
+  std::unique_ptr<Backend> backend_;
+  std::mt19937_64 rng_;
+};
+
+#define EXPECT_GUARDS(buf) EXPECT_TRUE((buf)->guards_intact()) << #buf " canaries overwritten"
+#define EXPECT_UNCHANGED(buf) EXPECT_TRUE((buf)->unchanged_since_snapshot()) << #buf " input was modified"
 
 // max |got - want| <= tolerance * max |want| (a relative error measured against the
 // output's largest magnitude, which is what the next layer sees).

@@ -38,37 +38,12 @@ constexpr double kExact = 0.0;
 constexpr double kF32 = 1e-5;
 constexpr double kF16Probabilities = 1e-3;
 
-class Conformance : public ::testing::TestWithParam<BackendUnderTest> {
+class Conformance : public BackendOpTest {
  protected:
-  void SetUp() override { backend_ = GetParam().make(); }
-
-  // A buffer on this backend; inputs default to a 2-element misalignment.
-  std::unique_ptr<GuardedBuffer> buffer(DType dtype, std::initializer_list<int64_t> dims,
-                                        size_t misalign = 0) {
-    return std::make_unique<GuardedBuffer>(GetParam(), dtype, dims, misalign);
-  }
-  std::unique_ptr<GuardedBuffer> input(DType dtype, std::initializer_list<int64_t> dims, float lo = 0.05f,
-                                       float hi = 1.0f) {
-    auto b = buffer(dtype, dims, dtype_size(dtype));
-    b->fill_random(rng_, lo, hi);
-    b->snapshot();
-    return b;
-  }
-  // Outputs start as NaN so anything the op forgets to write fails the comparison.
-  std::unique_ptr<GuardedBuffer> output(std::initializer_list<int64_t> dims) {
-    auto b = buffer(DType::F32, dims);
-    b->fill(NAN);
-    return b;
-  }
-
-  std::unique_ptr<Backend> backend_;
-  std::mt19937_64 rng_{20240611};
+  Conformance() : BackendOpTest(20240611) {}
 };
 
 std::string dtype_label(DType t) { return std::string(dtype_name(t)); }
-
-#define EXPECT_GUARDS(buf) EXPECT_TRUE((buf)->guards_intact()) << #buf " canaries overwritten"
-#define EXPECT_UNCHANGED(buf) EXPECT_TRUE((buf)->unchanged_since_snapshot()) << #buf " input was modified"
 
 // ---------------------------------------------------------------- embedding
 
@@ -561,9 +536,7 @@ TEST_P(Conformance, AttentionRejectsBadShapes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, Conformance, ::testing::ValuesIn(backends_under_test()),
-                         [](const ::testing::TestParamInfo<BackendUnderTest>& param_info) {
-                           return param_info.param.name;
-                         });
+                         backend_test_name);
 
 }  // namespace
 }  // namespace tokenmill::testing

@@ -6,10 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backward.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant_kernels.h"
 #include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/scratch.h"
+#include "backend/cpu/shape_checks.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "quant/quant_reference.h"
@@ -18,6 +20,13 @@ namespace tokenmill {
 
 namespace {
 
+using cpu::describe;
+using cpu::expect_data;
+using cpu::expect_disjoint;
+using cpu::expect_f32;
+using cpu::expect_rank;
+using cpu::expect_same_numel;
+using cpu::expect_same_or_disjoint;
 using cpu::KernelTable;
 using cpu::Scratch;
 
@@ -34,47 +43,6 @@ thread_local Scratch tl_worker_scores;              // worker: attention scores 
 thread_local std::vector<double> tl_worker_angles;  // worker: RoPE cos/sin of one token
 
 // ---------------------------------------------------------------- shape checks
-
-std::string describe(const Tensor& t) { return t.shape_string(); }
-
-void expect_data(const char* op, const char* name, const Tensor& t) {
-  if (t.data == nullptr && t.numel() > 0) fail("{}: {} ({}) has no data", op, name, describe(t));
-}
-
-void expect_f32(const char* op, const char* name, const Tensor& t) {
-  if (t.dtype != DType::F32) fail("{}: {} must be f32, got {}", op, name, describe(t));
-  expect_data(op, name, t);
-}
-
-void expect_rank(const char* op, const char* name, const Tensor& t, int rank) {
-  if (t.rank != rank) fail("{}: {} must have rank {}, got {}", op, name, rank, describe(t));
-}
-
-bool overlaps(const Tensor& a, const Tensor& b) {
-  const auto a0 = reinterpret_cast<uintptr_t>(a.data);
-  const auto b0 = reinterpret_cast<uintptr_t>(b.data);
-  return a.nbytes() > 0 && b.nbytes() > 0 && a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
-}
-
-void expect_disjoint(const char* op, const char* out_name, const Tensor& out, const char* in_name,
-                     const Tensor& in) {
-  if (overlaps(out, in))
-    fail("{}: output {} overlaps input {}; give the output its own buffer", op, out_name, in_name);
-}
-
-// Elementwise outputs may be the input itself (in place) but not a shifted view of it.
-void expect_same_or_disjoint(const char* op, const char* out_name, const Tensor& out, const char* in_name,
-                             const Tensor& in) {
-  if (out.data == in.data) return;
-  expect_disjoint(op, out_name, out, in_name, in);
-}
-
-void expect_same_numel(const char* op, const char* a_name, const Tensor& a, const char* b_name,
-                       const Tensor& b) {
-  if (a.numel() != b.numel())
-    fail("{}: {} is {} but {} is {}; they must have the same number of elements", op, a_name, describe(a),
-         b_name, describe(b));
-}
 
 // A [d] vector of any dtype as f32: the tensor itself when f32, else converted in `scratch`.
 const float* vector_as_f32(const KernelTable& kernels, const char* op, const char* name, const Tensor& v,
@@ -381,6 +349,49 @@ class CpuBackend final : public Backend {
     parallel_for_chunks(rows, grain_for(d, kMinElementwiseWork), [&](int64_t r0, int64_t r1) {
       kernels_.softmax(xp + r0 * d, r1 - r0, d, yp + r0 * d);
     });
+  }
+
+  // ---------------------------------------------------------------- training (cpu_backward.h)
+
+  void matmul_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx, const Tensor* dw,
+                       const Tensor* db) override {
+    cpu::matmul_backward(*this, x, w, dy, dx, dw, db);
+  }
+  void embedding_backward(std::span<const int32_t> ids, const Tensor& dout, const Tensor& dtable) override {
+    cpu::embedding_backward(ids, dout, dtable);
+  }
+  void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
+                         const Tensor& dweight) override {
+    cpu::rms_norm_backward(x, weight, eps, dy, dx, dweight);
+  }
+  void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy,
+                           const Tensor& dx, const Tensor& dweight, const Tensor& dbias) override {
+    cpu::layer_norm_backward(x, weight, eps, dy, dx, dweight, dbias);
+  }
+  void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx) override {
+    cpu::gelu_backward(x, form, dy, dx);
+  }
+  void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
+                       const Tensor& dup) override {
+    cpu::swiglu_backward(gate, up, dy, dgate, dup);
+  }
+  void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
+                     RopeLayout layout) override {
+    cpu::rope_backward(dx, positions, inv_freq, layout);
+  }
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                          const Tensor& dout, float scale, const Tensor& dq, const Tensor& dk,
+                          const Tensor& dv) override {
+    cpu::attention_backward(q, k, v, out, dout, scale, dq, dk, dv);
+  }
+  void cross_entropy(const Tensor& logits, std::span<const int32_t> targets, float grad_scale,
+                     const Tensor& losses, const Tensor* dlogits) override {
+    cpu::cross_entropy(logits, targets, grad_scale, losses, dlogits);
+  }
+  double sum_squares(const Tensor& x) override { return cpu::sum_squares(x); }
+  void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                  const AdamW& hyper) override {
+    cpu::adamw_step(param, grad, m, v, hyper);
   }
 
  private:

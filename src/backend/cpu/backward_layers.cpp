@@ -1,0 +1,429 @@
+// The CPU backward of the layer ops (norms, activations, RoPE, attention): plain loops the
+// compiler vectorizes, f32 except the norms' rows, which are summed and combined in double
+// (dx is a difference of nearly equal terms when a row has few elements). Every reduction
+// across rows or heads runs in an order fixed by the shapes alone, so the bits never
+// depend on the thread count.
+#include "backend/cpu/cpu_backward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <numbers>
+#include <vector>
+
+#include "backend/cpu/scratch.h"
+#include "backend/cpu/shape_checks.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "quant/quant_reference.h"
+
+namespace tokenmill::cpu {
+
+namespace {
+
+thread_local Scratch tl_weight;                     // caller: a norm weight converted to f32
+thread_local Scratch tl_partials;                   // caller: per-row-block parameter gradients
+thread_local Scratch tl_head_grads;                 // caller: attention dk, dv of each query head
+thread_local Scratch tl_worker_probs;               // worker: attention probabilities of a query block
+thread_local std::vector<double> tl_worker_angles;  // worker: RoPE cos/sin of one token
+
+constexpr int64_t kMinElementwiseWork = 32 * 1024;  // elements per thread
+// Rows per block of the norms' parameter-gradient partials: a constant, so the summation
+// order of dweight and dbias is the same whatever the thread count.
+constexpr int64_t kNormBlockRows = 32;
+
+size_t at(int64_t i) { return static_cast<size_t>(i); }
+
+// Items per chunk so that a chunk holds at least kMinElementwiseWork units.
+int64_t grain(int64_t work_per_item) {
+  return std::max<int64_t>(1, kMinElementwiseWork / std::max<int64_t>(1, work_per_item));
+}
+
+// ---------------------------------------------------------------- shape checks
+
+// A norm weight [d] of any dtype as f32 (converted in tl_weight unless already f32).
+const float* weight_as_f32(const char* op, const Tensor& weight, int64_t d) {
+  if (weight.numel() != d) fail("{}: weight must have {} elements, got {}", op, d, weight.shape_string());
+  expect_data(op, "weight", weight);
+  if (weight.dtype == DType::F32) return weight.as<const float>();
+  float* f = tl_weight.floats(d);
+  if (is_quantized(weight.dtype)) {
+    quant::dequantize_row(weight.dtype, weight.data, f, d);
+  } else {
+    for (int64_t i = 0; i < d; ++i) f[i] = load_as_f32(weight.data, weight.dtype, at(i));
+  }
+  return f;
+}
+
+// ---------------------------------------------------------------- norms
+
+// The skeleton of both norms' backward over rows [rows, d]: row_body(row, partials) writes
+// dx of `row` and adds the row's parameter gradients to partials[c * d + i] for the
+// param_grads.size() gradients c. Rows are summed per fixed block of kNormBlockRows, then
+// the blocks in order, in double, are added to param_grads[c].
+template <class RowBody>
+void norm_rows(int64_t rows, int64_t d, std::initializer_list<float*> param_grads, RowBody&& row_body) {
+  const auto count = static_cast<int64_t>(param_grads.size());
+  const int64_t blocks = (rows + kNormBlockRows - 1) / kNormBlockRows, block_floats = count * d;
+  float* partials = tl_partials.floats(blocks * block_floats);
+  parallel_for_chunks(blocks, grain(kNormBlockRows * d), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      float* part = partials + b * block_floats;
+      std::fill(part, part + block_floats, 0.0f);
+      for (int64_t row = b * kNormBlockRows; row < std::min(rows, (b + 1) * kNormBlockRows); ++row)
+        row_body(row, part);
+    }
+  });
+  parallel_for_chunks(block_floats, grain(blocks), [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      float* grad = param_grads.begin()[j / d] + j % d;
+      double sum = *grad;
+      for (int64_t b = 0; b < blocks; ++b) sum += partials[b * block_floats + j];
+      *grad = static_cast<float>(sum);
+    }
+  });
+}
+
+// The checks both norms share: x, dy, dx [rows, d] f32; dweight (and dbias when not null)
+// f32 [d]; no output overlaps anything.
+void check_norm(const char* op, const Tensor& x, const Tensor& weight, const Tensor& dy, const Tensor& dx,
+                const Tensor& dweight, const Tensor* dbias) {
+  expect_f32(op, {{"x", x}, {"dy", dy}, {"dx", dx}, {"dweight", dweight}});
+  expect_like(op, {"dy", dy}, {"x", x});
+  expect_like(op, {"dx", dx}, {"x", x});
+  expect_like(op, {"dweight", dweight}, {"weight", weight}, false);
+  expect_disjoint(op, {{"dx", dx}, {"dweight", dweight}}, {{"x", x}, {"weight", weight}, {"dy", dy}});
+  if (dbias == nullptr) return;
+  expect_f32(op, {{"dbias", *dbias}});
+  expect_like(op, {"dbias", *dbias}, {"weight", weight}, false);
+  expect_disjoint(op, {{"dbias", *dbias}},
+                  {{"x", x}, {"weight", weight}, {"dy", dy}, {"dx", dx}, {"dweight", dweight}});
+}
+
+}  // namespace
+
+// y = x r w, r = (mean(x^2) + eps)^-1/2 per row; with g = w dy:
+//   dx = r g - x r^3 / d * sum(g x),   dweight += sum over rows of dy x r.
+void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
+                       const Tensor& dweight) {
+  const char* op = "rms_norm_backward";
+  check_norm(op, x, weight, dy, dx, dweight, nullptr);
+  const int64_t rows = x.rows(), d = x.cols();
+  const float* w = weight_as_f32(op, weight, d);
+  const float* xp = x.as<const float>();
+  const float* dyp = dy.as<const float>();
+  float* dxp = dx.as<float>();
+  norm_rows(rows, d, {dweight.as<float>()}, [&](int64_t row, float* dw) {
+    const float* xr = xp + row * d;
+    const float* dyr = dyp + row * d;
+    float* dxr = dxp + row * d;
+    double sum_sq = 0, sum_gx = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      sum_sq += static_cast<double>(xr[i]) * xr[i];
+      sum_gx += static_cast<double>(w[i]) * dyr[i] * xr[i];
+    }
+    const double r = 1.0 / std::sqrt(sum_sq / static_cast<double>(d) + static_cast<double>(eps));
+    const double x_coef = r * r * r * sum_gx / static_cast<double>(d);
+    const auto rf = static_cast<float>(r);
+    for (int64_t i = 0; i < d; ++i) {
+      dw[i] += dyr[i] * xr[i] * rf;
+      dxr[i] = static_cast<float>(r * (static_cast<double>(w[i]) * dyr[i]) - xr[i] * x_coef);
+    }
+  });
+}
+
+// y = xhat w + b, xhat = (x - mean) r, r = (var + eps)^-1/2 (biased variance); with g = w dy:
+//   dx = r (g - mean(g) - xhat mean(g xhat)),  dweight += sum dy xhat,  dbias += sum dy.
+void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
+                         const Tensor& dweight, const Tensor& dbias) {
+  const char* op = "layer_norm_backward";
+  check_norm(op, x, weight, dy, dx, dweight, &dbias);
+  const int64_t rows = x.rows(), d = x.cols();
+  const float* w = weight_as_f32(op, weight, d);
+  const float* xp = x.as<const float>();
+  const float* dyp = dy.as<const float>();
+  float* dxp = dx.as<float>();
+  norm_rows(rows, d, {dweight.as<float>(), dbias.as<float>()}, [&](int64_t row, float* part) {
+    const float* xr = xp + row * d;
+    const float* dyr = dyp + row * d;
+    float* dxr = dxp + row * d;
+    float* dw = part;
+    float* db = part + d;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < d; ++i) mean += xr[i];
+    mean /= static_cast<double>(d);
+    for (int64_t i = 0; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    var /= static_cast<double>(d);
+    const double r = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    // g = w dy is exact in double: dx of a row that cancels exactly (d = 1) is exactly 0.
+    double sum_g = 0, sum_gx = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      const double g = static_cast<double>(w[i]) * dyr[i];
+      sum_g += g;
+      sum_gx += g * (xr[i] - mean) * r;
+    }
+    const double mean_g = sum_g / static_cast<double>(d), mean_gx = sum_gx / static_cast<double>(d);
+    const auto rf = static_cast<float>(r), meanf = static_cast<float>(mean);
+    for (int64_t i = 0; i < d; ++i) {  // two loops: each vectorizes, one with three outputs would not
+      dw[i] += dyr[i] * ((xr[i] - meanf) * rf);
+      db[i] += dyr[i];
+    }
+    for (int64_t i = 0; i < d; ++i)
+      dxr[i] = static_cast<float>(
+          r * (static_cast<double>(w[i]) * dyr[i] - mean_g - (xr[i] - mean) * r * mean_gx));
+  });
+}
+
+// ---------------------------------------------------------------- activations
+
+// Tanh: gelu' = (1 + t)/2 + x/2 (1 - t^2) c (1 + 3 a x^2), t = tanh(c (x + a x^3)).
+// Erf:  gelu' = Phi(x) + x phi(x), Phi = erfc(-x / sqrt 2) / 2, phi the normal density.
+void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx) {
+  const char* op = "gelu_backward";
+  expect_f32(op, {{"x", x}, {"dy", dy}, {"dx", dx}});
+  expect_like(op, {"dy", dy}, {"x", x}, false);
+  expect_like(op, {"dx", dx}, {"x", x}, false);
+  expect_disjoint(op, {{"dx", dx}}, {{"x", x}, {"dy", dy}}, {&dy});
+  const float* xp = x.as<const float>();
+  const float* dyp = dy.as<const float>();
+  float* dxp = dx.as<float>();
+  constexpr auto c = static_cast<float>(0.7978845608028654);  // sqrt(2 / pi)
+  constexpr float a = 0.044715f;
+  constexpr auto inv_sqrt2 = static_cast<float>(1.0 / std::numbers::sqrt2);
+  constexpr auto inv_sqrt_2pi = static_cast<float>(0.3989422804014327);  // 1 / sqrt(2 pi)
+  parallel_for_chunks(x.numel(), kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float v = xp[i];
+      float derivative;
+      if (form == GeluForm::Tanh) {
+        const float t = std::tanh(c * (v + a * v * v * v));
+        derivative = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * c * (1.0f + 3.0f * a * v * v);
+      } else {
+        derivative = 0.5f * std::erfc(-v * inv_sqrt2) + v * std::exp(-0.5f * v * v) * inv_sqrt_2pi;
+      }
+      dxp[i] = dyp[i] * derivative;
+    }
+  });
+}
+
+// y = silu(gate) up:  dgate = dy up s (1 + gate (1 - s)),  dup = dy gate s,  s = sigmoid(gate).
+void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
+                     const Tensor& dup) {
+  const char* op = "swiglu_backward";
+  expect_f32(op, {{"gate", gate}, {"up", up}, {"dy", dy}, {"dgate", dgate}, {"dup", dup}});
+  for (const Named& t : {Named{"up", up}, Named{"dy", dy}, Named{"dgate", dgate}, Named{"dup", dup}})
+    expect_like(op, t, {"gate", gate}, false);
+  expect_disjoint(op, {{"dgate", dgate}, {"dup", dup}}, {{"gate", gate}, {"up", up}, {"dy", dy}},
+                  {&gate, &up, &dy});
+  const float* gp = gate.as<const float>();
+  const float* upp = up.as<const float>();
+  const float* dyp = dy.as<const float>();
+  float* dgp = dgate.as<float>();
+  float* dup_p = dup.as<float>();
+  parallel_for_chunks(gate.numel(), kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float g = gp[i], u = upp[i], d = dyp[i];  // read before either output is written
+      const float s = 1.0f / (1.0f + std::exp(-g));
+      dgp[i] = d * u * s * (1.0f + g * (1.0f - s));
+      dup_p[i] = d * g * s;
+    }
+  });
+}
+
+// ---------------------------------------------------------------- rope
+
+// Each pair (a, b) was rotated by R(angle) = [c -s; s c]; the gradient goes back through
+// R^T = R(-angle). The angles are computed exactly as the forward's (double, then f32).
+void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
+                   RopeLayout layout) {
+  const char* op = "rope_backward";
+  expect_f32(op, {{"dx", dx}, {"inv_freq", inv_freq}});
+  expect_rank(op, "dx", dx, 3);
+  const int64_t n = dx.dim(0), heads = dx.dim(1), hd = dx.dim(2), half = inv_freq.numel();
+  if (static_cast<int64_t>(positions.size()) != n)
+    fail("{}: {} positions for dx {}; need one per row", op, positions.size(), dx.shape_string());
+  if (2 * half > hd)
+    fail("{}: inv_freq {} rotates {} elements but heads of dx {} have only {}", op, inv_freq.shape_string(),
+         2 * half, dx.shape_string(), hd);
+  expect_disjoint(op, {{"dx", dx}}, {{"inv_freq", inv_freq}});
+  float* xp = dx.as<float>();
+  const float* freq = inv_freq.as<const float>();
+  const bool neox = layout == RopeLayout::Neox;
+  parallel_for_chunks(n, grain(heads * hd), [&](int64_t t0, int64_t t1) {
+    std::vector<double>& cs = tl_worker_angles;
+    if (cs.size() < at(2 * half)) cs.resize(at(2 * half));
+    for (int64_t t = t0; t < t1; ++t) {
+      for (int64_t j = 0; j < half; ++j) {
+        const double angle = static_cast<double>(positions[at(t)]) * static_cast<double>(freq[j]);
+        cs[at(j)] = std::cos(angle);
+        cs[at(half + j)] = std::sin(angle);
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        float* v = xp + (t * heads + h) * hd;
+        for (int64_t j = 0; j < half; ++j) {
+          const int64_t i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
+          const auto c = static_cast<float>(cs[at(j)]), s = static_cast<float>(cs[at(half + j)]);
+          const float a = v[i0], b = v[i1];
+          v[i0] = a * c + b * s;
+          v[i1] = b * c - a * s;
+        }
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------- attention
+
+namespace {
+
+// a . b in 8 independent f32 lanes (vectorizable; a fixed order).
+float dot(const float* a, const float* b, int64_t len) {
+  float lanes[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= len; i += 8)
+    for (int l = 0; l < 8; ++l) lanes[l] += a[i + l] * b[i + l];
+  float sum =
+      ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+  for (; i < len; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// y += alpha x.
+void axpy(float alpha, const float* x, int64_t len, float* y) {
+  for (int64_t i = 0; i < len; ++i) y[i] += alpha * x[i];
+}
+
+struct AttentionBackwardArgs {
+  const float *q, *k, *v, *out, *dout;
+  float *dq, *dk, *dv;
+  int64_t n, heads, kv_heads, hd;
+  float scale;
+};
+
+// Queries that share each pass over the keys: every key row (k, v, and its dk, dv
+// accumulators) is loaded once per block rather than once per query.
+constexpr int64_t kQueryBlock = 8;
+
+// All of query head h: writes dq[:, h, :] and adds the head's dk, dv to the rows
+// dk_h + p * stride, dv_h + p * stride (p = key position), which start at zero. Per key,
+// the contributions are added in query order. probs holds kQueryBlock * n floats.
+void attention_backward_head(const AttentionBackwardArgs& a, int64_t h, float* dk_h, float* dv_h,
+                             int64_t stride, float* probs) {
+  const int64_t hd = a.hd, q_row = a.heads * hd, kv_row = a.kv_heads * hd;
+  const float* k = a.k + h / (a.heads / a.kv_heads) * hd;  // key p at k + p * kv_row
+  const float* v = a.v + h / (a.heads / a.kv_heads) * hd;
+  for (int64_t t0 = 0; t0 < a.n; t0 += kQueryBlock) {
+    const int64_t rows = std::min(kQueryBlock, a.n - t0), keys = t0 + rows;
+    // Query t0 + b sees keys p <= t0 + b, i.e. the block's rows b >= p - t0.
+    const auto first_row = [t0](int64_t p) { return std::max<int64_t>(0, p - t0); };
+    const auto offset = [&](int64_t b) { return (t0 + b) * q_row + h * hd; };
+    for (int64_t p = 0; p < keys; ++p)
+      for (int64_t b = first_row(p); b < rows; ++b)
+        probs[b * a.n + p] = a.scale * dot(a.q + offset(b), k + p * kv_row, hd);
+    float expected_dp[kQueryBlock];  // sum_p P_p dP_p = dout . out
+    for (int64_t b = 0; b < rows; ++b) {
+      float* row = probs + b * a.n;
+      const float max_score = *std::max_element(row, row + t0 + b + 1);
+      double sum = 0;
+      for (int64_t p = 0; p <= t0 + b; ++p) sum += (row[p] = std::exp(row[p] - max_score));
+      const auto inv_sum = static_cast<float>(1.0 / sum);
+      for (int64_t p = 0; p <= t0 + b; ++p) row[p] *= inv_sum;
+      expected_dp[b] = dot(a.dout + offset(b), a.out + offset(b), hd);
+      std::fill(a.dq + offset(b), a.dq + offset(b) + hd, 0.0f);
+    }
+    for (int64_t p = 0; p < keys; ++p) {
+      const float* k_p = k + p * kv_row;
+      const float* v_p = v + p * kv_row;
+      for (int64_t b = first_row(p); b < rows; ++b) {
+        const float* dout_t = a.dout + offset(b);
+        const float prob = probs[b * a.n + p];
+        const float ds = a.scale * prob * (dot(dout_t, v_p, hd) - expected_dp[b]);
+        axpy(ds, k_p, hd, a.dq + offset(b));
+        axpy(ds, a.q + offset(b), hd, dk_h + p * stride);
+        axpy(prob, dout_t, hd, dv_h + p * stride);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// Softmax rows are recomputed from q and k (max subtracted), then per query t, head h:
+//   D = dout_t . out_t,  dS_p = P_p (dout_t . v_p - D),
+//   dq_t = scale sum_p dS_p k_p,  dk_p += scale dS_p q_t,  dv_p += P_p dout_t.
+// Work item: one query head. With GQA each head's dk, dv go to its own buffer and the
+// heads of a group are then summed in head order (deterministic).
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& dout, float scale, const Tensor& dq, const Tensor& dk,
+                        const Tensor& dv) {
+  const char* op = "attention_backward";
+  expect_f32(
+      op, {{"q", q}, {"k", k}, {"v", v}, {"out", out}, {"dout", dout}, {"dq", dq}, {"dk", dk}, {"dv", dv}});
+  expect_rank(op, "q", q, 3);
+  expect_rank(op, "k", k, 3);
+  expect_rank(op, "v", v, 3);
+  const int64_t n = q.dim(0), heads = q.dim(1), hd = q.dim(2), kv_heads = k.dim(1);
+  if (k.shape != v.shape)
+    fail("{}: k {} and v {} must have the same shape", op, k.shape_string(), v.shape_string());
+  if (k.dim(0) != n || k.dim(2) != hd)
+    fail("{}: k {} must hold [{}, kv_heads, {}] for q {}", op, k.shape_string(), n, hd, q.shape_string());
+  if (kv_heads < 1 || heads % kv_heads != 0)
+    fail("{}: {} query heads cannot share {} kv heads evenly", op, heads, kv_heads);
+  // out, dout and dq hold q's elements, dk and dv k's, with the tokens as their first dimension.
+  const auto expect_holds = [&](const Named& t, const Tensor& like) {
+    if (t.tensor->numel() != like.numel() || t.tensor->rank == 0 || t.tensor->dim(0) != n)
+      fail("{}: {} is {} but must hold [{}, {}, {}]", op, t.name, describe(*t.tensor), n, like.dim(1), hd);
+  };
+  expect_holds({"out", out}, q);
+  expect_holds({"dout", dout}, q);
+  expect_holds({"dq", dq}, q);
+  expect_holds({"dk", dk}, k);
+  expect_holds({"dv", dv}, k);
+  expect_disjoint(op, {{"dq", dq}, {"dk", dk}, {"dv", dv}},
+                  {{"q", q}, {"k", k}, {"v", v}, {"out", out}, {"dout", dout}});
+  if (n == 0 || heads == 0 || hd == 0) return;
+  const AttentionBackwardArgs a{.q = q.as<const float>(),
+                                .k = k.as<const float>(),
+                                .v = v.as<const float>(),
+                                .out = out.as<const float>(),
+                                .dout = dout.as<const float>(),
+                                .dq = dq.as<float>(),
+                                .dk = dk.as<float>(),
+                                .dv = dv.as<float>(),
+                                .n = n,
+                                .heads = heads,
+                                .kv_heads = kv_heads,
+                                .hd = hd,
+                                .scale = scale};
+  const int64_t group = heads / kv_heads, head_floats = n * hd;
+  // Without GQA each head owns its columns of dk, dv; with it, heads write [heads, n, hd]
+  // buffers (dk's, then dv's) that are summed per group below.
+  float* head_grads = group == 1 ? nullptr : tl_head_grads.floats(2 * heads * head_floats);
+  parallel_for_chunks(heads, 1, [&](int64_t h0, int64_t h1) {
+    float* probs = tl_worker_probs.floats(kQueryBlock * n);
+    for (int64_t h = h0; h < h1; ++h) {
+      float* dk_h = group == 1 ? a.dk + h * hd : head_grads + h * head_floats;
+      float* dv_h = group == 1 ? a.dv + h * hd : head_grads + (heads + h) * head_floats;
+      const int64_t stride = group == 1 ? kv_heads * hd : hd;
+      for (int64_t p = 0; p < n; ++p) {
+        std::fill(dk_h + p * stride, dk_h + p * stride + hd, 0.0f);
+        std::fill(dv_h + p * stride, dv_h + p * stride + hd, 0.0f);
+      }
+      attention_backward_head(a, h, dk_h, dv_h, stride, probs);
+    }
+  });
+  if (group == 1) return;
+  // dk[p, g, :] = sum over the group's heads j of head_grads[g * group + j][p, :]; dv alike.
+  parallel_for_chunks(2 * n * kv_heads, grain(group * hd), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t which = r / (n * kv_heads), p = r % (n * kv_heads) / kv_heads, g = r % kv_heads;
+      float* dst = (which == 0 ? a.dk : a.dv) + (p * kv_heads + g) * hd;
+      const float* src = head_grads + (which * heads + g * group) * head_floats + p * hd;
+      std::copy(src, src + hd, dst);
+      for (int64_t j = 1; j < group; ++j) axpy(1.0f, src + j * head_floats, hd, dst);
+    }
+  });
+}
+
+}  // namespace tokenmill::cpu

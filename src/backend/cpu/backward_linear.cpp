@@ -1,0 +1,288 @@
+// The CPU backend's linear training ops: matmul and embedding backward, the fused softmax
+// cross-entropy, the squared norm and the AdamW step. Contracts in backend.h; every result
+// is the same bits whatever the thread count.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cpu/cpu_backward.h"
+#include "backend/cpu/scratch.h"
+#include "backend/cpu/shape_checks.h"
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace tokenmill::cpu {
+
+namespace {
+
+// The calling thread's buffers; the workers of a region it starts write disjoint parts.
+thread_local Scratch tl_weight_t;  // matmul_backward: w^T
+thread_local Scratch tl_dy_t;      // matmul_backward: dy^T of a token chunk
+thread_local Scratch tl_x_t;       // matmul_backward: x^T of a token chunk
+thread_local Scratch tl_product;   // matmul_backward: dy^T . x of a token chunk
+thread_local Scratch tl_partials;  // sum_squares: one sum per block
+// Each worker's own buffer.
+thread_local Scratch tl_worker_exps;  // cross_entropy: exp(logit - max) of one row
+
+constexpr int64_t kMinWork = 32 * 1024;  // elements (or element-steps) per parallel chunk
+constexpr int64_t kTokenChunk = 1024;    // matmul_backward: tokens per pair of products
+
+// Items per parallel chunk when each item costs `work_per_item`, rounded up to `multiple`.
+int64_t items_per_chunk(int64_t work_per_item, int64_t multiple = 1) {
+  const int64_t items = kMinWork / std::max<int64_t>(work_per_item, 1) + 1;
+  return (items + multiple - 1) / multiple * multiple;
+}
+
+// ---------------------------------------------------------------- helpers
+
+// dst[c, r] = src[r, c] for a [rows, cols] matrix of T (src at any alignment), in square
+// tiles (cache-friendly reads and writes); column tiles in parallel.
+template <class T>
+void transpose(const void* src, int64_t rows, int64_t cols, void* dst) {
+  constexpr int64_t kTile = 32;
+  const auto* s = static_cast<const unsigned char*>(src);
+  T* d = static_cast<T*>(dst);
+  const int64_t tiles = (cols + kTile - 1) / kTile;
+  parallel_for_chunks(tiles, items_per_chunk(kTile * rows), [&](int64_t tile0, int64_t tile1) {
+    for (int64_t c0 = tile0 * kTile; c0 < std::min(tile1 * kTile, cols); c0 += kTile) {
+      const int64_t c_end = std::min(c0 + kTile, cols);
+      for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+        const int64_t r_end = std::min(r0 + kTile, rows);
+        for (int64_t c = c0; c < c_end; ++c)
+          for (int64_t r = r0; r < r_end; ++r)
+            std::memcpy(d + c * rows + r, s + static_cast<size_t>(r * cols + c) * sizeof(T), sizeof(T));
+      }
+    }
+  });
+}
+
+// A [rows, cols] matrix of f32 (4-byte) or bf16/f16 (2-byte) elements, transposed exactly.
+void transpose_plain(DType dtype, const void* src, int64_t rows, int64_t cols, void* dst) {
+  if (dtype_size(dtype) == 4) {
+    transpose<uint32_t>(src, rows, cols, dst);
+  } else {
+    transpose<uint16_t>(src, rows, cols, dst);
+  }
+}
+
+// sum_{i < count} term(i) in double, in 8 interleaved lanes combined in a fixed order:
+// vectorisable, and the same bits wherever the data sits in memory.
+template <class Term>
+double lane_sum(int64_t count, Term term) {
+  constexpr int64_t kLanes = 8;
+  double lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= count; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] += term(i + l);
+  for (int64_t l = 0; i < count; ++i, ++l) lane[l] += term(i);
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- matmul
+
+void matmul_backward(Backend& self, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx,
+                     const Tensor* dw, const Tensor* db) {
+  const char* op = "matmul_backward";
+  expect_rank(op, "w", w, 2);
+  if (is_quantized(w.dtype))
+    fail("{}: w is {}; training needs f32, bf16 or f16 weights (dequantize the model first)", op,
+         w.shape_string());
+  expect_data(op, "w", w);
+  const int64_t m = w.dim(0), k = w.dim(1), n = x.rows();
+  expect_f32_matrix(op, "x", x, n, k);
+  expect_f32_matrix(op, "dy", dy, n, m);
+  if (dx != nullptr) expect_f32_matrix(op, "dx", *dx, n, k);
+  if (dw != nullptr) expect_f32_matrix(op, "dw", *dw, m, k);
+  if (db != nullptr) expect_f32_count(op, "db", *db, m);
+  expect_disjoint(op, {{"dx", dx}, {"dw", dw}, {"db", db}}, {{"x", x}, {"w", w}, {"dy", dy}});
+
+  // Both products are forward matmuls (the fast kernels) on transposed operands, over
+  // chunks of kTokenChunk tokens, which bounds the scratch (and the matmul's own packed
+  // copy of its x) for wide outputs such as an LM head. The chunk size is a constant, so the
+  // order of dw's sums does not depend on the thread count.
+  void* w_t = nullptr;
+  if (dx != nullptr) {
+    // dx = dy . w is the forward matmul of dy by W = w^T [k, m], kept in w's dtype (the
+    // transpose only moves elements).
+    w_t = tl_weight_t.bytes(m * k * static_cast<int64_t>(dtype_size(w.dtype)));
+    transpose_plain(w.dtype, w.data, m, k, w_t);
+  }
+  const Tensor x_rows = x.reshaped({n, k}), dy_rows = dy.reshaped({n, m});
+  for (int64_t t0 = 0; t0 < n; t0 += kTokenChunk) {
+    const int64_t c = std::min(kTokenChunk, n - t0);
+    const Tensor dy_chunk = dy_rows.slice_rows(t0, c);
+    if (dx != nullptr)
+      self.matmul(dy_chunk, Tensor(w_t, w.dtype, {k, m}), nullptr, dx->reshaped({n, k}).slice_rows(t0, c));
+    if (dw != nullptr) {
+      // dw[m, k] += dy^T[m, c] . x[c, k]: the forward matmul of dy^T by W = x^T [k, c] into
+      // a scratch product, then added.
+      float* dy_t = tl_dy_t.floats(m * c);
+      float* x_t = tl_x_t.floats(k * c);
+      float* product = tl_product.floats(m * k);
+      transpose_plain(DType::F32, dy_chunk.data, c, m, dy_t);
+      transpose_plain(DType::F32, x_rows.slice_rows(t0, c).data, c, k, x_t);
+      self.matmul(Tensor(dy_t, DType::F32, {m, c}), Tensor(x_t, DType::F32, {k, c}), nullptr,
+                  Tensor(product, DType::F32, {m, k}));
+      float* acc = dw->as<float>();
+      parallel_for_chunks(m * k, kMinWork, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) acc[i] += product[i];
+      });
+    }
+  }
+  if (db != nullptr) {
+    // Blocks of columns in parallel; each column summed over the tokens in order, in double.
+    constexpr int64_t kColumns = 64;
+    const float* g = dy.as<const float>();
+    float* acc = db->as<float>();
+    parallel_for_chunks(m, items_per_chunk(n, kColumns), [&](int64_t c0, int64_t c1) {
+      for (int64_t b = c0; b < c1; b += kColumns) {
+        const int64_t width = std::min(kColumns, c1 - b);
+        double sum[kColumns] = {};
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t j = 0; j < width; ++j) sum[j] += g[t * m + b + j];
+        for (int64_t j = 0; j < width; ++j) acc[b + j] = static_cast<float>(acc[b + j] + sum[j]);
+      }
+    });
+  }
+}
+
+// ---------------------------------------------------------------- embedding
+
+void embedding_backward(std::span<const int32_t> ids, const Tensor& dout, const Tensor& dtable) {
+  const char* op = "embedding_backward";
+  expect_rank(op, "dtable", dtable, 2);
+  const int64_t vocab = dtable.dim(0), d = dtable.dim(1), n = static_cast<int64_t>(ids.size());
+  expect_f32_matrix(op, "dtable", dtable, vocab, d);
+  expect_f32_matrix(op, "dout", dout, n, d);
+  expect_disjoint(op, {{"dtable", dtable}}, {{"dout", dout}});
+  for (size_t t = 0; t < ids.size(); ++t)
+    if (ids[t] < 0 || ids[t] >= vocab)
+      fail("{}: token id {} at position {} is outside the vocabulary [0, {})", op, ids[t], t, vocab);
+  // Slices of 16-column multiples in parallel: every thread adds all tokens in
+  // order to its own columns, so each sum has the same order whatever the thread count.
+  const float* g = dout.as<const float>();
+  float* table = dtable.as<float>();
+  parallel_for_chunks(d, items_per_chunk(n, 16), [&](int64_t j0, int64_t j1) {
+    for (int64_t t = 0; t < n; ++t) {
+      float* row = table + static_cast<int64_t>(ids[static_cast<size_t>(t)]) * d;
+      for (int64_t j = j0; j < j1; ++j) row[j] += g[t * d + j];
+    }
+  });
+}
+
+// ---------------------------------------------------------------- loss
+
+void cross_entropy(const Tensor& logits, std::span<const int32_t> targets, float grad_scale,
+                   const Tensor& losses, const Tensor* dlogits) {
+  const char* op = "cross_entropy";
+  const int64_t n = logits.rows(), vocab = logits.cols();
+  expect_f32(op, "logits", logits);
+  if (static_cast<int64_t>(targets.size()) != n)
+    fail("{}: {} targets for logits {}; need one per row", op, targets.size(), logits.shape_string());
+  expect_f32_count(op, "losses", losses, n);
+  if (dlogits != nullptr) expect_f32_matrix(op, "dlogits", *dlogits, n, vocab);
+  // dlogits may be logits itself (each row is read before it is overwritten).
+  const bool in_place = dlogits != nullptr && dlogits->data == logits.data;
+  expect_disjoint(op, {{"losses", losses}, {"dlogits", in_place ? nullptr : dlogits}}, {{"logits", logits}});
+  for (size_t t = 0; t < targets.size(); ++t)
+    if (targets[t] >= vocab)
+      fail("{}: target {} of row {} is outside the vocabulary [0, {})", op, targets[t], t, vocab);
+  const float* x = logits.as<const float>();
+  float* loss = losses.as<float>();
+  float* grad = dlogits != nullptr ? dlogits->as<float>() : nullptr;
+  parallel_for_chunks(n, items_per_chunk(vocab), [&](int64_t t0, int64_t t1) {
+    float* worker_exps = grad == nullptr ? tl_worker_exps.floats(vocab) : nullptr;
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* row = x + t * vocab;
+      float* e = grad != nullptr ? grad + t * vocab : worker_exps;  // exp(row - max), then the gradient
+      const int32_t target = targets[static_cast<size_t>(t)];
+      if (target < 0) {
+        loss[t] = 0.0f;
+        if (grad != nullptr) std::fill(e, e + vocab, 0.0f);
+        continue;
+      }
+      float top = row[0];
+#pragma omp simd reduction(max : top)
+      for (int64_t j = 1; j < vocab; ++j) top = row[j] > top ? row[j] : top;
+      const float target_logit = row[target];  // read before an in-place gradient overwrites it
+      for (int64_t j = 0; j < vocab; ++j) e[j] = std::exp(row[j] - top);
+      const double sum = lane_sum(vocab, [e](int64_t j) { return static_cast<double>(e[j]); });
+      // loss = logsumexp - logit[target] = (max - logit[target]) + log(sum exp(logit - max)).
+      loss[t] =
+          static_cast<float>(static_cast<double>(top) - static_cast<double>(target_logit) + std::log(sum));
+      if (grad == nullptr) continue;
+      const auto scale = static_cast<float>(static_cast<double>(grad_scale) / sum);
+      for (int64_t j = 0; j < vocab; ++j) e[j] *= scale;
+      e[target] -= grad_scale;
+    }
+  });
+}
+
+// ---------------------------------------------------------------- optimizer
+
+double sum_squares(const Tensor& x) {
+  expect_f32("sum_squares", "x", x);
+  // Fixed blocks, each summed in double, then the block sums added in order: the same bits
+  // whatever the thread count.
+  constexpr int64_t kBlock = 8192;
+  const int64_t count = x.numel(), blocks = (count + kBlock - 1) / kBlock;
+  const float* p = x.as<const float>();
+  auto* partial = static_cast<double*>(tl_partials.bytes(blocks * static_cast<int64_t>(sizeof(double))));
+  parallel_for_chunks(blocks, items_per_chunk(kBlock), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const float* block = p + b * kBlock;
+      partial[b] = lane_sum(std::min(kBlock, count - b * kBlock), [block](int64_t i) {
+        const auto v = static_cast<double>(block[i]);
+        return v * v;
+      });
+    }
+  });
+  double total = 0;
+  for (int64_t b = 0; b < blocks; ++b) total += partial[b];
+  return total;
+}
+
+void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                const Backend::AdamW& hyper) {
+  const char* op = "adamw_step";
+  const int64_t count = param.numel();
+  expect_f32(op, "param", param);
+  expect_f32_count(op, "grad", grad, count);
+  expect_f32_count(op, "m", m, count);
+  expect_f32_count(op, "v", v, count);
+  expect_disjoint(op, {{"param", param}, {"m", m}, {"v", v}}, {{"grad", grad}});
+  if (hyper.step < 1) fail("{}: step is {}; the first step is 1", op, hyper.step);
+  // As PyTorch's AdamW (torch.optim.adamw, single-tensor and foreach paths): the scalars
+  // come from Python floats, i.e. double, and are rounded to f32 where they meet the f32
+  // tensors; the elementwise math is f32, in PyTorch's order of operations:
+  //   param.mul_(1 - lr * wd); m.lerp_(g, 1 - beta1); v.mul_(beta2).addcmul_(g, g, 1 - beta2)
+  //   param.addcdiv_(m, sqrt(v) / sqrt(bias_correction2) + eps, -lr / bias_correction1)
+  const double steps = static_cast<double>(hyper.step);
+  const double beta1 = hyper.beta1, beta2 = hyper.beta2;
+  const auto decay = static_cast<float>(1.0 - static_cast<double>(hyper.lr) * hyper.weight_decay);
+  const auto one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  const auto one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  const auto step_size = static_cast<float>(hyper.lr / (1.0 - std::pow(beta1, steps)));
+  const auto bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, steps)));
+  const float grad_scale = hyper.grad_scale, beta2_f = hyper.beta2, eps = hyper.eps;
+  float* p = param.as<float>();
+  const float* gp = grad.as<const float>();
+  float* mp = m.as<float>();
+  float* vp = v.as<float>();
+  parallel_for_chunks(count, kMinWork, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float g = grad_scale * gp[i];
+      const float mi = mp[i] + one_minus_beta1 * (g - mp[i]);  // lerp with weight < 0.5
+      const float vi = vp[i] * beta2_f + one_minus_beta2 * g * g;
+      const float denom = std::sqrt(vi) / bias_correction2_sqrt + eps;
+      p[i] = p[i] * decay - step_size * mi / denom;
+      mp[i] = mi;
+      vp[i] = vi;
+    }
+  });
+}
+
+}  // namespace tokenmill::cpu

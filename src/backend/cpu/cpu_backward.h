@@ -1,0 +1,36 @@
+// The CPU backend's training ops (the backward half of backend.h): shapes checked like the
+// forward ops (a mismatch throws Error), multi-threaded with core/parallel.h, f32 math
+// (sums of many terms in double or in a fixed blocked order, so results do not depend on
+// the thread count). CpuBackend forwards its overrides here.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "backend/backend.h"
+
+namespace tokenmill::cpu {
+
+// backward_linear.cpp. `self` is the backend the call came through: the products run
+// through self.matmul on transposed operands.
+void matmul_backward(Backend& self, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx,
+                     const Tensor* dw, const Tensor* db);
+void embedding_backward(std::span<const int32_t> ids, const Tensor& dout, const Tensor& dtable);
+void cross_entropy(const Tensor& logits, std::span<const int32_t> targets, float grad_scale, const Tensor& losses,
+                   const Tensor* dlogits);
+double sum_squares(const Tensor& x);
+void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                const Backend::AdamW& hyper);
+
+// backward_layers.cpp.
+void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
+                       const Tensor& dweight);
+void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
+                         const Tensor& dweight, const Tensor& dbias);
+void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx);
+void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate, const Tensor& dup);
+void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq, RopeLayout layout);
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout,
+                        float scale, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+
+}  // namespace tokenmill::cpu

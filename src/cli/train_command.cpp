@@ -1,0 +1,152 @@
+// train: pretrain from scratch or fine-tune a Hugging Face model on prepared data
+// (train/trainer.h), with one progress line per step, validation, samples and a summary.
+#include <csignal>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "backend/backend.h"
+#include "cli/commands.h"
+#include "core/json_file.h"
+#include "model/transformer.h"
+#include "runtime/generator.h"
+#include "tokenizer/tokenizer.h"
+#include "train/trainer.h"
+
+namespace tokenmill::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void request_stop(int) { g_stop.store(true); }
+
+struct TrainFlags {
+  TrainOptions options;
+  std::string data, out, from, lr_decay = "cosine";
+  int64_t layers = 4, hidden = 128, heads = 4, kv_heads = 0, ff = 0, context = 0;
+  double min_lr = -1.0;
+  int64_t sample_tokens = 64;
+  std::string sample_prompt;
+};
+
+std::string duration(double seconds) {
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  return s >= 60 ? fmt::format("{}m{:02}s", s / 60, s % 60) : fmt::format("{}s", s);
+}
+
+// A seeded sample (temperature 0.8, top-k 40) of the model being trained.
+std::string sample_text(const TrainFlags& f, const Tokenizer& tokenizer, int32_t eod, const Model& model,
+                        Backend& backend, int64_t step) {
+  Transformer transformer(model, backend, std::min<int64_t>(model.config.context_length(), 1024));
+  GenerateRequest request;
+  EncodeOptions plain;
+  plain.add_special_tokens = false;
+  request.prompt =
+      f.sample_prompt.empty() ? std::vector<int32_t>{eod} : tokenizer.encode(f.sample_prompt, plain);
+  request.max_new_tokens =
+      std::min<int64_t>(f.sample_tokens, transformer.context() - static_cast<int64_t>(request.prompt.size()));
+  request.sampling.temperature = 0.8f;
+  request.sampling.top_k = 40;
+  request.sampling.seed = f.options.seed + static_cast<uint64_t>(step);
+  request.ignore_eos = true;
+  return f.sample_prompt + tokenizer.decode(generate(transformer, request).ids);
+}
+
+void run_train(TrainFlags& f) {
+  TrainOptions& o = f.options;
+  o.data_dir = f.data;
+  o.run_dir = f.out;
+  o.from_model = f.from;
+  o.schedule.decay = parse_lr_decay(f.lr_decay);
+  o.schedule.min_lr = f.min_lr >= 0.0 ? f.min_lr : o.schedule.max_lr / 10.0;
+  const nlohmann::json meta = read_json_file(o.data_dir / "meta.json");
+  const auto eod = meta.at("eod_token").get<int32_t>();
+  if (f.from.empty()) {
+    const int64_t kv_heads = f.kv_heads > 0 ? f.kv_heads : f.heads;
+    o.scratch_config =
+        scratch_llama_config(meta.at("vocab_size").get<int64_t>(), f.layers, f.hidden, f.heads, kv_heads,
+                             f.ff > 0 ? f.ff : 4 * f.hidden, f.context > 0 ? f.context : o.seq_len, eod);
+  }
+  const Tokenizer tokenizer = Tokenizer::from_file(meta.at("tokenizer").get<std::string>());
+  auto backend = make_cpu_backend();
+  TrainObserver observer;
+  observer.on_info = [](const std::string& line) { fmt::print("{}\n", line); };
+  observer.on_step = [](const StepReport& r) {
+    fmt::print(
+        "step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f}{} | {:.0f} tok/s | {} elapsed, ETA {}\n",
+        r.step, r.steps, r.loss, r.lr, r.grad_norm, r.applied ? "" : " (step skipped: non-finite)",
+        r.tokens_per_second, duration(r.elapsed_seconds), duration(r.eta_seconds));
+    std::fflush(stdout);
+  };
+  observer.on_eval = [](const EvalReport& r) {
+    fmt::print("eval step {:>5} | val loss {:.4f} | val perplexity {:.2f}\n", r.step, r.loss, r.perplexity);
+  };
+  observer.sample = [&](const Model& model, int64_t step) {
+    const std::string text = sample_text(f, tokenizer, eod, model, *backend, step);
+    fmt::print("sample at step {}:\n{}\n", step, text);
+    return text;
+  };
+  observer.on_checkpoint = [](const std::filesystem::path& p) { fmt::print("checkpoint: {}\n", p.string()); };
+  std::signal(SIGINT, request_stop);
+  std::signal(SIGTERM, request_stop);
+  const TrainSummary s = train(o, *backend, observer, &g_stop);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  fmt::print("\n== summary ==\n");
+  fmt::print("parameters        {}\n", s.parameters);
+  fmt::print("steps             {}..{}{}\n", s.first_step, s.last_step,
+             s.stopped_early ? " (stopped by signal)" : "");
+  fmt::print("tokens            {} in {} ({:.0f} tokens/s)\n", s.tokens, duration(s.seconds),
+             s.tokens_per_second);
+  if (s.first_eval)
+    fmt::print("val loss at start {:.4f} (perplexity {:.2f})\n", s.first_eval->loss,
+               s.first_eval->perplexity);
+  if (s.last_eval)
+    fmt::print("val loss at end   {:.4f} (perplexity {:.2f})\n", s.last_eval->loss, s.last_eval->perplexity);
+  fmt::print("checkpoint        {}\n", s.checkpoint.string());
+  fmt::print("metrics           {}\n", (o.run_dir / "metrics.jsonl").string());
+  fmt::print("loss curve        {}\n", (o.run_dir / "loss.svg").string());
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto f = std::make_shared<TrainFlags>();
+  TrainOptions& o = f->options;
+  CLI::App* cmd = app.add_subcommand("train", "Train a model from scratch or fine-tune one on prepared data");
+  cmd->add_option("--data", f->data, "Dataset directory written by `tokenmill prepare`")->required();
+  cmd->add_option("--out", f->out, "Run directory: checkpoints, metrics.jsonl, loss.svg")->required();
+  cmd->add_option("--from", f->from,
+                  "Fine-tune this Hugging Face model directory (default: train from scratch)");
+  cmd->add_option("--layers", f->layers, "From scratch: transformer layers");
+  cmd->add_option("--hidden", f->hidden, "From scratch: hidden size");
+  cmd->add_option("--heads", f->heads, "From scratch: attention heads");
+  cmd->add_option("--kv-heads", f->kv_heads, "From scratch: key/value heads (default: --heads)");
+  cmd->add_option("--ff", f->ff, "From scratch: SwiGLU width (default: 4 x --hidden)");
+  cmd->add_option("--context", f->context, "From scratch: context length (default: --seq-len)");
+  cmd->add_option("--batch", o.batch, "Sequences per micro-batch");
+  cmd->add_option("--seq-len", o.seq_len, "Tokens per sequence");
+  cmd->add_option("--grad-accum", o.grad_accum, "Micro-batches per optimizer step");
+  cmd->add_option("--steps", o.steps, "Optimizer steps");
+  cmd->add_option("--lr", o.schedule.max_lr, "Peak learning rate");
+  cmd->add_option("--min-lr", f->min_lr, "Final learning rate (default: --lr / 10)");
+  cmd->add_option("--warmup-steps", o.schedule.warmup_steps, "Linear warmup steps");
+  cmd->add_option("--lr-decay", f->lr_decay, "cosine | linear | constant");
+  cmd->add_option("--weight-decay", o.adamw.weight_decay, "AdamW weight decay (matrices only)");
+  cmd->add_option("--beta1", o.adamw.beta1, "AdamW beta1");
+  cmd->add_option("--beta2", o.adamw.beta2, "AdamW beta2");
+  cmd->add_option("--max-grad-norm", o.adamw.max_grad_norm, "Clip the global gradient norm (0: off)");
+  cmd->add_option("--seed", o.seed, "Seed of initialisation, data order and samples");
+  cmd->add_option("--eval-every", o.eval_every, "Steps between validation passes (0: off)");
+  cmd->add_option("--eval-batches", o.eval_batches, "Batches per validation pass");
+  cmd->add_option("--sample-every", o.sample_every, "Steps between samples (0: only at the end)");
+  cmd->add_option("--sample-tokens", f->sample_tokens, "Tokens per sample");
+  cmd->add_option("--sample-prompt", f->sample_prompt, "Prompt of the samples (default: a new document)");
+  cmd->add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints (0: at the end only)");
+  cmd->add_option("--keep-checkpoints", o.keep_checkpoints, "Checkpoints kept");
+  cmd->add_flag("--resume", o.resume, "Continue from the newest checkpoint in --out");
+  cmd->callback([f] { run_train(*f); });
+}
+
+}  // namespace tokenmill::cli

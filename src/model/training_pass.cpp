@@ -1,0 +1,240 @@
+#include "model/training_pass.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "model/norm.h"
+#include "model/rope.h"
+
+namespace tokenmill {
+
+// Sizes the arena (first pass, no arena) or carves the buffers from it (second pass), from
+// the one list in TrainingPass::plan, so the two can never disagree.
+class TrainingPass::Plan {
+ public:
+  explicit Plan(Arena* arena) : arena_(arena) {}
+  Tensor take(std::initializer_list<int64_t> dims) {
+    int64_t n = 1;
+    for (const int64_t d : dims) n *= d;
+    bytes_ += Arena::footprint(static_cast<size_t>(n) * sizeof(float));
+    return arena_ != nullptr ? arena_->allocate(DType::F32, dims) : Tensor{};
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Arena* arena_;
+  size_t bytes_ = 0;
+};
+
+TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t batch, int64_t seq_len)
+    : config_(config), backend_(backend), batch_(batch), seq_len_(seq_len), rows_(batch * seq_len) {
+  if (batch < 1 || seq_len < 1)
+    fail("training: batch ({}) and sequence length ({}) must be >= 1", batch, seq_len);
+  if (seq_len > config.context_length())
+    fail("training: sequence length {} exceeds the model's context length {}", seq_len,
+         config.context_length());
+  const auto row_bytes = static_cast<int64_t>(config.vocab_size * sizeof(float));
+  logit_rows_ =
+      std::clamp<int64_t>(static_cast<int64_t>(kLogitChunkBytes) / std::max<int64_t>(1, row_bytes), 1, rows_);
+  attention_scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)));
+  positions_.resize(static_cast<size_t>(rows_));
+  for (int64_t r = 0; r < rows_; ++r) positions_[static_cast<size_t>(r)] = static_cast<int32_t>(r % seq_len);
+  Plan sizing(nullptr);
+  plan(sizing);
+  arena_.emplace(sizing.bytes());
+  Plan carving(&*arena_);
+  plan(carving);
+}
+
+void TrainingPass::plan(Plan& p) {
+  const ModelConfig& c = config_;
+  const int64_t n = rows_, hidden = c.hidden_size, ff = c.intermediate_size;
+  const int64_t q_width = c.num_attention_heads * c.head_dim, kv_width = c.num_key_value_heads * c.head_dim;
+  const bool swiglu = c.mlp == MlpKind::SwiGlu;
+  inv_freq_tensor_ = p.take({std::max<int64_t>(1, c.head_dim / 2)});
+  residual_.clear();
+  for (int64_t l = 0; l <= c.num_hidden_layers; ++l) residual_.push_back(p.take({n, hidden}));
+  layers_.assign(static_cast<size_t>(c.num_hidden_layers), {});
+  for (LayerActivations& a : layers_) {
+    a.h1 = p.take({n, hidden});
+    a.q = p.take({n, q_width});
+    a.k = p.take({n, kv_width});
+    a.v = p.take({n, kv_width});
+    a.attended = p.take({n, q_width});
+    a.mid = p.take({n, hidden});
+    a.h2 = p.take({n, hidden});
+    a.a = p.take({n, ff});
+    if (swiglu) a.b = p.take({n, ff});
+    a.act = p.take({n, ff});
+  }
+  final_ = p.take({n, hidden});
+  logits_ = p.take({logit_rows_, c.vocab_size});
+  losses_ = p.take({n});
+  dx_ = p.take({n, hidden});
+  dh_ = p.take({n, hidden});
+  dtmp_ = p.take({n, hidden});
+  dq_ = p.take({n, q_width});
+  dk_ = p.take({n, kv_width});
+  dv_ = p.take({n, kv_width});
+  dattended_ = p.take({n, q_width});
+  da_ = p.take({n, ff});
+  if (swiglu) db_ = p.take({n, ff});
+  dact_ = p.take({n, ff});
+}
+
+int64_t TrainingPass::check(std::span<const int32_t> inputs, std::span<const int32_t> targets) const {
+  if (static_cast<int64_t>(inputs.size()) != rows_ || static_cast<int64_t>(targets.size()) != rows_)
+    fail("training: inputs and targets must hold {} x {} tokens, got {} and {}", batch_, seq_len_,
+         inputs.size(), targets.size());
+  int64_t scored = 0;
+  for (const int32_t t : targets) {
+    if (t >= config_.vocab_size)
+      fail("training: target id {} is outside the vocabulary ({})", t, config_.vocab_size);
+    scored += t >= 0 ? 1 : 0;
+  }
+  if (scored == 0) fail("training: no target in the batch is scored (all are < 0)");
+  return scored;
+}
+
+Tensor TrainingPass::sequence(const Tensor& rows, int64_t b, int64_t heads) const {
+  return rows.slice_rows(b * seq_len_, seq_len_).reshaped({seq_len_, heads, config_.head_dim});
+}
+
+void TrainingPass::forward(const ModelWeights& w, std::span<const int32_t> inputs) {
+  const ModelConfig& c = config_;
+  const int64_t n = rows_, q_width = c.num_attention_heads * c.head_dim;
+  if (c.positions == PositionKind::Rotary) {
+    const std::vector<float> inv_freq = model_rope_frequencies(c, w);
+    std::copy(inv_freq.begin(), inv_freq.end(), inv_freq_tensor_.as<float>());
+  }
+  backend_.embedding(w.token_embedding, inputs, residual_[0]);
+  if (c.positions == PositionKind::Learned) {
+    backend_.embedding(w.position_embedding, positions_, dtmp_);
+    backend_.add(residual_[0], dtmp_, residual_[0]);
+  }
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+    LayerActivations& a = layers_[static_cast<size_t>(l)];
+    const Tensor& x = residual_[static_cast<size_t>(l)];
+    // Attention: mid = x + o(attention(rope(q), rope(k), v)) of h1 = norm(x).
+    apply_norm(backend_, config_, x, lw.attn_norm_weight, lw.attn_norm_bias, a.h1);
+    backend_.matmul(a.h1, lw.q, optional_tensor(lw.q_bias), a.q);
+    backend_.matmul(a.h1, lw.k, optional_tensor(lw.k_bias), a.k);
+    backend_.matmul(a.h1, lw.v, optional_tensor(lw.v_bias), a.v);
+    const Tensor q = a.q.reshaped({n, c.num_attention_heads, c.head_dim});
+    const Tensor k = a.k.reshaped({n, c.num_key_value_heads, c.head_dim});
+    if (c.positions == PositionKind::Rotary) {
+      backend_.rope(q, positions_, inv_freq_tensor_, c.rope_layout);
+      backend_.rope(k, positions_, inv_freq_tensor_, c.rope_layout);
+    }
+    const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
+    for (int64_t b = 0; b < batch_; ++b)
+      backend_.attention(sequence(a.q, b, h), sequence(a.k, b, kvh), sequence(a.v, b, kvh), 0,
+                         attention_scale_, sequence(a.attended, b, h));
+    backend_.matmul(a.attended.reshaped({n, q_width}), lw.o, optional_tensor(lw.o_bias), dtmp_);
+    backend_.add(x, dtmp_, a.mid);
+    // MLP: next = mid + down(act(h2 W_gate) * h2 W_up) or mid + down(gelu(h2 W_up)), h2 = norm(mid).
+    apply_norm(backend_, config_, a.mid, lw.mlp_norm_weight, lw.mlp_norm_bias, a.h2);
+    if (c.mlp == MlpKind::SwiGlu) {
+      backend_.matmul(a.h2, lw.gate, optional_tensor(lw.gate_bias), a.a);
+      backend_.matmul(a.h2, lw.up, optional_tensor(lw.up_bias), a.b);
+      backend_.swiglu(a.a, a.b, a.act);
+    } else {
+      backend_.matmul(a.h2, lw.up, optional_tensor(lw.up_bias), a.a);
+      backend_.gelu(a.a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, a.act);
+    }
+    backend_.matmul(a.act, lw.down, optional_tensor(lw.down_bias), dtmp_);
+    backend_.add(a.mid, dtmp_, residual_[static_cast<size_t>(l + 1)]);
+  }
+  apply_norm(backend_, config_, residual_.back(), w.final_norm_weight, w.final_norm_bias, final_);
+}
+
+double TrainingPass::score(const ModelWeights& w, const ModelWeights* grads, std::span<const int32_t> targets,
+                           int64_t count, float grad_scale) {
+  const float row_scale = grad_scale / static_cast<float>(count);
+  double total = 0.0;
+  for (int64_t r0 = 0; r0 < rows_; r0 += logit_rows_) {
+    const int64_t r = std::min(logit_rows_, rows_ - r0);
+    const Tensor logits = logits_.slice_rows(0, r);
+    const Tensor hidden = final_.slice_rows(r0, r);
+    const Tensor losses = losses_.slice_rows(r0, r).reshaped({r});
+    backend_.matmul(hidden, w.lm_head, nullptr, logits);
+    backend_.cross_entropy(logits, targets.subspan(static_cast<size_t>(r0), static_cast<size_t>(r)),
+                           row_scale, losses, grads != nullptr ? &logits : nullptr);
+    for (int64_t i = 0; i < r; ++i) total += losses.as<const float>()[i];
+    if (grads != nullptr) {
+      const Tensor dhidden = dh_.slice_rows(r0, r);
+      backend_.matmul_backward(hidden, w.lm_head, logits, &dhidden, &grads->lm_head, nullptr);
+    }
+  }
+  return total / static_cast<double>(count);
+}
+
+void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, int64_t layer) {
+  const ModelConfig& c = config_;
+  const LayerWeights& lw = w.layers[static_cast<size_t>(layer)];
+  const LayerWeights& lg = g.layers[static_cast<size_t>(layer)];
+  const LayerActivations& a = layers_[static_cast<size_t>(layer)];
+  const int64_t n = rows_, q_width = c.num_attention_heads * c.head_dim;
+  // dx_ holds d(next residual). MLP: next = mid + down(act).
+  backend_.matmul_backward(a.act, lw.down, dx_, &dact_, &lg.down, optional_tensor(lg.down_bias));
+  if (c.mlp == MlpKind::SwiGlu) {
+    backend_.swiglu_backward(a.a, a.b, dact_, da_, db_);
+    backend_.matmul_backward(a.h2, lw.gate, da_, &dh_, &lg.gate, optional_tensor(lg.gate_bias));
+    backend_.matmul_backward(a.h2, lw.up, db_, &dtmp_, &lg.up, optional_tensor(lg.up_bias));
+    backend_.add(dh_, dtmp_, dh_);
+  } else {
+    backend_.gelu_backward(a.a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, dact_, da_);
+    backend_.matmul_backward(a.h2, lw.up, da_, &dh_, &lg.up, optional_tensor(lg.up_bias));
+  }
+  apply_norm_backward(backend_, config_, a.mid, lw.mlp_norm_weight, dh_, dtmp_, lg.mlp_norm_weight,
+                      lg.mlp_norm_bias);
+  backend_.add(dx_, dtmp_, dx_);  // d(mid)
+  // Attention: mid = x + o(attended).
+  backend_.matmul_backward(a.attended, lw.o, dx_, &dattended_, &lg.o, optional_tensor(lg.o_bias));
+  const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
+  for (int64_t b = 0; b < batch_; ++b)
+    backend_.attention_backward(sequence(a.q, b, h), sequence(a.k, b, kvh), sequence(a.v, b, kvh),
+                                sequence(a.attended, b, h), sequence(dattended_, b, h), attention_scale_,
+                                sequence(dq_, b, h), sequence(dk_, b, kvh), sequence(dv_, b, kvh));
+  if (c.positions == PositionKind::Rotary) {
+    backend_.rope_backward(dq_.reshaped({n, c.num_attention_heads, c.head_dim}), positions_, inv_freq_tensor_,
+                           c.rope_layout);
+    backend_.rope_backward(dk_.reshaped({n, c.num_key_value_heads, c.head_dim}), positions_, inv_freq_tensor_,
+                           c.rope_layout);
+  }
+  backend_.matmul_backward(a.h1, lw.q, dq_.reshaped({n, q_width}), &dh_, &lg.q, optional_tensor(lg.q_bias));
+  backend_.matmul_backward(a.h1, lw.k, dk_, &dtmp_, &lg.k, optional_tensor(lg.k_bias));
+  backend_.add(dh_, dtmp_, dh_);
+  backend_.matmul_backward(a.h1, lw.v, dv_, &dtmp_, &lg.v, optional_tensor(lg.v_bias));
+  backend_.add(dh_, dtmp_, dh_);
+  apply_norm_backward(backend_, config_, residual_[static_cast<size_t>(layer)], lw.attn_norm_weight, dh_,
+                      dtmp_, lg.attn_norm_weight, lg.attn_norm_bias);
+  backend_.add(dx_, dtmp_, dx_);  // d(x)
+}
+
+TrainingPass::Result TrainingPass::forward_backward(const ModelWeights& weights, const ModelWeights& grads,
+                                                    std::span<const int32_t> inputs,
+                                                    std::span<const int32_t> targets, float grad_scale) {
+  const int64_t count = check(inputs, targets);
+  forward(weights, inputs);
+  Result result{score(weights, &grads, targets, count, grad_scale), count};
+  // dh_ holds d(final normed); back through the final norm into the residual stream.
+  apply_norm_backward(backend_, config_, residual_.back(), weights.final_norm_weight, dh_, dx_,
+                      grads.final_norm_weight, grads.final_norm_bias);
+  for (int64_t l = config_.num_hidden_layers - 1; l >= 0; --l) backward_layer(weights, grads, l);
+  backend_.embedding_backward(inputs, dx_, grads.token_embedding);
+  if (config_.positions == PositionKind::Learned)
+    backend_.embedding_backward(positions_, dx_, grads.position_embedding);
+  return result;
+}
+
+TrainingPass::Result TrainingPass::evaluate(const ModelWeights& weights, std::span<const int32_t> inputs,
+                                            std::span<const int32_t> targets) {
+  const int64_t count = check(inputs, targets);
+  forward(weights, inputs);
+  return {score(weights, nullptr, targets, count, 1.0f), count};
+}
+
+}  // namespace tokenmill

@@ -1,0 +1,167 @@
+#include "train/checkpoint.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <regex>
+
+#include "core/atomic_file.h"
+#include "core/checked_math.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+
+namespace tokenmill {
+
+namespace {
+
+constexpr char kMagic[8] = {'T', 'M', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr uint64_t kMaxHeaderBytes = 64u << 20;
+constexpr uint64_t kAlign = 64;
+
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+nlohmann::json parameter_list(const ParameterSet& params) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const Parameter& p : params.parameters())
+    list.push_back({{"name", p.name}, {"shape", p.shape}, {"offset", p.offset}, {"numel", p.numel}});
+  return list;
+}
+
+// The three arrays as the file stores them, in order.
+std::array<std::span<const float>, 3> arrays(const ParameterSet& params) {
+  return {params.values(), params.first_moments(), params.second_moments()};
+}
+
+std::string step_name(int64_t step) { return fmt::format("step_{:08}.tmckpt", step); }
+
+std::vector<std::pair<int64_t, std::filesystem::path>> checkpoints_in(const std::filesystem::path& dir) {
+  std::vector<std::pair<int64_t, std::filesystem::path>> found;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return found;
+  static const std::regex pattern(R"(step_(\d{8,})\.tmckpt)");
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && std::regex_match(name, m, pattern))
+      found.emplace_back(std::stoll(m[1]), entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+struct Parsed {
+  CheckpointState state;
+  nlohmann::json parameters;
+  uint64_t count = 0, data_offset = 0, hash = 0;
+};
+
+Parsed parse(std::span<const std::byte> bytes, const std::filesystem::path& path) {
+  const std::string name = path.string();
+  if (bytes.size() < 16 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    fail("{}: not a tokenmill checkpoint (bad magic)", name);
+  uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, bytes.data() + 8, sizeof header_bytes);
+  if (header_bytes > kMaxHeaderBytes || header_bytes > bytes.size() - 16)
+    fail("{}: checkpoint header of {} bytes does not fit the file", name, header_bytes);
+  Parsed out;
+  nlohmann::json h;
+  try {
+    h = nlohmann::json::parse(
+        std::string_view(reinterpret_cast<const char*>(bytes.data()) + 16, header_bytes));
+    if (h.at("format") != "tokenmill.checkpoint/1")
+      fail("{}: unknown checkpoint format {}", name, h["format"].dump());
+    CheckpointState& s = out.state;
+    s.step = h.at("step").get<int64_t>();
+    s.tokens = h.at("tokens").get<int64_t>();
+    s.optimizer_steps = h.at("optimizer_steps").get<int64_t>();
+    s.loader = {h.at("loader").at("epoch").get<int64_t>(), h.at("loader").at("window").get<int64_t>()};
+    s.loss_scale = h.at("loss_scaler").at("scale").get<double>();
+    s.scaler_growth_tracker = h.at("loss_scaler").at("growth_tracker").get<int64_t>();
+    s.model_config = h.at("model_config");
+    s.options = h.at("options");
+    out.parameters = h.at("parameters");
+    out.count = h.at("count").get<uint64_t>();
+    out.hash = h.at("hash").get<uint64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: damaged checkpoint header ({})", name, e.what());
+  }
+  out.data_offset = checked_add(16, header_bytes, name);
+  out.data_offset = checked_mul(checked_add(out.data_offset, kAlign - 1, name) / kAlign, kAlign, name);
+  const uint64_t expected =
+      checked_add(out.data_offset, checked_mul(out.count, 3 * sizeof(float), name), name);
+  if (expected != bytes.size())
+    fail("{}: checkpoint should be {} bytes for {} parameters but is {} (truncated or damaged)", name,
+         expected, out.count, bytes.size());
+  if (fnv1a(bytes.data() + out.data_offset, bytes.size() - out.data_offset) != out.hash)
+    fail("{}: checkpoint data does not match its hash (damaged file)", name);
+  return out;
+}
+
+}  // namespace
+
+std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const CheckpointState& state,
+                                      const ParameterSet& params, int keep) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail("{}: cannot create the checkpoint directory ({})", dir.string(), ec.message());
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const auto& a : arrays(params)) hash = fnv1a(a.data(), a.size_bytes(), hash);
+  const nlohmann::json header = {
+      {"format", "tokenmill.checkpoint/1"},
+      {"step", state.step},
+      {"tokens", state.tokens},
+      {"optimizer_steps", state.optimizer_steps},
+      {"loader", {{"epoch", state.loader.epoch}, {"window", state.loader.window}}},
+      {"loss_scaler", {{"scale", state.loss_scale}, {"growth_tracker", state.scaler_growth_tracker}}},
+      {"model_config", state.model_config},
+      {"options", state.options},
+      {"parameters", parameter_list(params)},
+      {"count", params.count()},
+      {"hash", hash},
+  };
+  const std::string text = header.dump();
+  const uint64_t length = text.size();
+  const std::filesystem::path path = dir / step_name(state.step);
+  AtomicFile file(path);
+  file.write(kMagic, sizeof kMagic);
+  file.write(&length, sizeof length);
+  file.write(text.data(), text.size());
+  const std::vector<char> pad((kAlign - (16 + text.size()) % kAlign) % kAlign, '\0');
+  file.write(pad.data(), pad.size());
+  for (const auto& a : arrays(params)) file.write(a.data(), a.size_bytes());
+  file.commit();
+  const auto all = checkpoints_in(dir);
+  for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < all.size(); ++i)
+    std::filesystem::remove(all[i].second, ec);
+  return path;
+}
+
+CheckpointState read_checkpoint_state(const std::filesystem::path& path) {
+  const MappedFile file(path);
+  return parse(file.bytes(), path).state;
+}
+
+CheckpointState load_checkpoint(const std::filesystem::path& path, ParameterSet& params) {
+  const MappedFile file(path);
+  const Parsed parsed = parse(file.bytes(), path);
+  if (parsed.parameters != parameter_list(params) || parsed.count != static_cast<uint64_t>(params.count()))
+    fail("{}: the checkpoint's parameters do not match this model (different architecture or size)",
+         path.string());
+  const std::byte* data = file.bytes().data() + parsed.data_offset;
+  for (const std::span<float> a : {params.values(), params.first_moments(), params.second_moments()}) {
+    std::memcpy(a.data(), data, a.size_bytes());
+    data += a.size_bytes();
+  }
+  return parsed.state;
+}
+
+std::filesystem::path latest_checkpoint(const std::filesystem::path& dir) {
+  const auto all = checkpoints_in(dir);
+  return all.empty() ? std::filesystem::path{} : all.back().second;
+}
+
+}  // namespace tokenmill

@@ -1,0 +1,42 @@
+// AdamW over a ParameterSet with global-norm gradient clipping (torch.nn.utils.clip_grad_norm_
+// then torch.optim.AdamW):
+//   norm  = sqrt(sum over all parameters of (grad / loss_scale)^2)
+//   clip  = min(1, max_norm / (norm + 1e-6))          (1 when max_norm <= 0: no clipping)
+//   every parameter: Backend::adamw_step with grad_scale = clip / loss_scale and the
+//   weight decay only where Parameter::decay says so.
+// A step whose gradients are not finite is not applied (the caller's LossScaler decides
+// what happens next); the step counter (bias correction) advances only on applied steps.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "train/parameters.h"
+
+namespace tokenmill {
+
+struct AdamWOptions {
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+  double max_grad_norm = 1.0;
+};
+
+class AdamWOptimizer {
+ public:
+  explicit AdamWOptimizer(const AdamWOptions& options);
+
+  struct StepResult {
+    double grad_norm = 0.0;  // before clipping, of the unscaled gradients (inf/nan if not finite)
+    bool applied = false;
+  };
+  // Applies one step at learning rate lr, unless the gradients are not finite.
+  StepResult step(ParameterSet& params, Backend& backend, double lr, double loss_scale);
+
+  int64_t steps_taken() const { return steps_; }
+  void restore(int64_t steps_taken);
+
+ private:
+  AdamWOptions options_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace tokenmill

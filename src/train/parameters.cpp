@@ -1,0 +1,139 @@
+#include "train/parameters.h"
+
+#include <cmath>
+#include <numbers>
+#include <random>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace tokenmill {
+
+namespace {
+
+enum class Init : uint8_t { Normal, Residual, One, Zero };
+
+// Visits every parameter slot of `w` (ModelWeights, const or not) for `config`, in a fixed
+// order, as visit(slot, name, shape, decay, init): the one list that the layout, both views,
+// the initialisation and loading come from.
+template <class Weights, class Visit>
+void visit_slots(const ModelConfig& c, Weights& w, const Visit& visit) {
+  const int64_t hidden = c.hidden_size, ff = c.intermediate_size;
+  const int64_t q_width = c.num_attention_heads * c.head_dim, kv_width = c.num_key_value_heads * c.head_dim;
+  const bool layer_norm = c.norm == NormKind::LayerNorm;
+  visit(w.token_embedding, "token_embedding", {c.vocab_size, hidden}, false, Init::Normal);
+  if (c.positions == PositionKind::Learned)
+    visit(w.position_embedding, "position_embedding", {c.max_position_embeddings, hidden}, false,
+          Init::Normal);
+  if constexpr (std::is_const_v<Weights>) {
+    if (static_cast<int64_t>(w.layers.size()) != c.num_hidden_layers)
+      fail("training: the model has {} layers, the configuration {}", w.layers.size(), c.num_hidden_layers);
+  } else {
+    w.layers.resize(static_cast<size_t>(c.num_hidden_layers));
+  }
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    auto& l = w.layers[static_cast<size_t>(i)];
+    const std::string p = "layers." + std::to_string(i) + ".";
+    const auto norm = [&](auto& weight, auto& bias, const std::string& name) {
+      visit(weight, p + name + "_weight", {hidden}, false, Init::One);
+      if (layer_norm) visit(bias, p + name + "_bias", {hidden}, false, Init::Zero);
+    };
+    const auto linear = [&](auto& weight, auto& bias, const std::string& name, int64_t out, int64_t in,
+                            bool has_bias, Init init) {
+      visit(weight, p + name, {out, in}, true, init);
+      if (has_bias) visit(bias, p + name + "_bias", {out}, false, Init::Zero);
+    };
+    norm(l.attn_norm_weight, l.attn_norm_bias, "attn_norm");
+    linear(l.q, l.q_bias, "q", q_width, hidden, c.attention_qkv_bias, Init::Normal);
+    linear(l.k, l.k_bias, "k", kv_width, hidden, c.attention_qkv_bias, Init::Normal);
+    linear(l.v, l.v_bias, "v", kv_width, hidden, c.attention_qkv_bias, Init::Normal);
+    linear(l.o, l.o_bias, "o", hidden, q_width, c.attention_out_bias, Init::Residual);
+    norm(l.mlp_norm_weight, l.mlp_norm_bias, "mlp_norm");
+    if (c.mlp == MlpKind::SwiGlu) linear(l.gate, l.gate_bias, "gate", ff, hidden, c.mlp_bias, Init::Normal);
+    linear(l.up, l.up_bias, "up", ff, hidden, c.mlp_bias, Init::Normal);
+    linear(l.down, l.down_bias, "down", hidden, ff, c.mlp_bias, Init::Residual);
+  }
+  visit(w.final_norm_weight, "final_norm_weight", {hidden}, false, Init::One);
+  if (layer_norm) visit(w.final_norm_bias, "final_norm_bias", {hidden}, false, Init::Zero);
+  if (!c.tie_word_embeddings) visit(w.lm_head, "lm_head", {c.vocab_size, hidden}, true, Init::Normal);
+}
+
+Tensor view(float* data, const std::vector<int64_t>& shape) {
+  return shape.size() == 1 ? Tensor(data, DType::F32, {shape[0]})
+                           : Tensor(data, DType::F32, {shape[0], shape[1]});
+}
+
+}  // namespace
+
+ParameterSet::ParameterSet(const ModelConfig& config) : config_(config) {
+  ModelWeights layout;
+  int64_t total = 0;
+  visit_slots(config_, layout,
+              [&](Tensor&, const std::string& name, std::vector<int64_t> shape, bool decay, Init) {
+                int64_t numel = 1;
+                for (const int64_t d : shape) numel *= d;
+                parameters_.push_back({name, std::move(shape), decay, total, numel});
+                total += numel;
+              });
+  values_.assign(static_cast<size_t>(total), 0.0f);
+  gradients_.assign(static_cast<size_t>(total), 0.0f);
+  m_.assign(static_cast<size_t>(total), 0.0f);
+  v_.assign(static_cast<size_t>(total), 0.0f);
+  const auto make_views = [&](ModelWeights& views, std::vector<float>& buffer) {
+    size_t index = 0;
+    visit_slots(config_, views, [&](Tensor& slot, const std::string&, std::vector<int64_t>, bool, Init) {
+      const Parameter& p = parameters_[index++];
+      slot = view(buffer.data() + p.offset, p.shape);
+    });
+    if (config_.tie_word_embeddings) views.lm_head = views.token_embedding;
+  };
+  make_views(weights_, values_);
+  make_views(grads_, gradients_);
+}
+
+void ParameterSet::init_gpt2(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto uniform = [&] { return (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53; };  // (0, 1)
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.num_hidden_layers));
+  ModelWeights scratch;
+  size_t index = 0;
+  visit_slots(config_, scratch, [&](Tensor&, const std::string&, std::vector<int64_t>, bool, Init init) {
+    const Parameter& p = parameters_[index++];
+    float* x = values_.data() + p.offset;
+    const double std = init == Init::Residual ? residual_std : 0.02;
+    for (int64_t i = 0; i < p.numel; ++i) {
+      if (init == Init::One || init == Init::Zero) {
+        x[i] = init == Init::One ? 1.0f : 0.0f;
+        continue;
+      }
+      // Box-Muller: one normal per pair of uniforms (simple and portable, unlike std::normal_distribution).
+      const double r = std::sqrt(-2.0 * std::log(uniform()));
+      x[i] = static_cast<float>(std * r * std::cos(2.0 * std::numbers::pi * uniform()));
+    }
+  });
+}
+
+void ParameterSet::load(const ModelWeights& source) {
+  size_t index = 0;
+  visit_slots(config_, source,
+              [&](const Tensor& slot, const std::string& name, std::vector<int64_t>, bool, Init) {
+                const Parameter& p = parameters_[index++];
+                if (slot.data == nullptr) fail("training: the model has no tensor for parameter {}", name);
+                if (slot.numel() != p.numel || slot.cols() != p.shape.back())
+                  fail("training: parameter {} is {} in the model, expected {} values", name,
+                       slot.shape_string(), p.numel);
+                if (slot.dtype != DType::F32 && slot.dtype != DType::BF16 && slot.dtype != DType::F16)
+                  fail(
+                      "training: parameter {} is stored as {}; training needs f32, bf16 or f16 weights (not "
+                      "a quantized model)",
+                      name, dtype_name(slot.dtype));
+                for (int64_t i = 0; i < p.numel; ++i)
+                  values_[static_cast<size_t>(p.offset + i)] =
+                      load_as_f32(slot.data, slot.dtype, static_cast<size_t>(i));
+              });
+}
+
+void ParameterSet::zero_grads() { std::fill(gradients_.begin(), gradients_.end(), 0.0f); }
+
+}  // namespace tokenmill

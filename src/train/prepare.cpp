@@ -1,0 +1,181 @@
+#include "train/prepare.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/json_file.h"
+#include "train/token_shard.h"
+
+namespace tokenmill {
+
+namespace {
+
+// Appends tokens to numbered shards of one split, cutting a shard every `limit` tokens.
+class ShardWriter {
+ public:
+  ShardWriter(const PrepareOptions& options, std::string split, uint32_t vocab, uint32_t eod,
+              std::vector<std::string>& names)
+      : options_(options), split_(std::move(split)), vocab_(vocab), eod_(eod), names_(names) {}
+
+  void append(std::span<const int32_t> tokens) {
+    for (const int32_t t : tokens) {
+      pending_.push_back(t);
+      if (static_cast<int64_t>(pending_.size()) == options_.shard_tokens) flush();
+    }
+    total_ += static_cast<int64_t>(tokens.size());
+  }
+  void flush() {
+    if (pending_.empty()) return;
+    const std::string name = fmt::format("{}_{:03}.tmshard", split_, names_.size());
+    write_token_shard(options_.out_dir / name, pending_, vocab_, eod_);
+    names_.push_back(name);
+    pending_.clear();
+  }
+  int64_t total() const { return total_; }
+
+ private:
+  const PrepareOptions& options_;
+  std::string split_;
+  uint32_t vocab_, eod_;
+  std::vector<std::string>& names_;
+  std::vector<int32_t> pending_;
+  int64_t total_ = 0;
+};
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open the input file", path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail("{}: read failed", path.string());
+  return std::move(text).str();
+}
+
+// The documents of one input file, each as its tokens followed by eod; counts documents.
+std::vector<int32_t> tokenize_input(const Tokenizer& tokenizer, const std::filesystem::path& path,
+                                    int32_t eod, int64_t& documents) {
+  EncodeOptions plain;
+  plain.add_special_tokens = false;
+  std::vector<int32_t> out;
+  const auto add_document = [&](std::string_view text) {
+    const std::vector<int32_t> ids = tokenizer.encode(text, plain);
+    out.insert(out.end(), ids.begin(), ids.end());
+    out.push_back(eod);
+    ++documents;
+  };
+  const std::string text = read_text(path);
+  if (path.extension() != ".jsonl") {
+    add_document(text);
+    return out;
+  }
+  std::istringstream lines(text);
+  std::string line;
+  for (int64_t number = 1; std::getline(lines, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json doc;
+    try {
+      doc = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}:{}: not valid JSON ({})", path.string(), number, e.what());
+    }
+    if (doc.is_object() && doc.contains("messages"))
+      fail("{}:{}: chat (\"messages\") records are not supported yet; give {{\"text\": ...}} records",
+           path.string(), number);
+    if (!doc.is_object() || !doc.contains("text") || !doc["text"].is_string())
+      fail("{}:{}: each line must be a JSON object with a \"text\" string", path.string(), number);
+    add_document(doc["text"].get_ref<const std::string&>());
+  }
+  return out;
+}
+
+void write_meta(const PrepareOptions& options, const Tokenizer& tokenizer, uint32_t eod,
+                const PrepareSummary& summary) {
+  nlohmann::json inputs = nlohmann::json::array();
+  for (const auto& p : options.inputs) inputs.push_back(p.string());
+  const nlohmann::json meta = {
+      {"format", "tokenmill.dataset/1"},
+      {"tokenizer", tokenizer.source()},
+      {"vocab_size", tokenizer.vocab_size()},
+      {"eod_token", eod},
+      {"documents", summary.documents},
+      {"inputs", inputs},
+      {"val_fraction", options.val_fraction},
+      {"train", {{"tokens", summary.train_tokens}, {"shards", summary.train_shards}}},
+      {"val", {{"tokens", summary.val_tokens}, {"shards", summary.val_shards}}},
+  };
+  const std::string text = meta.dump(2) + "\n";
+  AtomicFile file(options.out_dir / "meta.json");
+  file.write(text.data(), text.size());
+  file.commit();
+}
+
+}  // namespace
+
+PrepareSummary prepare_dataset(const Tokenizer& tokenizer, const PrepareOptions& options) {
+  if (options.inputs.empty()) fail("prepare: no input files (give --input FILE...)");
+  if (!(options.val_fraction >= 0.0 && options.val_fraction < 1.0))
+    fail("prepare: --val-fraction must be in [0, 1), got {}", options.val_fraction);
+  if (options.shard_tokens < 1)
+    fail("prepare: --shard-tokens must be positive, got {}", options.shard_tokens);
+  const std::optional<int32_t> eos =
+      options.eod_token.empty() ? tokenizer.eos_id() : tokenizer.token_to_id(options.eod_token);
+  if (!eos && options.eod_token.empty())
+    fail(
+        "{}: the tokenizer has no eos token to separate documents; name one with --eod-token (e.g. "
+        "'<|endoftext|>')",
+        tokenizer.source());
+  if (!eos) fail("--eod-token: '{}' is not a token of {}", options.eod_token, tokenizer.source());
+  const auto vocab = static_cast<uint32_t>(tokenizer.vocab_size());
+  const auto eod = static_cast<uint32_t>(*eos);
+  std::error_code ec;
+  std::filesystem::create_directories(options.out_dir, ec);
+  if (ec) fail("{}: cannot create the output directory ({})", options.out_dir.string(), ec.message());
+
+  PrepareSummary summary;
+  ShardWriter train(options, "train", vocab, eod, summary.train_shards);
+  ShardWriter val(options, "val", vocab, eod, summary.val_shards);
+  for (const auto& input : options.inputs) {
+    const std::vector<int32_t> tokens = tokenize_input(tokenizer, input, *eos, summary.documents);
+    const auto n = static_cast<int64_t>(tokens.size());
+    const auto n_val = static_cast<int64_t>(std::ceil(options.val_fraction * static_cast<double>(n)));
+    const std::span<const int32_t> all(tokens);
+    train.append(all.first(static_cast<size_t>(n - n_val)));
+    val.append(all.last(static_cast<size_t>(n_val)));
+  }
+  train.flush();
+  val.flush();
+  summary.train_tokens = train.total();
+  summary.val_tokens = val.total();
+  write_meta(options, tokenizer, eod, summary);
+  return summary;
+}
+
+std::vector<std::filesystem::path> dataset_shards(const std::filesystem::path& dir,
+                                                  const std::string& split) {
+  const std::filesystem::path meta_path = dir / "meta.json";
+  const nlohmann::json meta = read_json_file(meta_path);
+  if (!meta.is_object() || meta.value("format", "") != "tokenmill.dataset/1")
+    fail(
+        "{}: not a tokenmill dataset (expected \"format\": \"tokenmill.dataset/1\"; make one with `tokenmill "
+        "prepare`)",
+        meta_path.string());
+  if (!meta.contains(split) || !meta[split].is_object() || !meta[split].contains("shards") ||
+      !meta[split]["shards"].is_array())
+    fail("{}: missing \"{}\".\"shards\"", meta_path.string(), split);
+  std::vector<std::filesystem::path> shards;
+  for (const auto& name : meta[split]["shards"]) {
+    if (!name.is_string()) fail("{}: \"{}\".\"shards\" must list file names", meta_path.string(), split);
+    const std::filesystem::path file(name.get<std::string>());
+    if (file.has_parent_path() || file == "." || file == ".." || file.empty())
+      fail("{}: shard name \"{}\" must be a plain file name inside the dataset directory", meta_path.string(),
+           file.string());
+    shards.push_back(dir / file);
+  }
+  return shards;
+}
+
+}  // namespace tokenmill

@@ -1,0 +1,290 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/json_file.h"
+#include "model/model.h"
+#include "model/training_pass.h"
+#include "train/checkpoint.h"
+#include "train/data_loader.h"
+#include "train/loss_curve.h"
+#include "train/parameters.h"
+#include "train/prepare.h"
+
+namespace tokenmill {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void validate(const TrainOptions& o) {
+  if (o.batch < 1 || o.seq_len < 1 || o.grad_accum < 1 || o.steps < 1)
+    fail("--batch, --seq-len, --grad-accum and --steps must be >= 1");
+  if (o.eval_every < 0 || o.eval_batches < 1 || o.sample_every < 0 || o.checkpoint_every < 0)
+    fail("--eval-every, --sample-every and --checkpoint-every must be >= 0; --eval-batches >= 1");
+  if (o.keep_checkpoints < 1) fail("--keep-checkpoints must be >= 1, got {}", o.keep_checkpoints);
+  LrSchedule s = o.schedule;
+  s.total_steps = o.steps;
+  s.validate();
+}
+
+// The ParameterSet's tensors as an inference Model (for samples).
+void view_weights(const ModelWeights& from, ModelWeights& to) {
+  to.token_embedding = from.token_embedding;
+  to.position_embedding = from.position_embedding;
+  to.layers = from.layers;
+  to.final_norm_weight = from.final_norm_weight;
+  to.final_norm_bias = from.final_norm_bias;
+  to.lm_head = from.lm_head;
+  to.rope_freq_factors = from.rope_freq_factors;
+}
+
+// Keeps the metrics lines of steps <= `step` (a resumed run rewrites what came after).
+void truncate_metrics(const std::filesystem::path& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("step", int64_t{0}) <= step) kept += line + "\n";
+  }
+  AtomicFile file(path);
+  file.write(kept.data(), kept.size());
+  file.commit();
+}
+
+class Run {
+ public:
+  Run(const TrainOptions& o, Backend& backend, const TrainObserver& obs)
+      : o_(o), backend_(backend), obs_(obs) {}
+  TrainSummary go(const std::atomic<bool>* stop);
+
+ private:
+  void info(const std::string& line) const {
+    if (obs_.on_info) obs_.on_info(line);
+  }
+  void setup_model();
+  EvalReport evaluate(int64_t step);
+  std::string sample(int64_t step);
+  void metrics(const nlohmann::json& line) {
+    metrics_ << line.dump() << "\n";
+    metrics_.flush();
+  }
+  std::filesystem::path checkpoint(int64_t step);
+
+  const TrainOptions& o_;
+  Backend& backend_;
+  const TrainObserver& obs_;
+  nlohmann::json dataset_, model_config_json_;
+  std::unique_ptr<Model> model_;  // config (+ mapped weights when fine-tuning)
+  std::unique_ptr<ParameterSet> params_;
+  std::unique_ptr<DataLoader> train_, val_;
+  std::unique_ptr<TrainingPass> pass_;
+  std::unique_ptr<AdamWOptimizer> optimizer_;
+  std::ofstream metrics_;
+  std::vector<LossPoint> train_curve_, val_curve_;
+  int64_t tokens_ = 0;
+};
+
+void Run::setup_model() {
+  model_ = std::make_unique<Model>();
+  if (!o_.from_model.empty()) {
+    std::unique_ptr<Model> loaded = Model::load(o_.from_model);
+    model_config_json_ = read_json_file(o_.from_model / "config.json");
+    params_ = std::make_unique<ParameterSet>(loaded->config);
+    params_->load(loaded->weights);
+    model_->config = loaded->config;
+  } else {
+    model_config_json_ = o_.scratch_config;
+    model_->config = parse_model_config(model_config_json_, "the training model configuration");
+    params_ = std::make_unique<ParameterSet>(model_->config);
+    params_->init_gpt2(o_.seed);
+  }
+  view_weights(params_->weights(), model_->weights);
+}
+
+EvalReport Run::evaluate(int64_t step) {
+  val_->restore({0, 0});
+  const int64_t batches = std::min(o_.eval_batches, (val_->windows_per_epoch() + o_.batch - 1) / o_.batch);
+  std::vector<int32_t> in(static_cast<size_t>(o_.batch * o_.seq_len)), tgt(in.size());
+  double total = 0.0;
+  for (int64_t b = 0; b < batches; ++b) {
+    val_->next_batch(o_.batch, in, tgt);
+    total += pass_->evaluate(params_->weights(), in, tgt).loss;
+  }
+  EvalReport r{step, total / static_cast<double>(batches), 0.0};
+  r.perplexity = std::exp(r.loss);
+  val_curve_.push_back({step, r.loss});
+  metrics({{"step", step}, {"val_loss", r.loss}, {"val_perplexity", r.perplexity}});
+  if (obs_.on_eval) obs_.on_eval(r);
+  return r;
+}
+
+std::string Run::sample(int64_t step) { return obs_.sample ? obs_.sample(*model_, step) : std::string{}; }
+
+std::filesystem::path Run::checkpoint(int64_t step) {
+  CheckpointState state;
+  state.step = step;
+  state.tokens = tokens_;
+  state.optimizer_steps = optimizer_->steps_taken();
+  state.loader = train_->position();
+  state.model_config = model_config_json_;
+  state.options = o_.to_json();
+  const auto path = save_checkpoint(o_.run_dir / "checkpoints", state, *params_, o_.keep_checkpoints);
+  write_loss_curve(o_.run_dir / "loss.svg", train_curve_, val_curve_);
+  if (obs_.on_checkpoint) obs_.on_checkpoint(path);
+  return path;
+}
+
+TrainSummary Run::go(const std::atomic<bool>* stop) {
+  validate(o_);
+  dataset_ = read_json_file(o_.data_dir / "meta.json");
+  train_ = std::make_unique<DataLoader>(dataset_shards(o_.data_dir, "train"), o_.seq_len, true, o_.seed);
+  val_ = std::make_unique<DataLoader>(dataset_shards(o_.data_dir, "val"), o_.seq_len, false, o_.seed);
+  setup_model();
+  const ModelConfig& config = model_->config;
+  if (train_->vocab_size() > config.vocab_size)
+    fail(
+        "{}: the data's vocabulary ({}) is larger than the model's ({}): prepare it with the model's "
+        "tokenizer",
+        o_.data_dir.string(), train_->vocab_size(), config.vocab_size);
+  pass_ = std::make_unique<TrainingPass>(config, backend_, o_.batch, o_.seq_len);
+  optimizer_ = std::make_unique<AdamWOptimizer>(o_.adamw);
+  std::error_code ec;
+  std::filesystem::create_directories(o_.run_dir, ec);
+  if (ec) fail("{}: cannot create the run directory ({})", o_.run_dir.string(), ec.message());
+
+  TrainSummary summary;
+  summary.parameters = params_->count();
+  int64_t first_step = 1;
+  const auto metrics_path = o_.run_dir / "metrics.jsonl";
+  if (o_.resume) {
+    const auto latest = latest_checkpoint(o_.run_dir / "checkpoints");
+    if (latest.empty()) fail("--resume: no checkpoint in {}", (o_.run_dir / "checkpoints").string());
+    const CheckpointState state = load_checkpoint(latest, *params_);
+    if (state.model_config != model_config_json_)
+      fail("{}: the checkpoint is of another model configuration than this run's", latest.string());
+    optimizer_->restore(state.optimizer_steps);
+    train_->restore(state.loader);
+    tokens_ = state.tokens;
+    first_step = state.step + 1;
+    truncate_metrics(metrics_path, state.step);
+    info(fmt::format("resumed from {} (step {})", latest.string(), state.step));
+  } else {
+    std::filesystem::remove(metrics_path, ec);
+  }
+  metrics_.open(metrics_path, std::ios::app);
+  if (!metrics_) fail("{}: cannot open for writing", metrics_path.string());
+  info(fmt::format(
+      "model: {} parameters, {} layers, hidden {}, vocab {}; data: {} train windows of {} tokens; "
+      "activations {:.1f} MB",
+      params_->count(), config.num_hidden_layers, config.hidden_size, config.vocab_size,
+      train_->windows_per_epoch(), o_.seq_len, static_cast<double>(pass_->activation_bytes()) / 1e6));
+
+  LrSchedule schedule = o_.schedule;
+  schedule.total_steps = o_.steps;
+  summary.first_step = first_step;
+  if (o_.eval_every > 0 && first_step == 1) summary.first_eval = evaluate(0);
+  std::vector<int32_t> in(static_cast<size_t>(o_.batch * o_.seq_len)), tgt(in.size());
+  const auto start = Clock::now();
+  const float micro_scale = 1.0f / static_cast<float>(o_.grad_accum);
+  int64_t step = first_step;
+  for (; step <= o_.steps; ++step) {
+    const auto step_start = Clock::now();
+    params_->zero_grads();
+    double loss = 0.0;
+    for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
+      train_->next_batch(o_.batch, in, tgt);
+      loss += pass_->forward_backward(params_->weights(), params_->grads(), in, tgt, micro_scale).loss;
+    }
+    loss /= static_cast<double>(o_.grad_accum);
+    const double lr = schedule.at(step);
+    const AdamWOptimizer::StepResult r = optimizer_->step(*params_, backend_, lr, 1.0);
+    const int64_t step_tokens = o_.grad_accum * o_.batch * o_.seq_len;
+    tokens_ += step_tokens;
+    summary.tokens += step_tokens;
+    StepReport report{step, o_.steps, loss, lr, r.grad_norm, 0.0, seconds_since(start), 0.0, r.applied};
+    report.tokens_per_second = static_cast<double>(step_tokens) / seconds_since(step_start);
+    report.eta_seconds = report.elapsed_seconds / static_cast<double>(step - first_step + 1) *
+                         static_cast<double>(o_.steps - step);
+    train_curve_.push_back({step, loss});
+    metrics({{"step", step},
+             {"loss", loss},
+             {"lr", lr},
+             {"grad_norm", r.grad_norm},
+             {"applied", r.applied},
+             {"tokens", tokens_},
+             {"tokens_per_s", report.tokens_per_second}});
+    if (obs_.on_step) obs_.on_step(report);
+    const bool last = step == o_.steps;
+    if (o_.eval_every > 0 && (step % o_.eval_every == 0 || last)) summary.last_eval = evaluate(step);
+    if (o_.sample_every > 0 && step % o_.sample_every == 0 && !last) sample(step);
+    const bool stopping = stop != nullptr && stop->load();
+    if (last || stopping || (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0))
+      summary.checkpoint = checkpoint(step);
+    if (stopping && !last) {
+      summary.stopped_early = true;
+      break;
+    }
+  }
+  summary.last_step = std::min(step, o_.steps);
+  summary.seconds = seconds_since(start);
+  summary.tokens_per_second =
+      summary.seconds > 0 ? static_cast<double>(summary.tokens) / summary.seconds : 0.0;
+  if (!summary.stopped_early) summary.final_sample = sample(summary.last_step);
+  return summary;
+}
+
+}  // namespace
+
+nlohmann::json TrainOptions::to_json() const {
+  return {{"data_dir", data_dir.string()},
+          {"from_model", from_model.string()},
+          {"batch", batch},
+          {"seq_len", seq_len},
+          {"grad_accum", grad_accum},
+          {"steps", steps},
+          {"lr", schedule.max_lr},
+          {"min_lr", schedule.min_lr},
+          {"warmup_steps", schedule.warmup_steps},
+          {"beta1", adamw.beta1},
+          {"beta2", adamw.beta2},
+          {"weight_decay", adamw.weight_decay},
+          {"max_grad_norm", adamw.max_grad_norm},
+          {"seed", seed}};
+}
+
+TrainSummary train(const TrainOptions& options, Backend& backend, const TrainObserver& observer,
+                   const std::atomic<bool>* stop) {
+  Run run(options, backend, observer);
+  return run.go(stop);
+}
+
+nlohmann::json scratch_llama_config(int64_t vocab, int64_t layers, int64_t hidden, int64_t heads,
+                                    int64_t kv_heads, int64_t intermediate, int64_t context,
+                                    int32_t eod_token) {
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"model_type", "llama"},
+          {"vocab_size", vocab},
+          {"hidden_size", hidden},
+          {"intermediate_size", intermediate},
+          {"num_hidden_layers", layers},
+          {"num_attention_heads", heads},
+          {"num_key_value_heads", kv_heads},
+          {"max_position_embeddings", context},
+          {"rms_norm_eps", 1e-5},
+          {"rope_theta", 10000.0},
+          {"hidden_act", "silu"},
+          {"tie_word_embeddings", true},
+          {"bos_token_id", eod_token},
+          {"eos_token_id", eod_token},
+          {"torch_dtype", "float32"}};
+}
+
+}  // namespace tokenmill

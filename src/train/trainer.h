@@ -1,0 +1,89 @@
+// The training loop: `tokenmill train` from scratch (a config) or from a pretrained Hugging
+// Face model, full fine-tuning, on the CPU backend (the CUDA backend plugs in unchanged).
+//
+// Per optimizer step: grad_accum micro-batches of batch x seq_len tokens, each
+// forward+backward with grad_scale = 1 / grad_accum (TrainingPass), then clipping and
+// AdamW at the schedule's learning rate (train/optimizer.h). Every eval_every steps: the
+// validation loss over eval_batches batches (in order, the same batches every time) and
+// its perplexity; every sample_every steps (and at the end): TrainObserver::sample. Checkpoints
+// every checkpoint_every steps, at the end, and when `stop` is raised (SIGINT/SIGTERM):
+// run_dir/checkpoints/step_*.tmckpt, the last `keep` kept. resume continues from the newest
+// checkpoint bit-exactly (same data order, same RNG, same optimizer state).
+// run_dir also gets metrics.jsonl (one JSON object per step / eval) and loss.svg.
+// Precision: FP32 master weights, FP32 math and optimizer state on the CPU.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "backend/backend.h"
+#include "model/model.h"
+#include "train/lr_schedule.h"
+#include "train/optimizer.h"
+
+namespace tokenmill {
+
+struct TrainOptions {
+  std::filesystem::path data_dir, run_dir;
+  std::filesystem::path from_model;  // a Hugging Face model directory, or empty: from scratch
+  nlohmann::json scratch_config;     // config.json of the model to create when from_model is empty
+  int64_t batch = 8, seq_len = 128, grad_accum = 1, steps = 100;
+  LrSchedule schedule;
+  AdamWOptions adamw;
+  uint64_t seed = 1337;
+  int64_t eval_every = 50, eval_batches = 8;
+  int64_t sample_every = 0;  // steps between TrainObserver::sample calls (and one at the end)
+  int64_t checkpoint_every = 0;
+  int keep_checkpoints = 2;
+  bool resume = false;
+
+  nlohmann::json to_json() const;
+};
+
+struct StepReport {
+  int64_t step = 0, steps = 0;
+  double loss = 0.0, lr = 0.0, grad_norm = 0.0;
+  double tokens_per_second = 0.0;
+  double elapsed_seconds = 0.0, eta_seconds = 0.0;
+  bool applied = true;
+};
+struct EvalReport {
+  int64_t step = 0;
+  double loss = 0.0, perplexity = 0.0;
+};
+struct TrainSummary {
+  int64_t first_step = 0, last_step = 0, tokens = 0;
+  double seconds = 0.0, tokens_per_second = 0.0;
+  std::optional<EvalReport> first_eval, last_eval;
+  std::string final_sample;
+  std::filesystem::path checkpoint;
+  bool stopped_early = false;
+  int64_t parameters = 0;
+};
+
+struct TrainObserver {
+  std::function<void(const std::string&)> on_info;
+  std::function<void(const StepReport&)> on_step;
+  std::function<void(const EvalReport&)> on_eval;
+  // Generates a sample from the model being trained (the caller owns generation, which
+  // lives above train/ in the layers); the text is returned for the summary.
+  std::function<std::string(const Model& model, int64_t step)> sample;
+  std::function<void(const std::filesystem::path&)> on_checkpoint;
+};
+
+// Throws Error on bad options, data or model; a raised `stop` ends the run after the
+// current step with a checkpoint.
+TrainSummary train(const TrainOptions& options, Backend& backend, const TrainObserver& observer,
+                   const std::atomic<bool>* stop = nullptr);
+
+// config.json of a Llama-style model (RMSNorm, SwiGLU, RoPE) for training from scratch.
+nlohmann::json scratch_llama_config(int64_t vocab, int64_t layers, int64_t hidden, int64_t heads,
+                                    int64_t kv_heads, int64_t intermediate, int64_t context,
+                                    int32_t eod_token);
+
+}  // namespace tokenmill

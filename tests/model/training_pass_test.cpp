@@ -1,0 +1,144 @@
+// TrainingPass: its forward loss equals the inference Transformer's cross-entropy, and its
+// gradients equal finite differences of that loss, tensor by tensor, for a Llama (RMSNorm,
+// SwiGLU, RoPE, GQA), a GPT-2 (LayerNorm, GELU, learned positions, biases) and a Qwen2
+// (q/k/v biases, f16 weights loaded into the f32 master copy) fixture model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model.h"
+#include "model/training_pass.h"
+#include "model/transformer.h"
+#include "support/expect_error.h"
+#include "train/parameters.h"
+
+namespace tokenmill {
+namespace {
+
+constexpr int64_t kBatch = 2, kSeq = 7;
+
+struct Fixture {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<ParameterSet> params;
+  std::vector<int32_t> inputs, targets;
+};
+
+Fixture make_fixture(const std::string& name) {
+  Fixture f;
+  f.model = Model::load(std::filesystem::path(TOKENMILL_FIXTURES_DIR) / "hf" / name);
+  f.params = std::make_unique<ParameterSet>(f.model->config);
+  f.params->load(f.model->weights);
+  std::mt19937_64 rng(11);
+  for (int64_t i = 0; i < kBatch * kSeq; ++i) {
+    f.inputs.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(f.model->config.vocab_size)));
+    f.targets.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(f.model->config.vocab_size)));
+  }
+  f.targets[3] = -1;  // not scored
+  return f;
+}
+
+// Mean cross-entropy of the inference Transformer's logits, in double.
+double inference_loss(const Fixture& f, Backend& backend) {
+  const int64_t vocab = f.model->config.vocab_size;
+  double total = 0.0;
+  int64_t count = 0;
+  for (int64_t b = 0; b < kBatch; ++b) {
+    Transformer tf(*f.model, backend, kSeq);
+    std::vector<float> logits(static_cast<size_t>(kSeq * vocab));
+    tf.forward_all(std::span(f.inputs).subspan(static_cast<size_t>(b * kSeq), kSeq), logits);
+    for (int64_t t = 0; t < kSeq; ++t) {
+      const int32_t target = f.targets[static_cast<size_t>(b * kSeq + t)];
+      if (target < 0) continue;
+      const float* row = logits.data() + t * vocab;
+      double max = row[0], sum = 0.0;
+      for (int64_t j = 1; j < vocab; ++j) max = std::max<double>(max, row[j]);
+      for (int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - max);
+      total += max + std::log(sum) - row[target];
+      ++count;
+    }
+  }
+  return total / static_cast<double>(count);
+}
+
+// Zeroed gradients, then one forward_backward per grad_scale; the gradients that result.
+std::vector<float> gradients(TrainingPass& pass, Fixture& f, std::initializer_list<float> scales) {
+  ParameterSet& ps = *f.params;
+  ps.zero_grads();
+  for (const float scale : scales)
+    pass.forward_backward(ps.weights(), ps.grads(), f.inputs, f.targets, scale);
+  return {ps.gradients().begin(), ps.gradients().end()};
+}
+
+class TrainingPassTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TrainingPassTest, ForwardLossMatchesTheInferenceTransformer) {
+  const Fixture f = make_fixture(GetParam());
+  auto backend = make_cpu_backend();
+  TrainingPass pass(f.model->config, *backend, kBatch, kSeq);
+  const TrainingPass::Result r = pass.evaluate(f.params->weights(), f.inputs, f.targets);
+  EXPECT_EQ(r.tokens, kBatch * kSeq - 1);
+  // The fixture's own weights (possibly f16) and the f32 master copy hold the same values.
+  EXPECT_NEAR(r.loss, inference_loss(f, *backend), 2e-5 * r.loss);
+}
+
+TEST_P(TrainingPassTest, GradientsMatchFiniteDifferencesPerTensor) {
+  Fixture f = make_fixture(GetParam());
+  auto backend = make_cpu_backend();
+  TrainingPass pass(f.model->config, *backend, kBatch, kSeq);
+  ParameterSet& ps = *f.params;
+  const std::vector<float> grads = gradients(pass, f, {1.0f});
+  std::mt19937_64 rng(5);
+  for (const Parameter& p : ps.parameters()) {
+    // Directional derivative along a random +-1 direction within this tensor.
+    std::vector<float> dir(static_cast<size_t>(p.numel));
+    double analytic = 0.0;
+    for (int64_t i = 0; i < p.numel; ++i) {
+      dir[static_cast<size_t>(i)] = (rng() & 1) != 0 ? 1.0f : -1.0f;
+      analytic += dir[static_cast<size_t>(i)] * grads[static_cast<size_t>(p.offset + i)];
+    }
+    const double h = 1e-2 / std::sqrt(static_cast<double>(p.numel));
+    const auto loss_at = [&](double step) {
+      std::vector<float> saved(ps.values().begin() + p.offset, ps.values().begin() + p.offset + p.numel);
+      for (int64_t i = 0; i < p.numel; ++i)
+        ps.values()[static_cast<size_t>(p.offset + i)] +=
+            static_cast<float>(step * dir[static_cast<size_t>(i)]);
+      const double loss = pass.evaluate(ps.weights(), f.inputs, f.targets).loss;
+      std::copy(saved.begin(), saved.end(), ps.values().begin() + p.offset);
+      return loss;
+    };
+    const double numeric = (loss_at(h) - loss_at(-h)) / (2 * h);
+    EXPECT_NEAR(analytic, numeric, 3e-3 + 3e-2 * std::fabs(numeric)) << GetParam() << " " << p.name;
+  }
+}
+
+TEST_P(TrainingPassTest, AccumulatedHalvesEqualOneFullStep) {
+  Fixture f = make_fixture(GetParam());
+  auto backend = make_cpu_backend();
+  TrainingPass pass(f.model->config, *backend, kBatch, kSeq);
+  const std::vector<float> once = gradients(pass, f, {1.0f});
+  const std::vector<float> halves = gradients(pass, f, {0.5f, 0.5f});
+  for (size_t i = 0; i < once.size(); ++i)
+    ASSERT_NEAR(halves[i], once[i], 1e-6f + 1e-5f * std::fabs(once[i]));
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, TrainingPassTest, ::testing::Values("llama", "gpt2", "qwen2"));
+
+TEST(TrainingPass, RefusesBadBatches) {
+  const Fixture f = make_fixture("llama");
+  auto backend = make_cpu_backend();
+  testing::expect_error([&] { TrainingPass(f.model->config, *backend, 1, 100000); },
+                        {"exceeds the model's context"});
+  TrainingPass pass(f.model->config, *backend, kBatch, kSeq);
+  std::vector<int32_t> short_inputs(3, 1);
+  testing::expect_error([&] { pass.evaluate(f.params->weights(), short_inputs, f.targets); },
+                        {"must hold 2 x 7"});
+  std::vector<int32_t> unscored(f.targets.size(), -1);
+  testing::expect_error([&] { pass.evaluate(f.params->weights(), f.inputs, unscored); }, {"no target"});
+}
+
+}  // namespace
+}  // namespace tokenmill
