@@ -16,8 +16,8 @@ namespace tokenmill::cpu {
 void matmul_backward(Backend& self, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx,
                      const Tensor* dw, const Tensor* db);
 void embedding_backward(std::span<const int32_t> ids, const Tensor& dout, const Tensor& dtable);
-void cross_entropy(const Tensor& logits, std::span<const int32_t> targets, float grad_scale, const Tensor& losses,
-                   const Tensor* dlogits);
+void cross_entropy(const Tensor& logits, std::span<const int32_t> targets, float grad_scale,
+                   const Tensor& losses, const Tensor* dlogits);
 double sum_squares(const Tensor& x);
 void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                 const Backend::AdamW& hyper);
@@ -28,9 +28,12 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const T
 void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
                          const Tensor& dweight, const Tensor& dbias);
 void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx);
-void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate, const Tensor& dup);
-void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq, RopeLayout layout);
-void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout,
-                        float scale, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
+                     const Tensor& dup);
+void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
+                   RopeLayout layout);
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& dout, float scale, const Tensor& dq, const Tensor& dk,
+                        const Tensor& dv);
 
 }  // namespace tokenmill::cpu

@@ -35,8 +35,8 @@ struct SwigluGrads {
 };
 SwigluGrads swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy);
 
-std::vector<double> rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
-                                  RopeLayout layout);
+std::vector<double> rope_backward(const Tensor& dx, std::span<const int32_t> positions,
+                                  const Tensor& inv_freq, RopeLayout layout);
 
 struct AttentionGrads {
   std::vector<double> dq, dk, dv;
