@@ -8,7 +8,8 @@
 #     on the bundled Shakespeare (data/tinyshakespeare.txt) with the bundled 512-token
 #     Shakespeare BPE tokenizer (tests/fixtures/hf/smollm_chat): 200 steps of 2048 tokens,
 #     about 3 minutes on 2 cores; the validation loss falls from ln(512) = 6.24 to about
-#     3.5 and the summary ends with a sample of the model's Shakespeare.
+#     3.5 and the summary ends with a sample of the model's Shakespeare;
+#  3. exports the trained model as a Hugging Face directory and generates from it.
 # Everything it writes goes to build/quickstart/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,3 +24,5 @@ printf 'Give me three tips for staying healthy.\n' | build/release/tokenmill cha
 build/release/tokenmill prepare -m tests/fixtures/hf/smollm_chat --input data/tinyshakespeare.txt --out "$out/data"
 build/release/tokenmill train --data "$out/data" --out "$out/run" --layers 4 --hidden 128 --heads 4 \
   --batch 16 --seq-len 128 --steps 200 --lr 3e-3 --warmup-steps 20 --eval-every 50 --sample-prompt "ROMEO:"
+build/release/tokenmill export --run "$out/run" --out "$out/hf"
+build/release/tokenmill generate -m "$out/hf" -p "JULIET:" -n 48 --temperature 0.8 --seed 1

@@ -20,6 +20,7 @@ void add_quantize_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_prepare_command(CLI::App& app);  // training data
 void add_train_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 void add_cost_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   tokenmill::cli::add_quantize_command(app);
   tokenmill::cli::add_prepare_command(app);
   tokenmill::cli::add_train_command(app);
+  tokenmill::cli::add_export_command(app);
   tokenmill::cli::add_cost_command(app);
   tokenmill::cli::add_bench_command(app);
   tokenmill::cli::add_doctor_command(app);

@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "core/json_file.h"
+#include "measure/roofline.h"
 #include "model/transformer.h"
 #include "runtime/generator.h"
 #include "tokenizer/tokenizer.h"
@@ -70,6 +71,15 @@ void run_train(TrainFlags& f) {
   }
   const Tokenizer tokenizer = Tokenizer::from_file(meta.at("tokenizer").get<std::string>());
   auto backend = make_cpu_backend();
+  // The peak for MFU: a short calibration of the f32 GEMM (measure/roofline.h).
+  CalibrationOptions calibration;
+  calibration.gemm_size = 512;
+  calibration.read_bytes = uint64_t{16} << 20;
+  calibration.min_seconds = 0.1;
+  calibration.passes = 2;
+  o.peak_flops = measure_ceilings(*backend, calibration).peak_flops;
+  fmt::print("peak for MFU: {:.1f} GFLOP/s (f32 {}^3 GEMM, {} backend)\n", o.peak_flops / 1e9,
+             calibration.gemm_size, backend->name());
   TrainObserver observer;
   observer.on_info = [](const std::string& line) { fmt::print("{}\n", line); };
   observer.on_step = [](const StepReport& r) {

@@ -7,6 +7,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
+#include "measure/flops.h"
 #include "model/model.h"
 #include "model/training_pass.h"
 #include "train/checkpoint.h"
@@ -194,6 +195,7 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
   std::vector<int32_t> in(static_cast<size_t>(o_.batch * o_.seq_len)), tgt(in.size());
   const auto start = Clock::now();
   const float micro_scale = 1.0f / static_cast<float>(o_.grad_accum);
+  const double flops_per_sequence = training_flops(config, o_.seq_len);
   int64_t step = first_step;
   for (; step <= o_.steps; ++step) {
     const auto step_start = Clock::now();
@@ -209,8 +211,19 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     const int64_t step_tokens = o_.grad_accum * o_.batch * o_.seq_len;
     tokens_ += step_tokens;
     summary.tokens += step_tokens;
-    StepReport report{step, o_.steps, loss, lr, r.grad_norm, 0.0, seconds_since(start), 0.0, r.applied};
-    report.tokens_per_second = static_cast<double>(step_tokens) / seconds_since(step_start);
+    StepReport report;
+    report.step = step;
+    report.steps = o_.steps;
+    report.loss = loss;
+    report.lr = lr;
+    report.grad_norm = r.grad_norm;
+    report.elapsed_seconds = seconds_since(start);
+    report.applied = r.applied;
+    const double step_seconds = seconds_since(step_start);
+    report.tokens_per_second = static_cast<double>(step_tokens) / step_seconds;
+    if (o_.peak_flops > 0.0)
+      report.mfu = mfu(flops_per_sequence * static_cast<double>(o_.grad_accum * o_.batch) / step_seconds,
+                       o_.peak_flops);
     report.eta_seconds = report.elapsed_seconds / static_cast<double>(step - first_step + 1) *
                          static_cast<double>(o_.steps - step);
     train_curve_.push_back({step, loss});

@@ -41,6 +41,8 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;
   int keep_checkpoints = 2;
   bool resume = false;
+  // The device's peak FLOP/s (measure/roofline.h), for the MFU of each step; 0: not reported.
+  double peak_flops = 0.0;
 
   nlohmann::json to_json() const;
 };
@@ -49,6 +51,7 @@ struct StepReport {
   int64_t step = 0, steps = 0;
   double loss = 0.0, lr = 0.0, grad_norm = 0.0;
   double tokens_per_second = 0.0;
+  double mfu = 0.0;  // model FLOPs (measure/flops.h, training = 3 x forward) / peak; 0 if unknown
   double elapsed_seconds = 0.0, eta_seconds = 0.0;
   bool applied = true;
 };

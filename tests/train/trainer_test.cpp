@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "core/mapped_file.h"
@@ -63,8 +64,14 @@ class TrainerTest : public ::testing::Test {
 TEST_F(TrainerTest, LearnsAndWritesItsRunDirectory) {
   options_.run_dir = dir_.path() / "run";
   options_.steps = 12;
+  options_.peak_flops = 1e15;  // far above any CPU: MFU must come out in (0, 0.01)
   auto backend = make_cpu_backend();
-  const TrainSummary s = train(options_, *backend, {});
+  std::vector<double> mfus;
+  TrainObserver observer;
+  observer.on_step = [&](const StepReport& r) { mfus.push_back(r.mfu); };
+  const TrainSummary s = train(options_, *backend, observer);
+  ASSERT_EQ(mfus.size(), 12u);
+  for (const double m : mfus) EXPECT_TRUE(m > 0.0 && m < 0.01) << m;
   ASSERT_TRUE(s.first_eval && s.last_eval);
   EXPECT_LT(s.last_eval->loss, s.first_eval->loss - 1.0);  // from ~ln(512) = 6.2: visibly learning
   EXPECT_EQ(s.tokens, 12 * 4 * 16);

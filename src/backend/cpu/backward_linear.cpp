@@ -205,7 +205,6 @@ void cross_entropy(const Tensor& logits, std::span<const int32_t> targets, float
         continue;
       }
       float top = row[0];
-#pragma omp simd reduction(max : top)
       for (int64_t j = 1; j < vocab; ++j) top = row[j] > top ? row[j] : top;
       const float target_logit = row[target];  // read before an in-place gradient overwrites it
       for (int64_t j = 0; j < vocab; ++j) e[j] = std::exp(row[j] - top);
