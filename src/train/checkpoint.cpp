@@ -8,6 +8,7 @@
 #include "core/atomic_file.h"
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "core/fnv1a.h"
 #include "core/mapped_file.h"
 
 namespace tokenmill {
@@ -17,12 +18,6 @@ namespace {
 constexpr char kMagic[8] = {'T', 'M', 'C', 'K', 'P', 'T', '0', '1'};
 constexpr uint64_t kMaxHeaderBytes = 64u << 20;
 constexpr uint64_t kAlign = 64;
-
-uint64_t fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
 
 nlohmann::json parameter_list(const ParameterSet& params) {
   nlohmann::json list = nlohmann::json::array();
@@ -108,7 +103,7 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const Ch
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail("{}: cannot create the checkpoint directory ({})", dir.string(), ec.message());
-  uint64_t hash = 0xcbf29ce484222325ull;
+  uint64_t hash = kFnv1aOffsetBasis;
   for (const auto& a : arrays(params)) hash = fnv1a(a.data(), a.size_bytes(), hash);
   const nlohmann::json header = {
       {"format", "tokenmill.checkpoint/1"},

@@ -6,6 +6,7 @@
 #include "core/atomic_file.h"
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "core/fnv1a.h"
 
 namespace tokenmill {
 
@@ -23,13 +24,6 @@ T load(const std::byte* p) {
 template <class T>
 void store(std::byte* p, T v) {
   std::memcpy(p, &v, sizeof v);
-}
-
-// FNV-1a, 64-bit: a cheap hash over the token bytes, enough to catch truncation or damage.
-uint64_t fnv1a(std::span<const std::byte> bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const std::byte b : bytes) h = (h ^ static_cast<uint8_t>(b)) * 0x100000001b3ull;
-  return h;
 }
 
 uint32_t token_at(const std::byte* tokens, uint32_t width, uint64_t i) {
@@ -63,7 +57,7 @@ void write_token_shard(const std::filesystem::path& path, std::span<const int32_
   store(header + 16, static_cast<uint64_t>(tokens.size()));
   store(header + 24, vocab_size);
   store(header + 28, eod_token);
-  store(header + 32, fnv1a(body));
+  store(header + 32, fnv1a(body.data(), body.size()));
   AtomicFile file(path);
   file.write(header, sizeof header);
   file.write(body.data(), body.size());
@@ -101,7 +95,7 @@ TokenShardInfo parse_token_shard(std::span<const std::byte> bytes, const std::fi
     fail("{}: the header says {} tokens ({} bytes) but the file has {} bytes (truncated or damaged)", name,
          info.count, expected, bytes.size());
   const std::span<const std::byte> body = bytes.subspan(kTokenShardHeaderBytes);
-  if (fnv1a(body) != load<uint64_t>(h + 32))
+  if (fnv1a(body.data(), body.size()) != load<uint64_t>(h + 32))
     fail("{}: token data does not match its hash (damaged file)", name);
   for (uint64_t i = 0; i < info.count; ++i)
     if (const uint32_t t = token_at(body.data(), info.bytes_per_token, i); t >= info.vocab_size)
