@@ -83,6 +83,34 @@ class Backend {
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
                          float scale, const Tensor& out) = 0;
 
+  // ---------------------------------------------------------------- paged KV cache (serving)
+  // A pool holds the keys (or values) of many sequences in fixed-size blocks:
+  // [num_blocks, block_size, n_kv_heads, head_dim]; block_size a power of two. A sequence's
+  // block table lists the blocks of its positions in order: position p lives in block
+  // blocks[p / block_size] at row p % block_size.
+
+  // Causal GQA attention for several sequences in one call (a continuous batch). Sequence s
+  // owns query rows [first_row, first_row + rows) of q [n, n_heads, head_dim] and out (same
+  // shape); query row first_row + t sits at position first_pos + t and attends to positions
+  // [0, first_pos + t] read through `blocks`. Same math, dtype rules and f16 arithmetic as
+  // attention(); on one backend the result for a sequence equals attention() over a
+  // contiguous cache holding the same rows, bit for bit, whatever else is in the batch.
+  // Rows of q no sequence owns are left untouched in out. Throws Error on a block id
+  // outside the pool, a table too short for first_pos + rows, or overlapping row ranges.
+  struct PagedSequence {
+    int64_t first_row = 0;
+    int64_t rows = 0;
+    int64_t first_pos = 0;
+    std::span<const int32_t> blocks;
+  };
+  virtual void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                               std::span<const PagedSequence> sequences, float scale, const Tensor& out) = 0;
+
+  // Writes row i of `rows` [n, n_kv_heads, head_dim] f32 into slot slots[i] of `pool`
+  // (slot = block * block_size + row in block), converted to the pool's dtype as convert()
+  // does. Slots must be distinct and inside the pool (Error otherwise).
+  virtual void store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool) = 0;
+
   // y = x converted to y's dtype (f32, bf16 or f16; round to nearest even); x f32, same
   // number of elements, no overlap.
   virtual void convert(const Tensor& x, const Tensor& y) = 0;

@@ -1,12 +1,12 @@
 #include "backend/cpu/cpu_backend.h"
 
-#include <immintrin.h>
-
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/cpu_backward.h"
+#include "backend/cpu/grain.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant_kernels.h"
 #include "backend/cpu/quant_matmul.h"
@@ -27,7 +27,10 @@ using cpu::expect_f32;
 using cpu::expect_rank;
 using cpu::expect_same_numel;
 using cpu::expect_same_or_disjoint;
+using cpu::grain_for;
 using cpu::KernelTable;
+using cpu::kMinElementwiseWork;
+using cpu::kMinMatmulWork;
 using cpu::Scratch;
 
 // ---------------------------------------------------------------- scratch memory
@@ -38,8 +41,6 @@ thread_local Scratch tl_packed_x;                   // caller: matmul x in token
 thread_local Scratch tl_vector_a;                   // caller: bias / norm weight converted to f32
 thread_local Scratch tl_vector_b;                   // caller: layer norm bias converted to f32
 thread_local Scratch tl_worker_panel;               // worker: one f32 weight panel
-thread_local Scratch tl_rounded_q;                  // caller: attention q rounded to f16
-thread_local Scratch tl_worker_scores;              // worker: attention scores of one query
 thread_local std::vector<double> tl_worker_angles;  // worker: RoPE cos/sin of one token
 
 // ---------------------------------------------------------------- shape checks
@@ -58,18 +59,6 @@ const float* vector_as_f32(const KernelTable& kernels, const char* op, const cha
   }
   return f;
 }
-
-// Grain (in items of `work_per_item` units) so a chunk holds at least ~`min_work` units:
-// tiny ops stay on one thread instead of paying for a parallel region.
-int64_t grain_for(int64_t work_per_item, int64_t min_work, int64_t multiple = 1) {
-  const int64_t per = work_per_item > 0 ? work_per_item : 1;
-  int64_t g = (min_work + per - 1) / per;
-  if (g < 1) g = 1;
-  return (g + multiple - 1) / multiple * multiple;
-}
-
-constexpr int64_t kMinElementwiseWork = 32 * 1024;  // elements per thread
-constexpr int64_t kMinMatmulWork = 64 * 1024;       // multiply-adds per thread
 
 // ---------------------------------------------------------------- the backend
 
@@ -242,83 +231,18 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // ---------------------------------------------------------------- KV cache (cpu_attention.h)
+
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
                  float scale, const Tensor& out) override {
-    const char* op = "attention";
-    expect_f32(op, "q", q);
-    expect_rank(op, "q", q, 3);
-    expect_rank(op, "k_cache", k_cache, 3);
-    expect_rank(op, "v_cache", v_cache, 3);
-    expect_data(op, "k_cache", k_cache);
-    expect_data(op, "v_cache", v_cache);
-    expect_f32(op, "out", out);
-    const int64_t n = q.dim(0), heads = q.dim(1), hd = q.dim(2);
-    const int64_t capacity = k_cache.dim(0), kv_heads = k_cache.dim(1);
-    if (is_quantized(k_cache.dtype))
-      fail("{}: a {} cache is not supported (f32, bf16, f16)", op, describe(k_cache));
-    if (k_cache.shape != v_cache.shape || k_cache.dtype != v_cache.dtype)
-      fail("{}: k_cache {} and v_cache {} must have the same shape and dtype", op, describe(k_cache),
-           describe(v_cache));
-    if (k_cache.dim(2) != hd)
-      fail("{}: q {} has head_dim {} but the cache {} has {}", op, describe(q), hd, describe(k_cache),
-           k_cache.dim(2));
-    if (kv_heads < 1 || heads % kv_heads != 0)
-      fail("{}: {} query heads cannot share {} kv heads evenly", op, heads, kv_heads);
-    if (first_pos < 0 || first_pos + n > capacity)
-      fail("{}: positions [{}, {}) do not fit the cache capacity {}", op, first_pos, first_pos + n, capacity);
-    if (out.numel() != q.numel() || (out.rank > 0 && out.dim(0) != n))
-      fail("{}: out is {} but q is {}; out must hold [{}, {}, {}]", op, describe(out), describe(q), n, heads,
-           hd);
-    expect_disjoint(op, "out", out, "q", q);
-    expect_disjoint(op, "out", out, "k_cache", k_cache);
-    expect_disjoint(op, "out", out, "v_cache", v_cache);
-    if (n == 0 || heads == 0 || hd == 0) return;
-    cpu::AttentionArgs a;
-    a.q = q.as<const float>();
-    if (k_cache.dtype == DType::F16) {  // f16 x f16 products for the scores (Backend::attention)
-      float* rounded = tl_rounded_q.floats(q.numel());
-      int64_t i = 0;
-      for (; i + 8 <= q.numel(); i += 8)  // F16C is part of the x86-64-v3 baseline
-        _mm256_storeu_ps(rounded + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(a.q + i),
-                                                                      _MM_FROUND_TO_NEAREST_INT)));
-      for (; i < q.numel(); ++i) rounded[i] = f16_to_f32(f32_to_f16(a.q[i]));
-      a.q = rounded;
-    }
-    a.k_cache = k_cache.data;
-    a.v_cache = v_cache.data;
-    a.cache_dtype = k_cache.dtype;
-    a.out = out.as<float>();
-    a.n = n;
-    a.n_heads = heads;
-    a.n_kv_heads = kv_heads;
-    a.head_dim = hd;
-    a.first_pos = first_pos;
-    a.scale = scale;
-    // Work item: (token, a slice of one kv head's query heads). Whole groups read each cache
-    // row once for all their heads; groups are split only when there are too few items to
-    // keep every thread busy. Tokens are visited in the order 0, n-1, 1, n-2, ... so the
-    // contiguous chunks of parallel_for_chunks get similar causal lengths.
-    const int64_t group = heads / kv_heads;
-    const int64_t want = 4 * static_cast<int64_t>(thread_count());
-    int64_t splits = (want + n * kv_heads - 1) / (n * kv_heads);
-    if (splits > group) splits = group;
-    if (splits < 1) splits = 1;
-    const int64_t slice = (group + splits - 1) / splits;  // heads per item
-    const int64_t slices = (group + slice - 1) / slice;   // items per (token, kv head)
-    const int64_t items_per_token = kv_heads * slices;
-    const int64_t max_len = first_pos + n;
-    const int64_t grain = grain_for(slice * hd * (first_pos + (n + 1) / 2), kMinMatmulWork / 4);
-    parallel_for_chunks(n * items_per_token, grain, [&](int64_t i0, int64_t i1) {
-      float* scores = tl_worker_scores.floats(slice * max_len + 4);
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t order = i / items_per_token, item = i % items_per_token;
-        const int64_t t = order % 2 == 0 ? order / 2 : n - 1 - order / 2;
-        const int64_t h0 = (item / slices) * group + (item % slices) * slice;
-        const int64_t h1 =
-            h0 + slice < (item / slices + 1) * group ? h0 + slice : (item / slices + 1) * group;
-        kernels_.attention(a, t, h0, h1, scores);
-      }
-    });
+    cpu::attention(kernels_, q, k_cache, v_cache, first_pos, scale, out);
+  }
+  void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                       std::span<const PagedSequence> sequences, float scale, const Tensor& out) override {
+    cpu::paged_attention(kernels_, q, k_pool, v_pool, sequences, scale, out);
+  }
+  void store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool) override {
+    cpu::store_kv(rows, slots, pool);
   }
 
   void convert(const Tensor& x, const Tensor& y) override {

@@ -23,15 +23,21 @@ struct MatmulArgs {
   int64_t n = 0, k = 0, m = 0;
 };
 
-// Causal grouped-query attention over a KV cache; see Backend::attention for the contract.
+// Causal grouped-query attention of one sequence over its KV cache; see Backend::attention
+// and Backend::paged_attention for the contract.
 struct AttentionArgs {
   const float* q = nullptr;       // [n, n_heads, head_dim]
-  const void* k_cache = nullptr;  // [capacity, n_kv_heads, head_dim], cache_dtype
+  const void* k_cache = nullptr;  // cache rows [.., n_kv_heads, head_dim] of cache_dtype
   const void* v_cache = nullptr;
   DType cache_dtype = DType::F32;
   float* out = nullptr;  // [n, n_heads, head_dim]
   int64_t n = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, first_pos = 0;
   float scale = 1.0f;
+  // Null: position p is cache row p. Else the caches are block pools and position p is
+  // row blocks[p >> block_shift] * 2^block_shift + p % 2^block_shift (blocks of
+  // 2^block_shift rows; every block id read must be inside the pool).
+  const int32_t* blocks = nullptr;
+  int block_shift = 0;
 };
 
 // The GEMV kernel handles up to this many tokens; more go to the packed GEMM.

@@ -515,6 +515,27 @@ typename S::V load_head_w(const Storage<D>* p, int64_t lanes) {
   }
 }
 
+// Where a kv head's cache row of position p starts: row(p). Both policies address the same
+// elements and the kernels below visit them in the same order, so attention over a paged
+// cache equals attention over a contiguous one holding the same rows, bit for bit.
+template <DType D>
+struct ContiguousRows {  // position p at base + p * stride
+  const Storage<D>* base;
+  int64_t stride;
+  const Storage<D>* row(int64_t p) const { return base + p * stride; }
+};
+template <DType D>
+struct PagedRows {  // position p at row p & mask of block blocks[p >> shift]
+  const Storage<D>* base;
+  int64_t stride;
+  const int32_t* blocks;
+  int shift;
+  int64_t mask;  // 2^shift - 1
+  const Storage<D>* row(int64_t p) const {
+    return base + ((static_cast<int64_t>(blocks[p >> shift]) << shift) + (p & mask)) * stride;
+  }
+};
+
 // Consecutive cache rows of one kv head are n_kv_heads * head_dim apart: too sparse for the
 // hardware prefetchers, so the kernels prefetch (into L2) the row kPrefetchRows positions
 // ahead: +30% single-thread at 4096 positions, neutral at 512 (T0 or 16 rows: less).
@@ -530,9 +551,9 @@ void prefetch_row(const Storage<D>* row, int64_t hd) {
 // scores[j * len + p] = scale * q_j . k_p for `heads` query heads (hd apart in q) and the
 // positions p < len. Keys are taken in blocks that stay in L1 while every head uses them,
 // four positions at a time (one four-way horizontal sum).
-template <class S, DType D, bool kFull>
-void attention_scores(const float* q, const Storage<D>* keys, int64_t stride, int64_t len, int64_t hd,
-                      int64_t heads, float scale, float* scores) {
+template <class S, DType D, bool kFull, class Rows>
+void attention_scores(const float* q, const Rows& keys, int64_t len, int64_t hd, int64_t heads, float scale,
+                      float* scores) {
   using V = typename S::V;
   constexpr int64_t W = S::kWidth;
   constexpr int64_t kBlock = 64;
@@ -544,23 +565,22 @@ void attention_scores(const float* q, const Storage<D>* keys, int64_t stride, in
       float* sj = scores + j * len;
       int64_t p = p0;
       for (; p + 4 <= p1; p += 4) {
-        const Storage<D>* k0 = keys + p * stride;
+        const Storage<D>* k[4] = {keys.row(p), keys.row(p + 1), keys.row(p + 2), keys.row(p + 3)};
         if (j == 0)
           for (int64_t r = p + kPrefetchRows; r < p + 4 + kPrefetchRows && r < len; ++r)
-            prefetch_row<D>(keys + r * stride, hd);
+            prefetch_row<D>(keys.row(r), hd);
         V s[4] = {S::zero(), S::zero(), S::zero(), S::zero()};
         for (int64_t i = 0; i < hd; i += W) {
           const V qv = load_head<S, kFull>(qj + i, hd - i);
-          for (int r = 0; r < 4; ++r)
-            s[r] = S::fma(qv, load_head_w<S, D, kFull>(k0 + r * stride + i, hd - i), s[r]);
+          for (int r = 0; r < 4; ++r) s[r] = S::fma(qv, load_head_w<S, D, kFull>(k[r] + i, hd - i), s[r]);
         }
         _mm_storeu_ps(sj + p, _mm_mul_ps(S::reduce_add4(s[0], s[1], s[2], s[3]), scale4));
       }
       for (; p < p1; ++p) {
+        const Storage<D>* k = keys.row(p);
         V s = S::zero();
         for (int64_t i = 0; i < hd; i += W)
-          s = S::fma(load_head<S, kFull>(qj + i, hd - i),
-                     load_head_w<S, D, kFull>(keys + p * stride + i, hd - i), s);
+          s = S::fma(load_head<S, kFull>(qj + i, hd - i), load_head_w<S, D, kFull>(k + i, hd - i), s);
         sj[p] = S::reduce_add(s) * scale;
       }
     }
@@ -569,19 +589,20 @@ void attention_scores(const float* q, const Storage<D>* keys, int64_t stride, in
 
 // out_j[i0, i0 + NV kWidth) = sum_p scores[j * len + p] v_p[...] for HG heads j (out_j hd
 // apart); lanes past head_dim are neither read nor written.
-template <class S, DType D, int HG, int NV, bool kFull>
-void attention_values(const Storage<D>* values, int64_t stride, int64_t len, const float* scores, int64_t hd,
-                      int64_t i0, float* out) {
+template <class S, DType D, int HG, int NV, bool kFull, class Rows>
+void attention_values(const Rows& values, int64_t len, const float* scores, int64_t hd, int64_t i0,
+                      float* out) {
   using V = typename S::V;
   constexpr int64_t W = S::kWidth;
   V acc[HG][NV];
   for (int j = 0; j < HG; ++j)
     for (int c = 0; c < NV; ++c) acc[j][c] = S::zero();
   for (int64_t p = 0; p < len; ++p) {
-    const Storage<D>* v = values + p * stride + i0;
-    if (p + kPrefetchRows < len)
-      for (int c = 0; c < NV; ++c)
-        _mm_prefetch(reinterpret_cast<const char*>(v + kPrefetchRows * stride + c * W), _MM_HINT_T1);
+    const Storage<D>* v = values.row(p) + i0;
+    if (p + kPrefetchRows < len) {
+      const Storage<D>* ahead = values.row(p + kPrefetchRows) + i0;
+      for (int c = 0; c < NV; ++c) _mm_prefetch(reinterpret_cast<const char*>(ahead + c * W), _MM_HINT_T1);
+    }
     V vv[NV];
     for (int c = 0; c < NV; ++c) vv[c] = load_head_w<S, D, kFull>(v + c * W, hd - i0 - c * W);
     for (int j = 0; j < HG; ++j) {
@@ -594,33 +615,31 @@ void attention_values(const Storage<D>* values, int64_t stride, int64_t len, con
 }
 
 // out_j = sum_p scores[j * len + p] v_p for HG heads j, every column of the head.
-template <class S, DType D, int HG>
-void attention_values_all(const Storage<D>* values, int64_t stride, int64_t len, const float* scores,
-                          int64_t hd, float* out) {
+template <class S, DType D, int HG, class Rows>
+void attention_values_all(const Rows& values, int64_t len, const float* scores, int64_t hd, float* out) {
   // HG x NV accumulators: up to 16 (AVX-512) or 8 (AVX2).
   constexpr int NV = S::kRegisters / 2 / HG > 4 ? 4 : S::kRegisters / 2 / HG;
   constexpr int64_t W = S::kWidth;
   int64_t i0 = 0;
   for (; i0 + NV * W <= hd; i0 += NV * W)
-    attention_values<S, D, HG, NV, true>(values, stride, len, scores, hd, i0, out);
-  for (; i0 + W <= hd; i0 += W) attention_values<S, D, HG, 1, true>(values, stride, len, scores, hd, i0, out);
-  if (i0 < hd) attention_values<S, D, HG, 1, false>(values, stride, len, scores, hd, i0, out);
+    attention_values<S, D, HG, NV, true>(values, len, scores, hd, i0, out);
+  for (; i0 + W <= hd; i0 += W) attention_values<S, D, HG, 1, true>(values, len, scores, hd, i0, out);
+  if (i0 < hd) attention_values<S, D, HG, 1, false>(values, len, scores, hd, i0, out);
 }
 
-template <class S, DType D>
-void attention_typed(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, float* scores) {
+// Query heads [h0, h1) of token t, with the kv head's cache rows addressed by `keys` and
+// `values`.
+template <class S, DType D, class Rows>
+void attention_rows(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, const Rows& keys,
+                    const Rows& values, float* scores) {
   const int64_t hd = a.head_dim, heads = h1 - h0;
-  const int64_t kv_head = h0 / (a.n_heads / a.n_kv_heads);
-  const int64_t stride = a.n_kv_heads * hd;  // between cache positions
-  const int64_t len = a.first_pos + t + 1;   // causal: positions [0, len)
+  const int64_t len = a.first_pos + t + 1;  // causal: positions [0, len)
   const float* q = a.q + (t * a.n_heads + h0) * hd;
-  const Storage<D>* keys = static_cast<const Storage<D>*>(a.k_cache) + kv_head * hd;
-  const Storage<D>* values = static_cast<const Storage<D>*>(a.v_cache) + kv_head * hd;
 
   if (hd % S::kWidth == 0) {
-    attention_scores<S, D, true>(q, keys, stride, len, hd, heads, a.scale, scores);
+    attention_scores<S, D, true>(q, keys, len, hd, heads, a.scale, scores);
   } else {
-    attention_scores<S, D, false>(q, keys, stride, len, hd, heads, a.scale, scores);
+    attention_scores<S, D, false>(q, keys, len, hd, heads, a.scale, scores);
   }
   for (int64_t j = 0; j < heads; ++j) softmax_row<S>(scores + j * len, len, scores + j * len);
   if constexpr (D == DType::F16) {  // f16 x f16 products for the sum over v (Backend::attention)
@@ -634,12 +653,28 @@ void attention_typed(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, 
   float* out = a.out + (t * a.n_heads + h0) * hd;
   int64_t j = 0;
   for (; j + 4 <= heads; j += 4)
-    attention_values_all<S, D, 4>(values, stride, len, scores + j * len, hd, out + j * hd);
+    attention_values_all<S, D, 4>(values, len, scores + j * len, hd, out + j * hd);
   switch (heads - j) {
-    case 3: attention_values_all<S, D, 3>(values, stride, len, scores + j * len, hd, out + j * hd); break;
-    case 2: attention_values_all<S, D, 2>(values, stride, len, scores + j * len, hd, out + j * hd); break;
-    case 1: attention_values_all<S, D, 1>(values, stride, len, scores + j * len, hd, out + j * hd); break;
+    case 3: attention_values_all<S, D, 3>(values, len, scores + j * len, hd, out + j * hd); break;
+    case 2: attention_values_all<S, D, 2>(values, len, scores + j * len, hd, out + j * hd); break;
+    case 1: attention_values_all<S, D, 1>(values, len, scores + j * len, hd, out + j * hd); break;
     default: break;
+  }
+}
+
+template <class S, DType D>
+void attention_typed(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, float* scores) {
+  const int64_t kv_head = h0 / (a.n_heads / a.n_kv_heads);
+  const int64_t stride = a.n_kv_heads * a.head_dim;  // between cache rows
+  const Storage<D>* keys = static_cast<const Storage<D>*>(a.k_cache) + kv_head * a.head_dim;
+  const Storage<D>* values = static_cast<const Storage<D>*>(a.v_cache) + kv_head * a.head_dim;
+  if (a.blocks == nullptr) {
+    attention_rows<S, D>(a, t, h0, h1, ContiguousRows<D>{keys, stride}, ContiguousRows<D>{values, stride},
+                         scores);
+  } else {
+    const int64_t mask = (int64_t{1} << a.block_shift) - 1;
+    attention_rows<S, D>(a, t, h0, h1, PagedRows<D>{keys, stride, a.blocks, a.block_shift, mask},
+                         PagedRows<D>{values, stride, a.blocks, a.block_shift, mask}, scores);
   }
 }
 

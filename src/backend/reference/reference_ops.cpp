@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 
 #include "core/error.h"
@@ -168,6 +169,60 @@ std::vector<double> attention(const Tensor& q, const Tensor& k_cache, const Tens
         for (int64_t i = 0; i < hd; ++i)
           o[i] +=
               operand(scores[static_cast<size_t>(p)] / sum) * element(v_cache, (p * kv_heads + g) * hd + i);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Positions [0, len) of a pool [num_blocks, block_size, kv_heads, head_dim] read through a
+// block table, as a contiguous cache [len, kv_heads, head_dim] in `storage`.
+Tensor gather_positions(const Tensor& pool, std::span<const int32_t> blocks, int64_t len,
+                        std::vector<unsigned char>& storage) {
+  const int64_t block_size = pool.dim(1), kv_heads = pool.dim(2), hd = pool.dim(3);
+  const size_t row_bytes = static_cast<size_t>(kv_heads * hd) * dtype_size(pool.dtype);
+  storage.resize(static_cast<size_t>(len) * row_bytes);
+  for (int64_t p = 0; p < len; ++p) {
+    const auto b = static_cast<size_t>(p / block_size);
+    if (b >= blocks.size() || blocks[b] < 0 || blocks[b] >= pool.dim(0))
+      fail("reference paged_attention: no pool block for position {}", p);
+    const int64_t slot = blocks[b] * block_size + p % block_size;
+    std::memcpy(storage.data() + static_cast<size_t>(p) * row_bytes,
+                static_cast<const unsigned char*>(pool.data) + static_cast<size_t>(slot) * row_bytes,
+                row_bytes);
+  }
+  return Tensor(storage.data(), pool.dtype, {len, kv_heads, hd});
+}
+
+}  // namespace
+
+std::vector<double> paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                                    const Backend::PagedSequence& sequence, float scale) {
+  if (k_pool.rank != 4 || k_pool.shape != v_pool.shape || k_pool.dtype != v_pool.dtype)
+    fail("reference paged_attention: bad pools");
+  const int64_t len = sequence.first_pos + sequence.rows;
+  std::vector<unsigned char> k_storage, v_storage;
+  const Tensor k_cache = gather_positions(k_pool, sequence.blocks, len, k_storage);
+  const Tensor v_cache = gather_positions(v_pool, sequence.blocks, len, v_storage);
+  return attention(q.slice_rows(sequence.first_row, sequence.rows), k_cache, v_cache, sequence.first_pos,
+                   scale);
+}
+
+std::vector<double> store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool) {
+  const int64_t width = pool.rank == 4 ? pool.dim(2) * pool.dim(3) : 0;
+  const int64_t pool_slots = pool.numel() / std::max<int64_t>(width, 1);
+  expect_numel("store_kv", rows, static_cast<int64_t>(slots.size()) * width);
+  std::vector<double> out(static_cast<size_t>(pool.numel()));
+  for (int64_t i = 0; i < pool.numel(); ++i) out[static_cast<size_t>(i)] = element(pool, i);
+  for (size_t r = 0; r < slots.size(); ++r) {
+    if (slots[r] < 0 || slots[r] >= pool_slots)
+      fail("reference store_kv: slot {} outside the pool", slots[r]);
+    for (int64_t e = 0; e < width; ++e) {
+      const auto x = static_cast<float>(element(rows, static_cast<int64_t>(r) * width + e));
+      out[static_cast<size_t>(slots[r] * width + e)] = pool.dtype == DType::BF16 ? bf16_to_f32(f32_to_bf16(x))
+                                                       : pool.dtype == DType::F16 ? f16_to_f32(f32_to_f16(x))
+                                                                                  : x;
     }
   }
   return out;

@@ -31,6 +31,12 @@ std::vector<double> rope(const Tensor& x, std::span<const int32_t> positions, co
                          RopeLayout layout);
 std::vector<double> attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                               int64_t first_pos, float scale);
+// One sequence of Backend::paged_attention: its output rows [rows, n_heads, head_dim], by
+// attention() over its positions gathered from the pools into a contiguous cache.
+std::vector<double> paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                                    const Backend::PagedSequence& sequence, float scale);
+// Every element of `pool` after Backend::store_kv(rows, slots, pool).
+std::vector<double> store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool);
 std::vector<double> softmax(const Tensor& x);
 
 }  // namespace tokenmill::reference
