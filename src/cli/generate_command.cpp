@@ -29,11 +29,11 @@ struct GenerateFlags {
   bool json = false;
 };
 
-const char* finish_name(FinishReason r) {
+const char* finish_name(GenerateFinish r) {
   switch (r) {
-    case FinishReason::Eos: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::Context: return "context";
+    case GenerateFinish::Eos: return "stop";
+    case GenerateFinish::Length: return "length";
+    case GenerateFinish::Context: return "context";
   }
   return "?";
 }

@@ -65,7 +65,7 @@ GenerateResult generate(Transformer& transformer, const GenerateRequest& request
   Tensor logits = transformer.forward_last(std::span(request.prompt).subspan(reused));
   const auto vocab = static_cast<size_t>(logits.numel());
   for (int64_t step = 0;; ++step) {
-    const int32_t token = sampler.sample({logits.as<float>(), vocab}, history);
+    const int32_t token = sampler.sample({logits.as<float>(), vocab}, history, request.prompt.size());
     if (step == 0) {
       result.prefill_seconds = seconds_since(start);
       start = std::chrono::steady_clock::now();
@@ -76,12 +76,12 @@ GenerateResult generate(Transformer& transformer, const GenerateRequest& request
     const bool is_eos = std::find(request.eos_token_ids.begin(), request.eos_token_ids.end(), token) !=
                         request.eos_token_ids.end();
     if (is_eos && !request.ignore_eos) {
-      result.finish = FinishReason::Eos;
+      result.finish = GenerateFinish::Eos;
       break;
     }
     if (static_cast<int64_t>(result.ids.size()) >= request.max_new_tokens || !keep_going) break;
     if (transformer.position() >= transformer.context()) {
-      result.finish = FinishReason::Context;
+      result.finish = GenerateFinish::Context;
       break;
     }
     logits = transformer.forward_last({&token, 1});

@@ -18,11 +18,11 @@ struct GenerateRequest {
   bool ignore_eos = false;
 };
 
-enum class FinishReason { Length, Eos, Context };
+enum class GenerateFinish { Length, Eos, Context };
 
 struct GenerateResult {
   std::vector<int32_t> ids;  // generated tokens (an eos that ended generation included)
-  FinishReason finish = FinishReason::Length;
+  GenerateFinish finish = GenerateFinish::Length;
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;              // time for the tokens after the first one
   double prompt_tokens_per_second() const;  // over the tokens computed, not the cached ones

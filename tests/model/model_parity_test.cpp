@@ -113,7 +113,7 @@ TEST(ModelParity, DecodeStopsAtContextEnd) {
   request.max_new_tokens = 100;
   request.ignore_eos = true;
   const GenerateResult result = generate(transformer, request);
-  EXPECT_EQ(result.finish, FinishReason::Context);
+  EXPECT_EQ(result.finish, GenerateFinish::Context);
   EXPECT_EQ(result.ids.size(), 6u);  // 3 prompt + 5 forwarded + the last sampled token
   EXPECT_THROW(transformer.forward_last(std::vector<int32_t>{1}), Error);
 }
