@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "core/arena.h"
 #include "model/kv_cache.h"
+#include "model/layer_ops.h"
 #include "model/model.h"
 
 namespace tokenmill {
@@ -65,11 +66,10 @@ class Transformer {
   int64_t chunk_;
   std::vector<int32_t> tokens_;
   KvCache cache_;
-  std::vector<float> inv_freq_;
   std::vector<int32_t> positions_;
   Arena arena_;
-  Tensor inv_freq_tensor_, residual_, normed_, query_, attended_, projected_, mlp_a_, mlp_b_, logits_;
-  Tensor new_keys_, new_values_;  // f32 k/v projections before an f16 cache stores them
+  StepBuffers buffers_;
+  Tensor logits_;  // [chunk, vocab]
 };
 
 }  // namespace tokenmill

@@ -1,0 +1,94 @@
+#include "model/layer_ops.h"
+
+#include <algorithm>
+
+#include "core/checked_math.h"
+#include "model/norm.h"
+#include "model/rope.h"
+
+namespace tokenmill {
+
+size_t StepBuffers::bytes(const ModelConfig& c, int64_t rows) {
+  const int64_t q_width = c.num_attention_heads * c.head_dim;
+  const int64_t kv_width = c.num_key_value_heads * c.head_dim;
+  const int64_t widths[] = {
+      c.hidden_size, c.hidden_size,       c.hidden_size,      q_width, q_width, kv_width,
+      kv_width,      c.intermediate_size, c.intermediate_size};
+  size_t total = Arena::footprint(static_cast<size_t>(c.head_dim / 2) * sizeof(float));
+  for (int64_t w : widths)
+    total += Arena::footprint(static_cast<size_t>(
+        checked_mul(checked_mul(static_cast<uint64_t>(rows), static_cast<uint64_t>(w), "step activations"),
+                    sizeof(float), "step activations")));
+  return total;
+}
+
+StepBuffers StepBuffers::allocate(Arena& arena, const Model& model, int64_t rows) {
+  const ModelConfig& c = model.config;
+  const int64_t q_width = c.num_attention_heads * c.head_dim;
+  const int64_t kv_width = c.num_key_value_heads * c.head_dim;
+  StepBuffers b;
+  if (c.positions == PositionKind::Rotary) {
+    const std::vector<float> inv_freq = model_rope_frequencies(c, model.weights);
+    b.inv_freq = arena.allocate(DType::F32, {c.head_dim / 2});
+    std::copy(inv_freq.begin(), inv_freq.end(), b.inv_freq.as<float>());
+  }
+  b.residual = arena.allocate(DType::F32, {rows, c.hidden_size});
+  b.normed = arena.allocate(DType::F32, {rows, c.hidden_size});
+  b.projected = arena.allocate(DType::F32, {rows, c.hidden_size});
+  b.query = arena.allocate(DType::F32, {rows, q_width});
+  b.attended = arena.allocate(DType::F32, {rows, q_width});
+  b.new_keys = arena.allocate(DType::F32, {rows, kv_width});
+  b.new_values = arena.allocate(DType::F32, {rows, kv_width});
+  b.mlp_a = arena.allocate(DType::F32, {rows, c.intermediate_size});
+  b.mlp_b = arena.allocate(DType::F32, {rows, c.intermediate_size});
+  return b;
+}
+
+void embed_tokens(Backend& backend, const Model& model, std::span<const int32_t> ids,
+                  std::span<const int32_t> positions, const Tensor& x, const Tensor& scratch) {
+  backend.embedding(model.weights.token_embedding, ids, x);
+  if (model.config.positions == PositionKind::Learned) {
+    backend.embedding(model.weights.position_embedding, positions, scratch);
+    backend.add(x, scratch, x);
+  }
+}
+
+void attention_inputs(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x,
+                      const Tensor& h, const Tensor& q, const Tensor& k, const Tensor& v,
+                      std::span<const int32_t> positions, const Tensor& inv_freq) {
+  const ModelConfig& c = model.config;
+  const int64_t n = x.rows();
+  const int64_t kv_width = c.num_key_value_heads * c.head_dim;
+  apply_norm(backend, c, x, w.attn_norm_weight, w.attn_norm_bias, h);
+  backend.matmul(h, w.q, optional_tensor(w.q_bias), q.reshaped({n, c.num_attention_heads * c.head_dim}));
+  backend.matmul(h, w.k, optional_tensor(w.k_bias), k.reshaped({n, kv_width}));
+  backend.matmul(h, w.v, optional_tensor(w.v_bias), v.reshaped({n, kv_width}));
+  if (c.positions == PositionKind::Rotary) {
+    backend.rope(q, positions, inv_freq, c.rope_layout);
+    backend.rope(k, positions, inv_freq, c.rope_layout);
+  }
+}
+
+void attention_output(Backend& backend, const LayerWeights& w, const Tensor& x, const Tensor& attended,
+                      const Tensor& out) {
+  backend.matmul(attended, w.o, optional_tensor(w.o_bias), out);
+  backend.add(x, out, x);
+}
+
+void mlp_residual(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x,
+                  const Tensor& h, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const ModelConfig& c = model.config;
+  apply_norm(backend, c, x, w.mlp_norm_weight, w.mlp_norm_bias, h);
+  if (c.mlp == MlpKind::SwiGlu) {
+    backend.matmul(h, w.gate, optional_tensor(w.gate_bias), a);
+    backend.matmul(h, w.up, optional_tensor(w.up_bias), b);
+    backend.swiglu(a, b, a);
+  } else {
+    backend.matmul(h, w.up, optional_tensor(w.up_bias), a);
+    backend.gelu(a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, a);
+  }
+  backend.matmul(a, w.down, optional_tensor(w.down_bias), out);
+  backend.add(x, out, x);
+}
+
+}  // namespace tokenmill

@@ -1,0 +1,131 @@
+#include "model/paged_transformer.h"
+
+#include <cmath>
+
+#include "core/checked_math.h"
+#include "model/layer_ops.h"
+#include "model/norm.h"
+
+namespace tokenmill {
+
+namespace {
+
+uint64_t layer_pool_bytes(const ModelConfig& c, int64_t blocks, int64_t block_size, DType kv_dtype) {
+  return checked_mul(checked_product({blocks, block_size, c.num_key_value_heads, c.head_dim}, "KV pool"),
+                     dtype_size(kv_dtype), "KV pool");
+}
+
+}  // namespace
+
+uint64_t PagedTransformer::block_bytes(const ModelConfig& config, int64_t block_size, DType kv_dtype) {
+  return checked_mul(layer_pool_bytes(config, 1, block_size, kv_dtype),
+                     2 * static_cast<uint64_t>(config.num_hidden_layers), "KV block");
+}
+
+PagedTransformer::PagedTransformer(const Model& model, Backend& backend, int64_t num_blocks,
+                                   int64_t block_size, int64_t max_tokens, int64_t max_slices, DType kv_dtype)
+    : model_(model),
+      backend_(backend),
+      num_blocks_(num_blocks),
+      block_size_(block_size),
+      max_tokens_(max_tokens),
+      max_slices_(max_slices),
+      pool_(static_cast<size_t>(checked_mul(
+          Arena::footprint(
+              static_cast<size_t>(layer_pool_bytes(model.config, num_blocks, block_size, kv_dtype))),
+          2 * static_cast<uint64_t>(model.config.num_hidden_layers), "KV pool"))),
+      arena_(StepBuffers::bytes(model.config, max_tokens) +
+             Arena::footprint(checked_product({max_slices, model.config.hidden_size, 4}, "step logits")) +
+             Arena::footprint(checked_product({max_slices, model.config.vocab_size, 4}, "step logits"))),
+      buffers_(StepBuffers::allocate(arena_, model, max_tokens)),
+      last_rows_(arena_.allocate(DType::F32, {max_slices, model.config.hidden_size})),
+      logits_(arena_.allocate(DType::F32, {max_slices, model.config.vocab_size})) {
+  const ModelConfig& c = model.config;
+  if (block_size < 1 || (block_size & (block_size - 1)) != 0)
+    fail("KV block size {} is not a power of two", block_size);
+  if (num_blocks < 1 || max_tokens < 1 || max_slices < 1)
+    fail("paged transformer: {} blocks, {} tokens and {} slices per step: each must be >= 1", num_blocks,
+         max_tokens, max_slices);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    keys_.push_back(pool_.allocate(kv_dtype, {num_blocks, block_size, c.num_key_value_heads, c.head_dim}));
+    values_.push_back(pool_.allocate(kv_dtype, {num_blocks, block_size, c.num_key_value_heads, c.head_dim}));
+  }
+}
+
+Tensor PagedTransformer::forward(std::span<const Slice> slices) {
+  const ModelConfig& c = model_.config;
+  if (slices.empty()) fail("paged forward: no slices");
+  if (static_cast<int64_t>(slices.size()) > max_slices_)
+    fail("paged forward: {} slices exceed the step limit {}", slices.size(), max_slices_);
+  ids_.clear();
+  positions_.clear();
+  slots_.clear();
+  sequences_.clear();
+  for (const Slice& s : slices) {
+    const auto n = static_cast<int64_t>(s.tokens.size());
+    const int64_t end = s.first_pos + n;
+    if (n == 0 || s.first_pos < 0) fail("paged forward: a slice needs tokens at a position >= 0");
+    if (end > c.context_length())
+      fail("paged forward: positions up to {} exceed the context length {}", end, c.context_length());
+    if (static_cast<int64_t>(s.blocks.size()) * block_size_ < end)
+      fail("paged forward: {} blocks of {} tokens cannot hold {} positions", s.blocks.size(), block_size_,
+           end);
+    if (static_cast<int64_t>(ids_.size()) + n > max_tokens_)
+      fail("paged forward: the step exceeds its {} tokens", max_tokens_);
+    sequences_.push_back({static_cast<int64_t>(ids_.size()), n, s.first_pos, s.blocks});
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t p = s.first_pos + t;
+      ids_.push_back(s.tokens[static_cast<size_t>(t)]);
+      positions_.push_back(static_cast<int32_t>(p));
+      const int32_t block = s.blocks[static_cast<size_t>(p / block_size_)];
+      if (block < 0 || block >= num_blocks_) fail("paged forward: block id {} is outside the pool", block);
+      slots_.push_back(static_cast<int64_t>(block) * block_size_ + p % block_size_);
+    }
+  }
+  const auto rows = static_cast<int64_t>(ids_.size());
+  const Tensor x = buffers_.residual.slice_rows(0, rows);
+  embed_tokens(backend_, model_, ids_, positions_, x, buffers_.projected.slice_rows(0, rows));
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    attention_block(layer, rows);
+    mlp_residual(backend_, model_, model_.weights.layers[static_cast<size_t>(layer)], x,
+                 buffers_.normed.slice_rows(0, rows), buffers_.mlp_a.slice_rows(0, rows),
+                 buffers_.mlp_b.slice_rows(0, rows), buffers_.projected.slice_rows(0, rows));
+  }
+  // Gather the last row of each slice that wants logits, then one lm_head matmul.
+  int64_t outputs = 0;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    if (!slices[i].want_logits) continue;
+    const Backend::PagedSequence& s = sequences_[i];
+    const float* row = x.as<const float>() + (s.first_row + s.rows - 1) * c.hidden_size;
+    std::copy(row, row + c.hidden_size, last_rows_.as<float>() + outputs * c.hidden_size);
+    ++outputs;
+  }
+  const Tensor logits = logits_.slice_rows(0, outputs);
+  if (outputs == 0) return logits;
+  const Tensor last = last_rows_.slice_rows(0, outputs);
+  apply_norm(backend_, c, last, model_.weights.final_norm_weight, model_.weights.final_norm_bias, last);
+  backend_.matmul(last, model_.weights.lm_head, nullptr, logits);
+  return logits;
+}
+
+void PagedTransformer::attention_block(int64_t layer, int64_t rows) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& w = model_.weights.layers[static_cast<size_t>(layer)];
+  const Tensor x = buffers_.residual.slice_rows(0, rows);
+  const Tensor q = buffers_.query.slice_rows(0, rows).reshaped({rows, c.num_attention_heads, c.head_dim});
+  const Tensor k = buffers_.new_keys.slice_rows(0, rows).reshaped({rows, c.num_key_value_heads, c.head_dim});
+  const Tensor v =
+      buffers_.new_values.slice_rows(0, rows).reshaped({rows, c.num_key_value_heads, c.head_dim});
+  attention_inputs(backend_, model_, w, x, buffers_.normed.slice_rows(0, rows), q, k, v, positions_,
+                   buffers_.inv_freq);
+  const auto l = static_cast<size_t>(layer);
+  backend_.store_kv(k, slots_, keys_[l]);
+  backend_.store_kv(v, slots_, values_[l]);
+  const Tensor a = buffers_.attended.slice_rows(0, rows).reshaped({rows, c.num_attention_heads, c.head_dim});
+  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  backend_.paged_attention(q, keys_[l], values_[l], sequences_, scale, a);
+  attention_output(backend_, w, x, buffers_.attended.slice_rows(0, rows),
+                   buffers_.projected.slice_rows(0, rows));
+}
+
+}  // namespace tokenmill

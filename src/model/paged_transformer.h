@@ -1,0 +1,71 @@
+// PagedTransformer: one forward step over many sequences at once, their keys and values in
+// a paged pool (Backend::paged_attention). The serving engine's model runner.
+//
+// A step takes slices: each is some consecutive tokens of one sequence at positions
+// [first_pos, first_pos + n), with the block table that holds the sequence's KV. All
+// slices' tokens are stacked into one [rows, hidden] batch, so every matmul reads the
+// weights once for the whole step; only attention is per sequence. The KV of each new
+// token is stored in its slot before attention reads the pool. Each slice may ask for the
+// logits of its last token (a decode, or the last chunk of a prompt).
+//
+// With a quantized model every op is row-wise exact (Backend::matmul's contract), so a
+// sequence's logits do not depend on the rest of the batch; with float weights the matmul
+// kernel chosen for the batch size may round differently (see the batch invariance test).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/arena.h"
+#include "model/layer_ops.h"
+#include "model/model.h"
+
+namespace tokenmill {
+
+class PagedTransformer {
+ public:
+  struct Slice {
+    std::span<const int32_t> tokens;  // at least one
+    int64_t first_pos = 0;            // position of tokens[0]; positions before it are in the pool
+    std::span<const int32_t> blocks;  // block table covering [0, first_pos + tokens.size())
+    bool want_logits = false;         // of the last token
+  };
+
+  // KV bytes of one block (keys and values of every layer).
+  static uint64_t block_bytes(const ModelConfig& config, int64_t block_size, DType kv_dtype);
+
+  // A pool of `num_blocks` blocks of `block_size` tokens; steps of up to `max_tokens` tokens
+  // and `max_slices` slices. Throws Error on a non-power-of-two block size or a pool that
+  // does not fit in memory.
+  PagedTransformer(const Model& model, Backend& backend, int64_t num_blocks, int64_t block_size,
+                   int64_t max_tokens, int64_t max_slices, DType kv_dtype);
+
+  // Runs one step. Returns the logits [k, vocab] f32 of the slices with want_logits, in
+  // slice order; valid until the next call. Throws Error if the step exceeds max_tokens /
+  // max_slices, a position exceeds the model's context or a block table is too short.
+  Tensor forward(std::span<const Slice> slices);
+
+  int64_t num_blocks() const { return num_blocks_; }
+  int64_t block_size() const { return block_size_; }
+  uint64_t pool_bytes() const { return pool_.capacity(); }
+
+ private:
+  void attention_block(int64_t layer, int64_t rows);
+
+  const Model& model_;
+  Backend& backend_;
+  int64_t num_blocks_, block_size_, max_tokens_, max_slices_;
+  Arena pool_;
+  std::vector<Tensor> keys_, values_;  // per layer [num_blocks, block_size, kv_heads, head_dim]
+  Arena arena_;
+  StepBuffers buffers_;
+  Tensor last_rows_, logits_;  // [max_slices, hidden], [max_slices, vocab]
+  // The current step's layout.
+  std::vector<int32_t> ids_, positions_;
+  std::vector<int64_t> slots_;
+  std::vector<Backend::PagedSequence> sequences_;
+};
+
+}  // namespace tokenmill

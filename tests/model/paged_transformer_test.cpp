@@ -1,0 +1,139 @@
+// PagedTransformer (the serving engine's batched forward) against the single-sequence
+// Transformer: for one sequence the two run the same ops on the same rows, and
+// Backend::paged_attention promises the bits of attention over a contiguous cache, so the
+// logits must be identical, step for step (prefill in chunks, then decode), with the
+// sequence's blocks scattered over the pool. For a quantized model every op is row-wise
+// exact, so a sequence's logits must not change when other sequences share its steps.
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "model/paged_transformer.h"
+#include "model/transformer.h"
+
+namespace tokenmill {
+namespace {
+
+const std::filesystem::path kFixtures(TOKENMILL_FIXTURES_DIR);
+
+std::vector<int32_t> prompt_of(int64_t length, int32_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(length));
+  for (auto& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+  return ids;
+}
+
+std::vector<float> row(const Tensor& logits, int64_t r) {
+  const float* p = logits.as<const float>() + r * logits.cols();
+  return {p, p + logits.cols()};
+}
+
+// Blocks 2b+1 in reverse order: far from contiguous, and in another order than positions.
+std::vector<int32_t> scattered_blocks(int64_t count) {
+  std::vector<int32_t> blocks(static_cast<size_t>(count));
+  for (int64_t b = 0; b < count; ++b)
+    blocks[static_cast<size_t>(b)] = static_cast<int32_t>(2 * (count - b) - 1);
+  return blocks;
+}
+
+class PagedTransformerTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    model_ = Model::load(kFixtures / GetParam());
+    backend_ = make_cpu_backend();
+  }
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Backend> backend_;
+};
+
+TEST_P(PagedTransformerTest, OneSequenceMatchesTheTransformerBitForBit) {
+  constexpr int64_t kBlock = 8, kChunk = 13;
+  const std::vector<int32_t> prompt = prompt_of(40, static_cast<int32_t>(model_->config.vocab_size), 7);
+  Transformer reference(*model_, *backend_, 0, kChunk);
+  PagedTransformer paged(*model_, *backend_, 32, kBlock, 64, 4, model_->default_kv_dtype());
+  const std::vector<int32_t> blocks = scattered_blocks(12);
+
+  // Prefill in chunks of kChunk (the reference's chunking), then 6 greedy decode steps.
+  std::vector<int32_t> tokens = prompt;
+  std::vector<float> expected;
+  for (int64_t begin = 0; begin < static_cast<int64_t>(prompt.size()); begin += kChunk) {
+    const auto count = std::min<int64_t>(kChunk, static_cast<int64_t>(prompt.size()) - begin);
+    const std::span<const int32_t> chunk(prompt.data() + begin, static_cast<size_t>(count));
+    const bool last = begin + count == static_cast<int64_t>(prompt.size());
+    const PagedTransformer::Slice slice{chunk, begin, blocks, last};
+    const Tensor got = paged.forward(std::span(&slice, 1));
+    if (last) {
+      expected = row(reference.forward_last(prompt), 0);
+      ASSERT_EQ(got.rows(), 1);
+      EXPECT_EQ(row(got, 0), expected);
+    } else {
+      EXPECT_EQ(got.rows(), 0);
+    }
+  }
+  for (int step = 0; step < 6; ++step) {
+    const auto next =
+        static_cast<int32_t>(std::max_element(expected.begin(), expected.end()) - expected.begin());
+    tokens.push_back(next);
+    const PagedTransformer::Slice slice{std::span(&tokens.back(), 1), static_cast<int64_t>(tokens.size()) - 1,
+                                        blocks, true};
+    const Tensor got = paged.forward(std::span(&slice, 1));
+    expected = row(reference.forward_last(std::span(&tokens.back(), 1)), 0);
+    EXPECT_EQ(row(got, 0), expected) << "decode step " << step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PagedTransformerTest,
+                         ::testing::Values("hf/llama", "hf/gpt2", "hf/qwen2", "gguf/llama_q4_1.gguf",
+                                           "gguf/gpt2_q8_0.gguf"),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
+                           std::replace_if(
+                               name.begin(), name.end(), [](char c) { return !std::isalnum(c); }, '_');
+                           return name;
+                         });
+
+// Quantized weights: the row-wise exact matmul makes the batch invisible to each sequence.
+TEST(PagedTransformerBatch, QuantizedLogitsDoNotDependOnTheBatch) {
+  const auto model = Model::load(kFixtures / "gguf/llama_q4_1.gguf");
+  const auto backend = make_cpu_backend();
+  constexpr int64_t kBlock = 4;
+  const auto vocab = static_cast<int32_t>(model->config.vocab_size);
+  PagedTransformer paged(*model, *backend, 64, kBlock, 96, 8, model->default_kv_dtype());
+  const std::vector<int32_t> a = prompt_of(11, vocab, 1), b = prompt_of(23, vocab, 2),
+                             c = prompt_of(5, vocab, 3);
+  const std::vector<int32_t> blocks_a = {0, 1, 2}, blocks_b = {10, 9, 8, 7, 6, 5}, blocks_c = {20, 30};
+
+  const PagedTransformer::Slice alone{a, 0, blocks_a, true};
+  const std::vector<float> solo = row(paged.forward(std::span(&alone, 1)), 0);
+  const PagedTransformer::Slice batch[] = {
+      {b, 0, blocks_b, true}, {a, 0, blocks_a, true}, {c, 0, blocks_c, false}};
+  const Tensor together = paged.forward(batch);
+  ASSERT_EQ(together.rows(), 2);
+  EXPECT_EQ(row(together, 1), solo);
+}
+
+TEST(PagedTransformerErrors, RefusesStepsOutsideItsLimits) {
+  const auto model = Model::load(kFixtures / "hf/llama");
+  const auto backend = make_cpu_backend();
+  EXPECT_THROW(PagedTransformer(*model, *backend, 8, 6, 16, 2, DType::F32), Error);  // block size not 2^k
+  PagedTransformer paged(*model, *backend, 8, 4, 16, 2, DType::F32);
+  const std::vector<int32_t> ids(17, 1), few(5, 1);
+  const std::vector<int32_t> blocks = {0, 1, 2, 3, 4};
+  const PagedTransformer::Slice too_many{ids, 0, blocks, true};
+  EXPECT_THROW(paged.forward(std::span(&too_many, 1)), Error);
+  const std::vector<int32_t> short_table = {0};
+  const PagedTransformer::Slice short_blocks{few, 0, short_table, true};
+  EXPECT_THROW(paged.forward(std::span(&short_blocks, 1)), Error);
+  const std::vector<int32_t> outside = {0, 99};
+  const PagedTransformer::Slice bad_block{few, 0, outside, true};
+  EXPECT_THROW(paged.forward(std::span(&bad_block, 1)), Error);
+}
+
+}  // namespace
+}  // namespace tokenmill
