@@ -7,9 +7,10 @@
 
 namespace tokenmill {
 
-// Number of threads parallel regions use (default: OpenMP's, i.e. OMP_NUM_THREADS or cores).
+// Number of threads parallel regions use, in every thread of the process (default: OpenMP's,
+// i.e. OMP_NUM_THREADS or cores).
 int thread_count();
-// Sets the thread count for later parallel regions; n <= 0 restores the default.
+// Sets the thread count for later parallel regions, process-wide; n <= 0 restores the default.
 void set_thread_count(int n);
 
 // Calls body(begin, end) on disjoint chunks covering [0, n), in parallel.
