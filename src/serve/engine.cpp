@@ -1,0 +1,283 @@
+#include "serve/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "model/paged_transformer.h"
+#include "serve/scheduler.h"
+
+namespace tokenmill {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+Engine::Capacity size_pool(const ModelConfig& config, const EngineOptions& options, int64_t context,
+                           DType kv_dtype) {
+  if (options.block_size < 1 || (options.block_size & (options.block_size - 1)) != 0)
+    fail("--block-size {} must be a power of two", options.block_size);
+  Engine::Capacity c;
+  c.block_size = options.block_size;
+  const uint64_t per_block = PagedTransformer::block_bytes(config, options.block_size, kv_dtype);
+  c.blocks = static_cast<int64_t>(options.kv_cache_bytes / per_block);
+  c.bytes = static_cast<uint64_t>(c.blocks) * per_block;
+  c.tokens = c.blocks * c.block_size;
+  const int64_t per_sequence = (context + c.block_size - 1) / c.block_size;
+  c.full_context_sequences = c.blocks / per_sequence;
+  if (c.full_context_sequences < 1)
+    fail(
+        "the KV cache of {} bytes holds {} tokens but one sequence of the full context needs {} ({} bytes): "
+        "raise --kv-cache-memory or lower --context",
+        options.kv_cache_bytes, c.tokens, context, static_cast<uint64_t>(per_sequence) * per_block);
+  return c;
+}
+
+}  // namespace
+
+struct Engine::State {
+  State(const TextModel& text_model, Backend& backend, const EngineOptions& opts, EngineObserver* obs)
+      : model(text_model),
+        options(opts),
+        observer(obs),
+        context(opts.context > 0 ? std::min(opts.context, text_model.model->config.context_length())
+                                 : text_model.model->config.context_length()),
+        capacity(size_pool(text_model.model->config, opts, context, text_model.model->default_kv_dtype())),
+        blocks(capacity.blocks, capacity.block_size, opts.prefix_caching),
+        scheduler(blocks, opts.max_batch_tokens, opts.max_running),
+        runner(*text_model.model, backend, capacity.blocks, capacity.block_size, opts.max_batch_tokens,
+               opts.max_running, text_model.model->default_kv_dtype()) {
+    if (opts.max_waiting < 1) fail("--max-waiting must be at least 1 (got {})", opts.max_waiting);
+  }
+
+  void loop();
+  void take_incoming();
+  void end_requests_from_outside();
+  bool run_step();
+  void finish(Sequence* sequence, StreamEvent last);
+  void end_running(FinishReason reason);
+  void publish_snapshot();
+
+  const TextModel& model;
+  EngineOptions options;
+  EngineObserver* observer;
+  int64_t context;
+  Capacity capacity;
+  BlockManager blocks;
+  Scheduler scheduler;  // engine thread only
+  PagedTransformer runner;
+  std::vector<PagedTransformer::Slice> step_slices;
+  uint64_t next_id = 0;
+  int64_t prompt_tokens = 0, generated_tokens = 0, steps = 0;
+
+  mutable std::mutex mutex;  // guards what follows
+  std::condition_variable wake;
+  std::deque<std::unique_ptr<Sequence>> incoming;
+  int64_t queued = 0;  // incoming + the scheduler's waiting, as of the last step
+  bool stopping = false;
+  Clock::time_point stop_deadline = Clock::time_point::max();
+  EngineSnapshot snapshot;
+  std::thread thread;
+};
+
+Engine::Engine(const TextModel& model, Backend& backend, const EngineOptions& options,
+               EngineObserver* observer)
+    : state_(std::make_unique<State>(model, backend, options, observer)) {
+  model.require_tokenizer("serving");
+  state_->publish_snapshot();
+  state_->thread = std::thread([s = state_.get()] { s->loop(); });
+}
+
+Engine::~Engine() { shutdown(std::chrono::milliseconds(0)); }
+
+std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
+  State& s = *state_;
+  const int64_t vocab = s.model.model->config.vocab_size;
+  if (request.prompt.empty()) fail("the prompt is empty: give at least one token");
+  if (static_cast<int64_t>(request.prompt.size()) >= s.context)
+    fail("the prompt has {} tokens but the context holds {}: nothing would be left to generate",
+         request.prompt.size(), s.context);
+  for (int32_t id : request.prompt)
+    if (id < 0 || id >= vocab) fail("prompt token id {} is outside the vocabulary [0, {})", id, vocab);
+  for (int32_t id : request.stop_token_ids)
+    if (id < 0 || id >= vocab) fail("stop_token_ids: {} is outside the vocabulary [0, {})", id, vocab);
+  if (request.max_tokens < 1) fail("max_tokens must be at least 1 (got {})", request.max_tokens);
+  if (request.top_logprobs > 20) fail("top_logprobs must be at most 20 (got {})", request.top_logprobs);
+  request.sampling.validate();
+  const int64_t max_total =
+      std::min(s.context, static_cast<int64_t>(request.prompt.size()) + request.max_tokens);
+
+  auto stream = std::make_shared<RequestStream>();
+  {
+    const std::lock_guard lock(s.mutex);
+    if (s.stopping) throw EngineStopped("the server is shutting down and takes no new requests");
+    if (s.queued + static_cast<int64_t>(s.incoming.size()) >= s.options.max_waiting)
+      throw EngineBusy(
+          fmt::format("{} requests are already waiting: try again shortly", s.options.max_waiting));
+    s.incoming.push_back(std::make_unique<Sequence>(s.next_id++, std::move(request), stream,
+                                                    *s.model.tokenizer, s.model.eos_token_ids, max_total));
+  }
+  s.wake.notify_one();
+  return stream;
+}
+
+void Engine::shutdown(std::chrono::milliseconds grace) {
+  State& s = *state_;
+  {
+    const std::lock_guard lock(s.mutex);
+    if (!s.stopping) {
+      s.stopping = true;
+      s.stop_deadline = Clock::now() + grace;
+    } else {
+      s.stop_deadline = std::min(s.stop_deadline, Clock::now() + grace);
+    }
+  }
+  s.wake.notify_one();
+  if (s.thread.joinable()) s.thread.join();
+}
+
+EngineSnapshot Engine::snapshot() const {
+  const std::lock_guard lock(state_->mutex);
+  return state_->snapshot;
+}
+
+const Engine::Capacity& Engine::capacity() const { return state_->capacity; }
+int64_t Engine::context() const { return state_->context; }
+
+void Engine::State::loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mutex);
+      wake.wait(lock, [&] { return stopping || !incoming.empty() || !scheduler.idle(); });
+      if (stopping && incoming.empty() && scheduler.idle()) return;
+    }
+    take_incoming();
+    end_requests_from_outside();
+    bool stepped = false;
+    try {
+      stepped = !scheduler.idle() && run_step();
+    } catch (const std::exception& e) {  // a bug or an exhausted resource: fail the batch, keep serving
+      spdlog::error("engine step failed, ending {} running requests: {}", scheduler.running().size(),
+                    e.what());
+      end_running(FinishReason::Error);
+    }
+    publish_snapshot();
+    if (!stepped && !scheduler.idle()) {  // nothing could run (cannot happen by design): do not spin
+      std::unique_lock lock(mutex);
+      wake.wait_for(lock, std::chrono::milliseconds(1));
+    }
+  }
+}
+
+void Engine::State::take_incoming() {
+  const std::lock_guard lock(mutex);
+  while (!incoming.empty()) {
+    scheduler.enqueue(std::move(incoming.front()));
+    incoming.pop_front();
+  }
+}
+
+// Cancelled by the client, past the request's deadline, or past the shutdown grace period.
+void Engine::State::end_requests_from_outside() {
+  Clock::time_point shutdown_at;
+  {
+    const std::lock_guard lock(mutex);
+    shutdown_at = stop_deadline;
+  }
+  const Clock::time_point now = Clock::now();
+  std::vector<std::pair<Sequence*, FinishReason>> ended;
+  const auto check = [&](const std::unique_ptr<Sequence>& s) {
+    if (s->stream().cancelled()) {
+      ended.emplace_back(s.get(), FinishReason::Cancelled);
+    } else if (now >= s->request().deadline) {
+      ended.emplace_back(s.get(), FinishReason::Timeout);
+    } else if (now >= shutdown_at) {
+      ended.emplace_back(s.get(), FinishReason::Shutdown);
+    }
+  };
+  std::for_each(scheduler.running().begin(), scheduler.running().end(), check);
+  std::for_each(scheduler.waiting().begin(), scheduler.waiting().end(), check);
+  for (const auto& [sequence, reason] : ended) finish(sequence, sequence->end(reason));
+}
+
+// Runs one step; false when the scheduler found nothing to run.
+bool Engine::State::run_step() {
+  const std::vector<ScheduledSlice> plan = scheduler.plan();
+  if (plan.empty()) return false;
+  step_slices.clear();
+  for (const ScheduledSlice& p : plan) {
+    const Sequence& s = *p.sequence;
+    step_slices.push_back(
+        {std::span(s.tokens()).subspan(static_cast<size_t>(s.computed), static_cast<size_t>(p.tokens)),
+         s.computed, s.table.blocks, p.want_logits});
+    if (s.computed < s.prompt_length()) prompt_tokens += std::min(p.tokens, s.prompt_length() - s.computed);
+  }
+  const Tensor logits = runner.forward(step_slices);
+  scheduler.complete(plan);
+  ++steps;
+  const int64_t vocab = logits.cols();
+  int64_t row = 0;
+  for (const ScheduledSlice& p : plan) {
+    if (!p.want_logits) continue;
+    Sequence& s = *p.sequence;
+    const Clock::time_point previous = s.last_token_time();
+    StreamEvent event = s.advance(std::span(logits.as<float>() + row * vocab, static_cast<size_t>(vocab)));
+    ++row;
+    ++generated_tokens;
+    if (observer != nullptr) {
+      if (s.generated() == 1) {
+        observer->on_first_token(seconds_between(s.submitted(), s.last_token_time()));
+      } else {
+        observer->on_next_token(seconds_between(previous, s.last_token_time()));
+      }
+    }
+    if (event.finish) {
+      finish(&s, std::move(event));
+    } else {
+      s.stream().push(std::move(event));
+    }
+  }
+  return true;
+}
+
+void Engine::State::finish(Sequence* sequence, StreamEvent last) {
+  std::unique_ptr<Sequence> owned = scheduler.remove(sequence);
+  if (observer != nullptr)
+    observer->on_finished(*last.finish, seconds_between(owned->submitted(), Clock::now()), last.prompt_tokens,
+                          last.completion_tokens);
+  owned->stream().push(std::move(last));
+}
+
+void Engine::State::end_running(FinishReason reason) {
+  std::vector<Sequence*> running;
+  for (const auto& s : scheduler.running()) running.push_back(s.get());
+  for (Sequence* s : running) finish(s, s->end(reason));
+}
+
+void Engine::State::publish_snapshot() {
+  EngineSnapshot snap;
+  snap.running = static_cast<int64_t>(scheduler.running().size());
+  snap.kv_blocks_total = blocks.num_blocks();
+  snap.kv_blocks_used = blocks.used_blocks();
+  snap.prefix_cache_queries = scheduler.prefix_queries();
+  snap.prefix_cache_hits = scheduler.prefix_hits();
+  snap.preemptions = scheduler.preemptions();
+  snap.prompt_tokens = prompt_tokens;
+  snap.generated_tokens = generated_tokens;
+  snap.steps = steps;
+  const std::lock_guard lock(mutex);
+  queued = static_cast<int64_t>(scheduler.waiting().size());
+  snap.waiting = queued + static_cast<int64_t>(incoming.size());
+  snapshot = snap;
+}
+
+}  // namespace tokenmill

@@ -1,0 +1,106 @@
+// Engine: the serving loop. One thread runs iteration-level ("continuous") batching over a
+// paged KV cache: at every step, requests join and leave the running batch; each running
+// sequence contributes its next decode token, prompts are prefilled in chunks within the
+// step's token budget (max_batch_tokens), and all of the step's tokens go through the model
+// in one batched forward (weights read once per step, not once per sequence).
+//
+// KV memory is a pool of fixed-size blocks (serve/block_manager.h); full blocks of prompt
+// tokens are shared between requests through the prefix cache. When the pool runs out, the
+// newest running sequence is preempted (its blocks freed, its tokens recomputed later):
+// requests are delayed, never dropped, and the engine cannot deadlock (the oldest sequence
+// always makes progress; a request that cannot fit even alone is refused at submit).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "backend/backend.h"
+#include "runtime/text_model.h"
+#include "serve/engine_request.h"
+#include "serve/request_stream.h"
+
+namespace tokenmill {
+
+struct EngineOptions {
+  int64_t block_size = 16;                 // tokens per KV block (a power of two)
+  uint64_t kv_cache_bytes = 256ull << 20;  // the KV pool's size
+  int64_t max_batch_tokens = 512;          // tokens per forward step (decodes + prefill chunks)
+  int64_t max_running = 64;                // sequences in the running batch
+  int64_t max_waiting = 1024;              // queued requests beyond which submit() refuses (HTTP 429)
+  int64_t context = 0;                     // longest sequence; 0: the model's context length
+  bool prefix_caching = true;
+};
+
+// Point-in-time counters and gauges, for /metrics and the dashboard.
+struct EngineSnapshot {
+  int64_t running = 0, waiting = 0;
+  int64_t kv_blocks_total = 0, kv_blocks_used = 0;  // used: held by a running sequence
+  int64_t prefix_cache_queries = 0;                 // prompt tokens looked up in the prefix cache
+  int64_t prefix_cache_hits = 0;                    // of those, tokens found
+  int64_t preemptions = 0;
+  int64_t prompt_tokens = 0;     // prompt tokens computed (cached ones excluded)
+  int64_t generated_tokens = 0;  // tokens sampled
+  int64_t steps = 0;             // forward steps run
+};
+
+// Timings of each request, reported from the engine thread as they happen (observers must
+// be quick and thread-safe).
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  virtual void on_first_token(double seconds_since_submit) = 0;   // time to first token
+  virtual void on_next_token(double seconds_since_previous) = 0;  // inter-token latency
+  virtual void on_finished(FinishReason reason, double seconds_since_submit, int64_t prompt_tokens,
+                           int64_t completion_tokens) = 0;
+};
+
+// submit() refusals the HTTP layer turns into 429 / 503.
+class EngineBusy : public Error {
+ public:
+  using Error::Error;
+};
+class EngineStopped : public Error {
+ public:
+  using Error::Error;
+};
+
+class Engine {
+ public:
+  struct Capacity {
+    uint64_t bytes = 0;  // of the KV pool
+    int64_t blocks = 0;
+    int64_t block_size = 0;
+    int64_t tokens = 0;                  // blocks * block_size
+    int64_t full_context_sequences = 0;  // sequences of the whole context that fit at once
+  };
+
+  // Sizes the KV pool, starts the loop thread. `model` and `backend` (and `observer`, if
+  // any) must outlive the engine. Throws Error if the pool cannot hold one full-context
+  // sequence or an option is out of range.
+  Engine(const TextModel& model, Backend& backend, const EngineOptions& options,
+         EngineObserver* observer = nullptr);
+  ~Engine();  // shutdown(0)
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request; its events arrive on the returned stream. Throws Error for an invalid
+  // request (empty prompt, prompt not shorter than the context, token outside the
+  // vocabulary, bad sampling parameters: the message names the field), EngineBusy when
+  // max_waiting requests are queued, EngineStopped after shutdown() began.
+  std::shared_ptr<RequestStream> submit(EngineRequest request);
+
+  // Stops accepting requests, lets those in flight finish for up to `grace`, ends the rest
+  // with FinishReason::Shutdown, and joins the loop thread.
+  void shutdown(std::chrono::milliseconds grace);
+
+  EngineSnapshot snapshot() const;
+  const Capacity& capacity() const;
+  int64_t context() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tokenmill

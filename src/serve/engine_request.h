@@ -1,0 +1,52 @@
+// What the serving engine is asked to do and what it answers, one generation at a time
+// (an OpenAI request with n choices becomes n engine requests).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/logprobs.h"
+#include "runtime/sampler.h"
+
+namespace tokenmill {
+
+struct EngineRequest {
+  std::vector<int32_t> prompt;  // at least one token, shorter than the context
+  // Tokens to generate at most; the engine clamps it to what fits in the context.
+  int64_t max_tokens = 16;
+  SamplingParams sampling;
+  std::vector<std::string> stop;        // stop strings (not part of the output)
+  std::vector<int32_t> stop_token_ids;  // generation ends after one of these (besides eos)
+  bool ignore_eos = false;
+  int32_t top_logprobs = -1;        // < 0: no logprobs; else alternatives per token (0..20)
+  bool skip_special_tokens = true;  // in the returned text
+  // The engine ends the request (finish Timeout) once this passes.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+};
+
+enum class FinishReason {
+  Length,     // max_tokens or the context reached
+  Stop,       // an eos id, a stop token id or a stop string
+  Cancelled,  // the client went away (RequestStream::cancel)
+  Timeout,    // the deadline passed
+  Shutdown,   // the server stopped before the request finished
+  Error,      // the engine failed (logged); the request got what was generated until then
+};
+const char* finish_reason_name(FinishReason reason);  // "length", "stop", "cancelled", ...
+
+// One step's output for one request. Events arrive in order; the last one has `finish`.
+struct StreamEvent {
+  std::vector<int32_t> tokens;         // tokens generated since the previous event
+  std::string text;                    // their text (stop strings removed; may be "")
+  std::vector<TokenLogprob> logprobs;  // one per token when top_logprobs >= 0
+  std::optional<FinishReason> finish;
+  // Set on the last event.
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+};
+
+}  // namespace tokenmill

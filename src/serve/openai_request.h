@@ -1,0 +1,104 @@
+// OpenAI-compatible request bodies -> engine requests: POST /v1/completions,
+// POST /v1/chat/completions, and vLLM's POST /tokenize and POST /detokenize.
+//
+// Every problem is an ApiException (api_error.h): 400 invalid_request_error naming the field
+// in `param` ("temperature", "prompt[1]", "messages[2].content") with the expected type or
+// range, 404 code "model_not_found" for another model's name. Conventions:
+//   - A field that is absent or null takes its default (as OpenAI does).
+//   - Unknown fields are ignored (as OpenAI does); known fields whose feature tokenmill lacks
+//     (echo: true, best_of != n, suffix, logit_bias, tools, functions, a response_format
+//     other than text) are refused rather than silently ignored.
+//   - Integers may be written as floats without a fraction (16.0); 16.5 is refused. Huge
+//     values are range errors, except max_tokens, which is clamped.
+//   - `model` may be omitted: the one served model answers (as vLLM and llama-server do).
+// Limits:
+//   - max_tokens >= 1 (tokenmill does not support echo, so 0 would produce nothing). For
+//     completions it defaults to 16 (OpenAI's default); for chat to the room left in the
+//     context. It is clamped to context - prompt length (max_tokens_clamped says so); a
+//     prompt that leaves no room is 400 code "context_length_exceeded".
+//   - temperature [0, 2], default 1 (OpenAI's); 0 is greedy. top_p (0, 1]; min_p [0, 1];
+//     top_k >= -1 (vLLM extension; -1 and 0 are off); repetition_penalty > 0 (vLLM
+//     extension); frequency_penalty and presence_penalty [-2, 2]; seed any integer in
+//     [-2^63, 2^64).
+//   - n [1, limits.max_n]; stop: a string or up to limits.max_stop non-empty strings;
+//     logprobs (completions) [0, limits.max_top_logprobs]; top_logprobs (chat) the same,
+//     and needs logprobs: true.
+//   - stream_options is only allowed with stream: true.
+//   - vLLM extensions: ignore_eos (bool), stop_token_ids (ids in the vocabulary),
+//     skip_special_tokens (bool, default true).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "serve/api_error.h"
+#include "serve/engine_request.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tokenmill {
+
+struct ServeLimits {
+  int32_t max_n = 16;             // choices per prompt
+  int32_t max_top_logprobs = 20;  // completions `logprobs`, chat `top_logprobs`
+  int32_t max_stop = 4;           // stop strings
+  int32_t max_prompts = 64;       // prompts in one /v1/completions request
+};
+
+// The model as the server presents it; the server owns what the references point to.
+struct ServedModel {
+  std::string id;  // what /v1/models lists and `model` must equal
+  const Tokenizer& tokenizer;
+  std::optional<ChatTemplate> chat_template;  // absent: chat requests are refused
+  int64_t context_length = 0;                 // tokens, prompt + completion
+  int64_t created = 0;                        // unix seconds, for /v1/models
+  ServeLimits limits;
+};
+
+// What the response needs to know about the request.
+struct ResponseOptions {
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // each choice reports logprobs
+};
+
+// A generation request: one engine request per choice; requests[k] is choice index k, the
+// choices of prompt p being p * n ... p * n + n - 1.
+struct ParsedRequest {
+  std::string model;  // the served model's id, echoed in responses
+  int32_t n = 1;
+  std::vector<EngineRequest> requests;
+  bool max_tokens_clamped = false;  // some prompt's max_tokens was cut to the room left
+  ResponseOptions options;
+};
+
+// Parses an HTTP body: a JSON object whose strings are valid UTF-8 (nlohmann's parser rejects
+// invalid UTF-8 and lone surrogate escapes). Otherwise 400 "could not parse the JSON body: ...".
+nlohmann::json parse_json_body(std::string_view body);
+
+// POST /v1/completions. `prompt` is a string, an array of strings, an array of token ids or
+// an array of arrays of token ids; each string or id array is one prompt. Strings are
+// tokenized as Hugging Face's tokenizer(prompt) does: the tokenizer's BOS added when it adds
+// one, special tokens written in the text recognised.
+ParsedRequest parse_completion(const nlohmann::json& body, const ServedModel& model);
+
+// POST /v1/chat/completions. `messages`: a non-empty array of {role, content}, role one of
+// system, developer, user, assistant, tool; content a string or an array of
+// {"type": "text", "text"} parts (joined with "\n", as vLLM does). Rendered with the model's
+// chat template (add_generation_prompt) and tokenized without added BOS/EOS, special tokens
+// recognised (as ChatSession does). `max_completion_tokens` wins over `max_tokens`.
+ParsedRequest parse_chat(const nlohmann::json& body, const ServedModel& model);
+
+// POST /tokenize (vLLM): {model?, prompt, add_special_tokens = true} or
+// {model?, messages, add_generation_prompt = true, add_special_tokens = false}.
+std::vector<int32_t> parse_tokenize(const nlohmann::json& body, const ServedModel& model);
+
+// POST /detokenize (vLLM): {model?, tokens: [ids]} -> the ids (each in the vocabulary).
+std::vector<int32_t> parse_detokenize(const nlohmann::json& body, const ServedModel& model);
+
+}  // namespace tokenmill

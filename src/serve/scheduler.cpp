@@ -1,0 +1,111 @@
+#include "serve/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tokenmill {
+
+Scheduler::Scheduler(BlockManager& blocks, int64_t max_batch_tokens, int64_t max_running)
+    : blocks_(blocks), max_batch_tokens_(max_batch_tokens), max_running_(max_running) {
+  if (max_running < 1) fail("the running batch must hold at least one sequence (got {})", max_running);
+  if (max_batch_tokens < max_running)
+    fail("--max-batch-tokens {} must be at least --max-running {} (one decode token per running sequence)",
+         max_batch_tokens, max_running);
+}
+
+std::vector<ScheduledSlice> Scheduler::plan() {
+  std::vector<ScheduledSlice> slices;
+  int64_t budget = max_batch_tokens_;
+  const int64_t preempted_before = preemptions_;
+  // Decodes first, then continuing prefills; both oldest first. A sequence preempted on
+  // the way leaves running_, so iterate over a snapshot of the ids.
+  for (const bool decoding : {true, false}) {
+    std::vector<Sequence*> order;
+    for (const auto& s : running_)
+      if ((s->pending() == 1) == decoding) order.push_back(s.get());
+    for (Sequence* s : order) {
+      if (budget == 0) break;
+      const bool still_running = std::any_of(
+          running_.begin(), running_.end(), [s](const std::unique_ptr<Sequence>& r) { return r.get() == s; });
+      if (!still_running) continue;
+      const int64_t tokens = std::min(s->pending(), budget);
+      if (!reserve_or_preempt(*s, tokens, slices, budget)) continue;
+      slices.push_back({s, tokens, tokens == s->pending()});
+      budget -= tokens;
+    }
+  }
+  if (preemptions_ == preempted_before) admit(slices, budget);
+  return slices;
+}
+
+bool Scheduler::reserve_or_preempt(Sequence& sequence, int64_t tokens, std::vector<ScheduledSlice>& slices,
+                                   int64_t& budget) {
+  while (!blocks_.reserve(sequence.table, sequence.computed + tokens)) {
+    const bool self = running_.back().get() == &sequence;
+    preempt_newest(slices, budget);
+    if (self) return false;
+  }
+  return true;
+}
+
+void Scheduler::preempt_newest(std::vector<ScheduledSlice>& slices, int64_t& budget) {
+  std::unique_ptr<Sequence> victim = std::move(running_.back());
+  running_.pop_back();
+  const auto planned = std::find_if(slices.begin(), slices.end(),
+                                    [&](const ScheduledSlice& s) { return s.sequence == victim.get(); });
+  if (planned != slices.end()) {
+    budget += planned->tokens;
+    slices.erase(planned);
+  }
+  blocks_.release(victim->table);
+  victim->computed = 0;
+  waiting_.push_front(std::move(victim));
+  ++preemptions_;
+}
+
+void Scheduler::admit(std::vector<ScheduledSlice>& slices, int64_t& budget) {
+  while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < max_running_) {
+    Sequence& s = *waiting_.front();
+    const int64_t cached = blocks_.match_prefix(s.tokens(), s.table);
+    s.computed = cached;
+    const int64_t tokens = std::min(s.pending(), budget);
+    if (!blocks_.reserve(s.table, s.computed + tokens)) {
+      blocks_.release(s.table);
+      s.computed = 0;
+      return;  // arrival order: nobody overtakes the head of the queue
+    }
+    prefix_queries_ += static_cast<int64_t>(s.tokens().size());
+    prefix_hits_ += cached;
+    if (!s.admitted_before) s.cached_prompt_tokens = cached;
+    s.admitted_before = true;
+    slices.push_back({&s, tokens, tokens == s.pending()});
+    budget -= tokens;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+void Scheduler::complete(const std::vector<ScheduledSlice>& slices) {
+  for (const ScheduledSlice& slice : slices) {
+    Sequence& s = *slice.sequence;
+    s.computed += slice.tokens;
+    blocks_.commit(s.table, s.tokens(), s.computed);
+  }
+}
+
+std::unique_ptr<Sequence> Scheduler::remove(Sequence* sequence) {
+  std::unique_ptr<Sequence> owned;
+  const auto matches = [sequence](const std::unique_ptr<Sequence>& s) { return s.get() == sequence; };
+  if (const auto it = std::find_if(running_.begin(), running_.end(), matches); it != running_.end()) {
+    owned = std::move(*it);
+    running_.erase(it);
+  } else if (const auto w = std::find_if(waiting_.begin(), waiting_.end(), matches); w != waiting_.end()) {
+    owned = std::move(*w);
+    waiting_.erase(w);
+  }
+  if (owned) blocks_.release(owned->table);
+  return owned;
+}
+
+}  // namespace tokenmill

@@ -1,0 +1,75 @@
+// Scheduler: decides, at every engine step, which sequences run and how many of their
+// tokens (iteration-level batching with chunked prefill).
+//
+// Policy, per step, within `max_batch_tokens`:
+//   1. every running sequence that is decoding gets its one token (streams keep flowing);
+//   2. running sequences still prefilling continue, oldest first, with what budget is left
+//      (a long prompt is split over several steps);
+//   3. waiting requests are admitted in arrival order (a preempted sequence first) while
+//      the budget, max_running and free KV blocks allow; a new request reuses cached
+//      prefix blocks. Admission never preempts anyone.
+// A running sequence that needs a block when none is free preempts the newest running
+// sequence (possibly itself): its blocks are released and it returns to the front of the
+// waiting queue, to be recomputed from its tokens later (they are kept). The oldest
+// sequence can always proceed, because the pool holds at least one full-context sequence.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "serve/block_manager.h"
+#include "serve/sequence.h"
+
+namespace tokenmill {
+
+struct ScheduledSlice {
+  Sequence* sequence = nullptr;
+  int64_t tokens = 0;        // tokens [computed, computed + tokens) run this step
+  bool want_logits = false;  // the slice ends at the sequence's last token: sample after it
+};
+
+class Scheduler {
+ public:
+  // Throws Error unless max_running >= 1 and max_batch_tokens >= max_running.
+  Scheduler(BlockManager& blocks, int64_t max_batch_tokens, int64_t max_running);
+
+  void enqueue(std::unique_ptr<Sequence> sequence) { waiting_.push_back(std::move(sequence)); }
+
+  // The next step's slices (empty when there is nothing to run). Moves sequences between
+  // waiting and running; reserves the KV blocks the slices write.
+  std::vector<ScheduledSlice> plan();
+
+  // After the step: the slices' tokens have their KV; commits the full blocks to the
+  // prefix cache.
+  void complete(const std::vector<ScheduledSlice>& slices);
+
+  // Removes a finished (or cancelled) sequence, running or waiting, releasing its blocks.
+  std::unique_ptr<Sequence> remove(Sequence* sequence);
+
+  const std::vector<std::unique_ptr<Sequence>>& running() const { return running_; }
+  const std::deque<std::unique_ptr<Sequence>>& waiting() const { return waiting_; }
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  int64_t preemptions() const { return preemptions_; }
+  // Tokens of admitted sequences looked up in the prefix cache, and how many were found
+  // (counted once per admission: a head of the queue that waits for blocks is not recounted).
+  int64_t prefix_queries() const { return prefix_queries_; }
+  int64_t prefix_hits() const { return prefix_hits_; }
+
+ private:
+  bool reserve_or_preempt(Sequence& sequence, int64_t tokens, std::vector<ScheduledSlice>& slices,
+                          int64_t& budget);
+  void preempt_newest(std::vector<ScheduledSlice>& slices, int64_t& budget);
+  void admit(std::vector<ScheduledSlice>& slices, int64_t& budget);
+
+  BlockManager& blocks_;
+  int64_t max_batch_tokens_;
+  int64_t max_running_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // in admission order, oldest first
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  int64_t preemptions_ = 0;
+  int64_t prefix_queries_ = 0, prefix_hits_ = 0;
+};
+
+}  // namespace tokenmill

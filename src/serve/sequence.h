@@ -1,0 +1,74 @@
+// Sequence: one engine request while the engine works on it: its tokens (prompt, then the
+// generated ones), how many of them have their KV in the pool, its block table, and the
+// per-request output state (sampler, streaming detokenizer, stop strings).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "runtime/sampler.h"
+#include "runtime/stop_matcher.h"
+#include "serve/block_manager.h"
+#include "serve/engine_request.h"
+#include "serve/request_stream.h"
+#include "tokenizer/streaming_decoder.h"
+
+namespace tokenmill {
+
+class Sequence {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `max_total` bounds prompt + generated tokens (the request's max_tokens clamped to the
+  // context). `eos_ids` end generation unless the request ignores eos.
+  Sequence(uint64_t id, EngineRequest request, std::shared_ptr<RequestStream> stream,
+           const Tokenizer& tokenizer, const std::vector<int32_t>& eos_ids, int64_t max_total);
+
+  uint64_t id() const { return id_; }
+  const EngineRequest& request() const { return request_; }
+  RequestStream& stream() { return *stream_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int64_t prompt_length() const { return prompt_length_; }
+  int64_t generated() const { return static_cast<int64_t>(tokens_.size()) - prompt_length_; }
+  // Tokens whose KV is not in the pool yet: the prompt (or what is left of it), then one
+  // per step: the last sampled token.
+  int64_t pending() const { return static_cast<int64_t>(tokens_.size()) - computed; }
+
+  int64_t computed = 0;  // tokens [0, computed) have their KV in `table`
+  BlockTable table;
+  int64_t cached_prompt_tokens = 0;  // from the prefix cache, at first admission
+  bool admitted_before = false;      // preempted sequences keep their first admission's figures
+
+  // Samples the next token from this step's logits row (modified in place), appends it and
+  // returns the event for the client; the event carries `finish` when generation is over.
+  StreamEvent advance(std::span<float> logits);
+  // The last event of a request ended from outside (cancelled, timed out, shut down).
+  StreamEvent end(FinishReason reason);
+
+  Clock::time_point submitted() const { return submitted_; }
+  Clock::time_point last_token_time() const { return last_token_; }
+
+ private:
+  StreamEvent finished_event(StreamEvent event, FinishReason reason);
+  bool is_stop_token(int32_t token) const;
+
+  uint64_t id_;
+  EngineRequest request_;
+  std::shared_ptr<RequestStream> stream_;
+  std::vector<int32_t> tokens_;
+  int64_t prompt_length_;
+  int64_t max_total_;
+  const std::vector<int32_t>& eos_ids_;
+  Sampler sampler_;
+  StreamingDecoder decoder_;
+  StopMatcher stops_;
+  std::vector<float> raw_logits_;  // the row before sampling, when logprobs are asked for
+  Clock::time_point submitted_ = Clock::now();
+  Clock::time_point last_token_ = submitted_;
+};
+
+}  // namespace tokenmill

@@ -1,0 +1,95 @@
+#include "serve/serve_app.h"
+
+#include <pthread.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <csignal>
+#include <thread>
+
+#include "backend/backend.h"
+#include "doctor/host_facts.h"
+#include "model/paged_transformer.h"
+#include "runtime/text_model.h"
+#include "serve/server_metrics.h"
+
+namespace tokenmill {
+
+namespace {
+
+std::string served_name(const ServeConfig& config) {
+  if (!config.served_model_name.empty()) return config.served_model_name;
+  const std::filesystem::path p = config.model.has_filename() ? config.model : config.model.parent_path();
+  return p.filename().string();
+}
+
+// Blocks SIGINT and SIGTERM in this thread and every thread it starts later, so that
+// sigwait() in the main thread is the only place they arrive.
+sigset_t block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a signal
+  return set;
+}
+
+}  // namespace
+
+uint64_t kv_cache_budget(const ServeConfig& config, const Model& model, uint64_t available_memory) {
+  if (config.engine.kv_cache_bytes > 0) return config.engine.kv_cache_bytes;
+  if (!(config.kv_cache_fraction > 0.0 && config.kv_cache_fraction <= 1.0))
+    fail("--kv-cache-fraction {} must be in (0, 1]", config.kv_cache_fraction);
+  const ModelConfig& c = model.config;
+  const int64_t context =
+      config.engine.context > 0 ? std::min(config.engine.context, c.context_length()) : c.context_length();
+  const uint64_t per_token = PagedTransformer::block_bytes(c, 1, model.default_kv_dtype());
+  const auto wanted =
+      static_cast<uint64_t>(config.engine.max_running) * static_cast<uint64_t>(context) * per_token;
+  return std::min(wanted,
+                  static_cast<uint64_t>(config.kv_cache_fraction * static_cast<double>(available_memory)));
+}
+
+void run_server(ServeConfig config) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("serve"));  // stdout stays free for tools
+  const sigset_t stop_signals = block_stop_signals();
+  const TextModel model = TextModel::load(config.model);
+  const Tokenizer& tokenizer = model.require_tokenizer("serving");
+  const auto backend = make_cpu_backend();
+  if (config.engine.kv_cache_bytes == 0) {
+    const doctor::HostFacts host = doctor::probe_host({});
+    config.engine.kv_cache_bytes =
+        kv_cache_budget(config, *model.model, host.memory_available_bytes.value_or(1ull << 30));
+  }
+  ServerMetrics metrics;
+  Engine engine(model, *backend, config.engine, &metrics);
+  const Engine::Capacity& kv = engine.capacity();
+  spdlog::info(
+      "KV cache: {} blocks of {} tokens = {} tokens ({:.1f} MiB, {}); {} sequences of the full {}-token "
+      "context fit at once",
+      kv.blocks, kv.block_size, kv.tokens, static_cast<double>(kv.bytes) / (1 << 20),
+      dtype_name(model.model->default_kv_dtype()), kv.full_context_sequences, engine.context());
+
+  ServedModel served{served_name(config), tokenizer,          std::nullopt,
+                     engine.context(),    std::time(nullptr), config.limits};
+  if (!tokenizer.chat_template().empty()) served.chat_template.emplace(tokenizer.chat_template());
+  HttpServer server(engine, served, metrics, config.http);
+  const int port = server.bind();
+  spdlog::info("serving {} on http://{}:{} (backend {}, {} API key{})", served.id, config.http.host, port,
+               backend->name(), config.http.api_keys.size(), config.http.api_keys.size() == 1 ? "" : "s");
+  std::thread http([&server] { server.serve(); });
+
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  spdlog::info("{}: stopping (grace period {} s)", signal == SIGINT ? "SIGINT" : "SIGTERM",
+               config.shutdown_grace.count());
+  std::thread drain([&] { engine.shutdown(config.shutdown_grace); });
+  server.stop();
+  http.join();
+  drain.join();
+  spdlog::info("stopped");
+}
+
+}  // namespace tokenmill

@@ -1,0 +1,35 @@
+// run_server(): `tokenmill serve` as a library call. Loads the model, sizes the KV cache,
+// starts the engine and the HTTP server, logs what fits, serves until SIGINT or SIGTERM,
+// then shuts down gracefully: no new connections or requests (503), requests in flight
+// finish within the grace period or are cut (finish_reason "length"), and it returns.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "model/model.h"
+#include "serve/engine.h"
+#include "serve/http_server.h"
+#include "serve/openai_request.h"
+
+namespace tokenmill {
+
+struct ServeConfig {
+  std::filesystem::path model;
+  std::string served_model_name;  // "": the model directory's or file's name
+  EngineOptions engine;           // engine.kv_cache_bytes 0: kv_cache_fraction of available memory
+  double kv_cache_fraction = 0.2;
+  HttpServerOptions http;
+  ServeLimits limits;
+  std::chrono::seconds shutdown_grace{30};
+};
+
+// KV bytes for `config`: the bytes asked for, or the fraction of available memory, but no
+// more than max_running sequences of the full context need.
+uint64_t kv_cache_budget(const ServeConfig& config, const Model& model, uint64_t available_memory);
+
+void run_server(ServeConfig config);
+
+}  // namespace tokenmill

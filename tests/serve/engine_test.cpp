@@ -1,0 +1,303 @@
+// The serving engine end to end on the tiny fixture models: continuous batching, chunked
+// prefill, prefix caching, preemption, cancellation, stop conditions and refusals.
+//
+// The reference for every greedy request is the single-sequence generate() on a fresh
+// Transformer. With the Q4_1 GGUF model every op is row-wise exact, so each request must
+// give exactly those tokens whatever else runs beside it (the batch invariance guarantee);
+// the f32 model is checked the same way where the batch keeps the matmul regime (at most
+// kGemvMaxTokens rows per step) and, beyond it, on the fixture's prompts.
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "model/transformer.h"
+#include "runtime/generator.h"
+#include "runtime/text_model.h"
+#include "serve/engine.h"
+
+namespace tokenmill {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::filesystem::path kFixtures(TOKENMILL_FIXTURES_DIR);
+
+struct Collected {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::vector<StreamEvent> events;
+  FinishReason finish = FinishReason::Length;
+  StreamEvent last;
+};
+
+Collected collect(RequestStream& stream) {
+  Collected c;
+  StreamEvent e;
+  for (;;) {
+    if (!stream.next(e, std::chrono::steady_clock::now() + 60s)) {
+      ADD_FAILURE() << "no event for 60 s";
+      return c;
+    }
+    c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
+    c.text += e.text;
+    c.events.push_back(e);
+    if (e.finish) {
+      c.finish = *e.finish;
+      c.last = e;
+      return c;
+    }
+  }
+}
+
+std::vector<int32_t> random_prompt(int64_t length, int32_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(length));
+  for (auto& id : ids) id = static_cast<int32_t>(1 + rng() % static_cast<uint32_t>(vocab - 1));
+  return ids;
+}
+
+// The engine publishes its snapshot after each step, a moment after the last events.
+EngineSnapshot settled_snapshot(const Engine& engine) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  EngineSnapshot s = engine.snapshot();
+  while ((s.running > 0 || s.waiting > 0 || s.kv_blocks_used > 0) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+    s = engine.snapshot();
+  }
+  return s;
+}
+
+EngineRequest greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
+  EngineRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  return r;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void load(const char* fixture) {
+    model_ = TextModel::load(kFixtures / fixture);
+    backend_ = make_cpu_backend();
+  }
+  std::vector<int32_t> solo(const EngineRequest& r) {
+    Transformer t(*model_.model, *backend_);
+    GenerateRequest g;
+    g.prompt = r.prompt;
+    g.max_new_tokens = r.max_tokens;
+    g.ignore_eos = true;
+    return generate(t, g).ids;
+  }
+  uint64_t block_bytes() const {
+    const ModelConfig& c = model_.model->config;
+    return 2 * static_cast<uint64_t>(c.num_hidden_layers * 16 * c.num_key_value_heads * c.head_dim) *
+           dtype_size(model_.model->default_kv_dtype());
+  }
+  // Submits every request at once; each must give the tokens it gives alone.
+  EngineSnapshot run_all_expecting_solo_tokens(Engine& engine, const std::vector<EngineRequest>& requests) {
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& r : requests) streams.push_back(engine.submit(r));
+    for (size_t i = 0; i < requests.size(); ++i)
+      EXPECT_EQ(collect(*streams[i]).tokens, solo(requests[i])) << i;
+    return settled_snapshot(engine);
+  }
+  int32_t vocab() const { return static_cast<int32_t>(model_.model->config.vocab_size); }
+
+  TextModel model_;
+  std::unique_ptr<Backend> backend_;
+};
+
+TEST_F(EngineTest, OneRequestMatchesGenerate) {
+  load("hf/smollm_chat");
+  Engine engine(model_, *backend_, EngineOptions{});
+  const EngineRequest r = greedy(random_prompt(37, vocab(), 1), 20);
+  const Collected c = collect(*engine.submit(r));
+  EXPECT_EQ(c.tokens, solo(r));
+  EXPECT_EQ(c.finish, FinishReason::Length);
+  EXPECT_EQ(c.last.prompt_tokens, 37);
+  EXPECT_EQ(c.last.completion_tokens, 20);
+  EXPECT_EQ(c.text, model_.tokenizer->decode(c.tokens, true));
+}
+
+TEST_F(EngineTest, ConcurrentQuantizedRequestsGiveTheirSoloTokens) {
+  load("gguf/llama_q4_1.gguf");
+  EngineOptions options;
+  options.max_batch_tokens = 64;  // long prompts are prefilled in chunks, beside decodes
+  Engine engine(model_, *backend_, options);
+  std::vector<EngineRequest> requests;
+  for (uint32_t i = 0; i < 24; ++i)
+    requests.push_back(greedy(random_prompt(3 + 9 * i % 97, vocab(), i), 4 + i % 13));
+  const EngineSnapshot s = run_all_expecting_solo_tokens(engine, requests);
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_LT(s.steps, 200) << "requests ran one after another instead of batched";
+}
+
+TEST_F(EngineTest, PreemptsWhenTheCacheIsFullAndStillCompletesEveryRequest) {
+  load("gguf/llama_q4_1.gguf");
+  EngineOptions options;
+  options.context = 64;
+  options.kv_cache_bytes = block_bytes() * 6;  // 96 tokens: one full context and a half
+  Engine engine(model_, *backend_, options);
+  std::vector<EngineRequest> requests;
+  for (uint32_t i = 0; i < 8; ++i) requests.push_back(greedy(random_prompt(20, vocab(), 100 + i), 30));
+  const EngineSnapshot s = run_all_expecting_solo_tokens(engine, requests);
+  EXPECT_GT(s.preemptions, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+}
+
+TEST_F(EngineTest, ReusesCachedPrefixBlocks) {
+  load("gguf/llama_q4_1.gguf");
+  Engine engine(model_, *backend_, EngineOptions{});
+  const std::vector<int32_t> shared = random_prompt(40, vocab(), 5);
+  const Collected first = collect(*engine.submit(greedy(shared, 5)));
+  std::vector<int32_t> longer = shared;
+  longer.push_back(7);
+  const EngineRequest second = greedy(longer, 5);
+  const Collected c = collect(*engine.submit(second));
+  EXPECT_EQ(first.last.cached_prompt_tokens, 0);
+  EXPECT_EQ(c.last.cached_prompt_tokens, 32);  // two full blocks of 16
+  EXPECT_EQ(c.tokens, solo(second));
+  EXPECT_EQ(settled_snapshot(engine).prefix_cache_hits, 32);
+}
+
+// Holds the engine thread inside its first on_first_token call until released, so a test
+// can act at a known point of a request (the engine stands still meanwhile).
+class PausingObserver final : public EngineObserver {
+ public:
+  void on_first_token(double) override {
+    std::unique_lock lock(mutex_);
+    paused_ = true;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return released_; });
+  }
+  void on_next_token(double) override {}
+  void on_finished(FinishReason, double, int64_t, int64_t) override {}
+  void wait_until_paused() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return paused_; });
+  }
+  void release() {
+    const std::lock_guard lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool paused_ = false, released_ = false;
+};
+
+TEST_F(EngineTest, CancelledRequestEndsAndFreesItsBlocks) {
+  load("hf/smollm_chat");
+  PausingObserver observer;
+  Engine engine(model_, *backend_, EngineOptions{}, &observer);
+  auto stream = engine.submit(greedy(random_prompt(10, vocab(), 9), 200));
+  observer.wait_until_paused();  // the first token is sampled, not yet sent
+  stream->cancel();
+  observer.release();
+  const Collected c = collect(*stream);
+  EXPECT_EQ(c.finish, FinishReason::Cancelled);
+  EXPECT_EQ(c.tokens.size(), 1u);  // the engine noticed at its next step
+  EXPECT_EQ(c.last.completion_tokens, 1);
+  EXPECT_EQ(settled_snapshot(engine).kv_blocks_used, 0);
+}
+
+TEST_F(EngineTest, StopsAtStopStringsStopTokensAndTheContext) {
+  load("hf/smollm_chat");
+  EngineOptions options;
+  options.context = 48;
+  Engine engine(model_, *backend_, options);
+  const EngineRequest plain = greedy(random_prompt(12, vocab(), 3), 30);
+  const std::vector<int32_t> reference = solo(plain);
+  const std::string text = model_.tokenizer->decode(reference, true);
+  ASSERT_GT(text.size(), 12u);
+
+  EngineRequest by_token = plain;
+  by_token.stop_token_ids = {reference[4]};
+  const Collected t = collect(*engine.submit(by_token));
+  EXPECT_EQ(t.finish, FinishReason::Stop);
+  EXPECT_EQ(t.tokens.back(), reference[4]);
+  EXPECT_LE(t.tokens.size(), 5u);
+
+  EngineRequest by_string = plain;
+  by_string.stop = {text.substr(6, 4)};
+  const Collected s = collect(*engine.submit(by_string));
+  EXPECT_EQ(s.finish, FinishReason::Stop);
+  EXPECT_EQ(s.text, text.substr(0, text.find(by_string.stop[0])));
+
+  EngineRequest long_one = greedy(random_prompt(40, vocab(), 4), 100);
+  const Collected l = collect(*engine.submit(long_one));
+  EXPECT_EQ(l.finish, FinishReason::Length);
+  EXPECT_EQ(l.last.completion_tokens, 8);  // clamped to the 48-token context
+}
+
+TEST_F(EngineTest, ReportsLogprobsOfTheChosenTokens) {
+  load("hf/smollm_chat");
+  Engine engine(model_, *backend_, EngineOptions{});
+  EngineRequest r = greedy(random_prompt(8, vocab(), 11), 3);
+  r.top_logprobs = 2;
+  const Collected c = collect(*engine.submit(r));
+  ASSERT_EQ(c.events.size(), 3u);
+  for (const StreamEvent& e : c.events) {
+    ASSERT_EQ(e.logprobs.size(), 1u);
+    ASSERT_EQ(e.logprobs[0].top.size(), 2u);
+    EXPECT_EQ(e.logprobs[0].token, e.tokens[0]);
+    EXPECT_EQ(e.logprobs[0].top[0].token, e.tokens[0]);  // greedy picks the most likely
+    EXPECT_LE(e.logprobs[0].logprob, 0.0f);
+  }
+}
+
+TEST_F(EngineTest, RefusesBadRequestsAndOverload) {
+  load("hf/smollm_chat");
+  EngineOptions options;
+  options.max_waiting = 2;
+  options.max_running = 1;
+  options.context = 64;
+  PausingObserver observer;
+  Engine engine(model_, *backend_, options, &observer);
+  EXPECT_THROW(engine.submit(greedy({}, 4)), Error);
+  EXPECT_THROW(engine.submit(greedy(random_prompt(64, vocab(), 1), 4)), Error);
+  EXPECT_THROW(engine.submit(greedy({vocab()}, 4)), Error);
+  EXPECT_THROW(engine.submit(greedy({1, 2}, 0)), Error);
+  EngineRequest bad_sampling = greedy({1, 2}, 4);
+  bad_sampling.sampling.temperature = -1.0f;
+  EXPECT_THROW(engine.submit(bad_sampling), Error);
+
+  // The engine stands still in the first request's first token: two more can wait, the
+  // fourth is refused.
+  std::vector<std::shared_ptr<RequestStream>> accepted;
+  accepted.push_back(engine.submit(greedy(random_prompt(30, vocab(), 20), 30)));
+  observer.wait_until_paused();
+  accepted.push_back(engine.submit(greedy(random_prompt(30, vocab(), 21), 30)));
+  accepted.push_back(engine.submit(greedy(random_prompt(30, vocab(), 22), 30)));
+  EXPECT_THROW(engine.submit(greedy(random_prompt(30, vocab(), 23), 30)), EngineBusy);
+  observer.release();
+  for (auto& s : accepted) EXPECT_EQ(collect(*s).finish, FinishReason::Length);
+}
+
+TEST_F(EngineTest, ShutdownEndsRequestsAfterTheGracePeriod) {
+  load("hf/smollm_chat");
+  EngineOptions options;
+  options.context = 256;
+  Engine engine(model_, *backend_, options);
+  auto stream = engine.submit(greedy(random_prompt(10, vocab(), 2), 240));
+  engine.shutdown(0ms);
+  const Collected c = collect(*stream);
+  EXPECT_TRUE(c.finish == FinishReason::Shutdown || c.finish == FinishReason::Length);
+  EXPECT_THROW(engine.submit(greedy({1, 2}, 4)), EngineStopped);
+}
+
+}  // namespace
+}  // namespace tokenmill
