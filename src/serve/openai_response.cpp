@@ -25,9 +25,10 @@ std::string token_text(const Tokenizer& tokenizer, int32_t token) {
   return tokenizer.decode(ids);
 }
 
-json utf8_bytes(const std::string& text) {
+// The token's own bytes (raw, even when they are part of a character), as ints.
+json token_bytes(const Tokenizer& tokenizer, int32_t token) {
   json bytes = json::array();
-  for (const char c : text) bytes.push_back(static_cast<unsigned char>(c));
+  for (const char c : tokenizer.token_bytes(token)) bytes.push_back(static_cast<unsigned char>(c));
   return bytes;
 }
 
@@ -56,9 +57,9 @@ json completion_logprobs(const ResponseContext& context, const ChoiceOutput& cho
 }
 
 json chat_token(const Tokenizer& tokenizer, int32_t token, float logprob) {
-  std::string text = token_text(tokenizer, token);
-  json bytes = utf8_bytes(text);
-  return {{"token", std::move(text)}, {"logprob", logprob_value(logprob)}, {"bytes", std::move(bytes)}};
+  return {{"token", token_text(tokenizer, token)},
+          {"logprob", logprob_value(logprob)},
+          {"bytes", token_bytes(tokenizer, token)}};
 }
 
 // Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.

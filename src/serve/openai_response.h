@@ -17,9 +17,10 @@
 //                 "delta" in place of "message"), finish_reason null until the last event; with
 //                 include_usage every chunk has "usage": null and a last chunk has "choices": []
 //                 and the usage.
-// A token's text is tokenizer.decode of that one id (special tokens shown); a token that is
-// only part of a UTF-8 character decodes to U+FFFD, so `bytes` (the UTF-8 bytes of that text)
-// are then U+FFFD's, not the token's raw bytes. Logprobs below -9999 (or -inf) are sent as
+// A token's text is tokenizer.decode of that one id (special tokens shown; a token that is
+// only part of a UTF-8 character shows as U+FFFD); chat's `bytes` are the token's own raw
+// bytes (Tokenizer::token_bytes), so joining them gives the message's UTF-8 back, as
+// OpenAI documents. Logprobs below -9999 (or -inf) are sent as
 // -9999.0, as vLLM does, since JSON has no infinity.
 #pragma once
 

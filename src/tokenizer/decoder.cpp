@@ -49,13 +49,13 @@ int byte_token_value(std::string_view t) {
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
-std::vector<std::string> byte_fallback(std::vector<std::string> tokens) {
+std::vector<std::string> byte_fallback(std::vector<std::string> tokens, bool raw_bytes) {
   std::vector<std::string> out;
   std::string bytes;
   size_t count = 0;
   auto flush = [&] {
     if (count == 0) return;
-    if (utf8::is_valid(bytes)) {
+    if (raw_bytes || utf8::is_valid(bytes)) {
       out.push_back(bytes);
     } else {
       for (size_t i = 0; i < count; ++i) out.emplace_back(utf8::kReplacement);
@@ -93,20 +93,21 @@ std::string strip(const std::string& token, std::string_view content, size_t sta
 Decoder::Decoder(const std::vector<DecoderSpec>& steps, bool join_with_space)
     : steps_(steps), join_with_space_(join_with_space) {}
 
-std::string Decoder::decode(std::vector<std::string> tokens) const {
+std::string Decoder::decode(std::vector<std::string> tokens, bool raw_bytes) const {
+  const auto valid = [raw_bytes](std::string text) { return raw_bytes ? text : utf8::make_valid(text); };
   for (const DecoderSpec& step : steps_) {
     switch (step.kind) {
       case Kind::ByteLevel: {
         std::string bytes;
         for (const std::string& t : tokens)
           if (!byte_level::decode(t, bytes)) bytes.append(t);
-        tokens.assign(1, utf8::make_valid(bytes));
+        tokens.assign(1, valid(std::move(bytes)));
         break;
       }
       case Kind::Replace:
         for (std::string& t : tokens) t = replace_literal(t, step.pattern, step.content);
         break;
-      case Kind::ByteFallback: tokens = byte_fallback(std::move(tokens)); break;
+      case Kind::ByteFallback: tokens = byte_fallback(std::move(tokens), raw_bytes); break;
       case Kind::Fuse: {
         std::string joined;
         for (const std::string& t : tokens) joined += t;
@@ -129,7 +130,7 @@ std::string Decoder::decode(std::vector<std::string> tokens) const {
     if (join_with_space_ && i > 0) out.push_back(' ');
     out += tokens[i];
   }
-  return utf8::make_valid(out);
+  return valid(std::move(out));
 }
 
 }  // namespace tokenmill

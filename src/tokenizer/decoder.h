@@ -1,6 +1,8 @@
 // Decoder: turns token strings back into text with HF's decoder chain semantics (ByteLevel,
 // Metaspace, Replace, ByteFallback, Fuse, Strip; each step maps the list of token strings
-// to a new list, and the result is their concatenation). The result is valid UTF-8.
+// to a new list, and the result is their concatenation). The result is valid UTF-8, unless
+// raw bytes are asked for: then byte tokens that do not form whole characters are kept as
+// they are (what OpenAI's logprobs `bytes` report for a token holding part of a character).
 #pragma once
 
 #include <string>
@@ -16,7 +18,7 @@ class Decoder {
  public:
   Decoder(const std::vector<DecoderSpec>& steps, bool join_with_space);
 
-  std::string decode(std::vector<std::string> tokens) const;
+  std::string decode(std::vector<std::string> tokens, bool raw_bytes = false) const;
 
  private:
   std::vector<DecoderSpec> steps_;

@@ -185,6 +185,12 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
   return im.decoder.decode(std::move(tokens));
 }
 
+std::string Tokenizer::token_bytes(int32_t id) const {
+  const std::string& token = piece(id);
+  if (token.empty()) return {};
+  return impl_->decoder.decode({token}, true);
+}
+
 const std::string& Tokenizer::piece(int32_t id) const {
   impl_->check_id(id);
   return impl_->spec.tokens[static_cast<size_t>(id)];

@@ -55,6 +55,9 @@ class Tokenizer {
   // The token's string as stored in the vocabulary (byte-level tokens in their mapped
   // form, e.g. "Ġhello"). Error if out of range.
   const std::string& piece(int32_t id) const;
+  // The bytes one token decodes to on its own, before any UTF-8 repair: a byte-level or
+  // <0xNN> token holding part of a character gives its raw bytes (decode gives U+FFFD).
+  std::string token_bytes(int32_t id) const;
   std::optional<int32_t> token_to_id(std::string_view piece) const;  // any token, added included
   TokenKind kind(int32_t id) const;
   bool is_special(int32_t id) const { return kind(id) == TokenKind::Control; }

@@ -178,14 +178,18 @@ TEST(OpenAiResponse, ChatLogprobs) {
       expect_token(entry["top_logprobs"][k], logprobs[i].top[k].token, logprobs[i].top[k].logprob);
     }
   }
-  // A token holding part of a UTF-8 character (this 512-token vocabulary splits "é" into two
-  // byte tokens) shows as U+FFFD, and its bytes are U+FFFD's (see openai_response.h).
+  // A token holding part of a UTF-8 character (this 512-token vocabulary splits "é", C3 A9,
+  // into two byte tokens) shows as U+FFFD, but its bytes are its own: joined, they give "é".
   const std::vector<int32_t> e_acute = smollm().encode("\u00e9", {.add_special_tokens = false});
   ASSERT_EQ(e_acute.size(), 2u);
-  const json one = round_trip(
-      chat_chunk(context(true), output(0, "", {}, {{.token = e_acute[0], .logprob = -1, .top = {}}})));
-  EXPECT_EQ(one["choices"][0]["logprobs"]["content"][0]["token"], "\ufffd");
-  EXPECT_EQ(one["choices"][0]["logprobs"]["content"][0]["bytes"], (json{0xEF, 0xBF, 0xBD}));
+  const json two =
+      round_trip(chat_chunk(context(true), output(0, "\u00e9", {},
+                                                  {{.token = e_acute[0], .logprob = -1, .top = {}},
+                                                   {.token = e_acute[1], .logprob = -1, .top = {}}})));
+  const json& parts = two["choices"][0]["logprobs"]["content"];
+  EXPECT_EQ(parts[0]["token"], "\ufffd");
+  EXPECT_EQ(parts[0]["bytes"], (json{0xC3}));
+  EXPECT_EQ(parts[1]["bytes"], (json{0xA9}));
 }
 
 TEST(OpenAiResponse, ChatStreamChunks) {

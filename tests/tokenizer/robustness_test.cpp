@@ -178,6 +178,29 @@ TEST(TokenizerDecode, OutOfRangeIdsAreErrors) {
   EXPECT_EQ(stream.push(*tok.token_to_id("a")), "a");
 }
 
+// A token's own bytes, before UTF-8 repair (OpenAI's logprobs `bytes`): for byte-level BPE,
+// the tokens of a text give back exactly its bytes, even where a token ends mid-character;
+// for SentencePiece byte fallback, <0xNN> is the byte itself.
+TEST(TokenizerDecode, TokenBytesAreTheRawBytesOfOneToken) {
+  const std::string text = "x 🦙🦙 北京 café";
+  for (const char* name : {"gpt2", "llama3", "qwen2"}) {
+    SCOPED_TRACE(name);
+    const Tokenizer tok = load(name);
+    std::string joined;
+    bool split_character = false;
+    for (const int32_t id : tok.encode(text, {.add_special_tokens = false})) {
+      const std::string bytes = tok.token_bytes(id);
+      split_character |= !utf8::is_valid(bytes);
+      joined += bytes;
+    }
+    EXPECT_EQ(joined, text);
+    EXPECT_TRUE(split_character || std::string(name) != "gpt2") << "the text should split a character";
+  }
+  const Tokenizer spm = load("spm_legacy");
+  EXPECT_EQ(spm.token_bytes(*spm.token_to_id("<0xE4>")), "\xE4");
+  EXPECT_EQ(spm.decode(std::vector<int32_t>{*spm.token_to_id("<0xE4>")}), "\xEF\xBF\xBD");
+}
+
 TEST(TokenizerDecode, StreamingNeverSplitsACharacter) {
   const Tokenizer tok = load("spm_legacy");  // byte fallback: emoji become 4 byte tokens
   const auto ids = tok.encode("x 🦙🦙 北京 done", {.add_special_tokens = false});
