@@ -18,6 +18,7 @@
 #include <span>
 #include <string_view>
 
+#include "core/device_memory.h"
 #include "core/tensor.h"
 
 namespace tokenmill {
@@ -38,6 +39,11 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+
+  // The memory its ops address: tensors passed to them live there (host memory for the CPU;
+  // device memory for a GPU, see core/device_memory.h). Host-side arguments (ids, positions,
+  // targets, block tables, slots) are spans in host memory whatever the backend.
+  virtual DeviceMemory& memory() = 0;
 
   // out[t, :] = table[ids[t], :].  table [vocab, d] any weight dtype (quantized rows are
   // dequantized exactly); out [n, d] f32.

@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "cli/device_flag.h"
 #include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "runtime/chat_session.h"
@@ -21,6 +22,7 @@ namespace {
 
 struct ChatFlags {
   std::string model_dir;
+  std::string device = "auto";
   std::string system_prompt;
   int64_t max_new_tokens = 512;
   SamplingFlags sampling;
@@ -28,7 +30,7 @@ struct ChatFlags {
 
 void run_chat(const ChatFlags& f) {
   const TextModel m = TextModel::load(f.model_dir);
-  const auto backend = make_cpu_backend();
+  const auto backend = open_device(f.device, *m.model);
   Transformer transformer(*m.model, *backend);
   ChatOptions options;
   options.system_prompt = f.system_prompt;
@@ -74,6 +76,7 @@ void add_chat_command(CLI::App& app) {
   cmd->add_option("-n,--max-tokens", f->max_new_tokens, "Most tokens per reply (default 512)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   add_sampling_flags(*cmd, f->sampling);
+  add_device_flag(*cmd, f->device);
   cmd->callback([f] { run_chat(*f); });
 }
 

@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "cli/device_flag.h"
 #include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "runtime/generator.h"
@@ -20,6 +21,7 @@ namespace {
 
 struct GenerateFlags {
   std::string model_dir;
+  std::string device = "auto";
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;
   int64_t max_new_tokens = 64;
@@ -50,7 +52,7 @@ std::vector<int32_t> prompt_of(const GenerateFlags& f, const TextModel& m) {
 
 void run_generate(const GenerateFlags& f) {
   const TextModel m = TextModel::load(f.model_dir);
-  const auto backend = make_cpu_backend();
+  const auto backend = open_device(f.device, *m.model);
   Transformer transformer(*m.model, *backend);
 
   GenerateRequest request;
@@ -102,6 +104,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-n,--max-tokens", f->max_new_tokens, "Tokens to generate (default 64)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   add_sampling_flags(*cmd, f->sampling);
+  add_device_flag(*cmd, f->device);
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-sequence tokens");
   cmd->add_flag("--parse-special", f->parse_special, "Recognise special tokens written in the prompt text");
   cmd->add_flag("--json", f->json, "Print one JSON object");

@@ -1,28 +1,33 @@
 #include "core/arena.h"
 
-#include <cstdlib>
-#include <new>
-
 namespace tokenmill {
 
-void Arena::FreeAligned::operator()(std::byte* p) const { std::free(p); }
-
-Arena::Arena(size_t capacity_bytes) : capacity_(footprint(capacity_bytes)) {
+Arena::Arena(size_t capacity_bytes, DeviceMemory& memory)
+    : memory_(nullptr, Release{&memory}), capacity_(footprint(capacity_bytes)) {
   if (capacity_ == 0) return;
-  void* p = std::aligned_alloc(kAlignment, capacity_);
-  if (p == nullptr) fail("out of host memory: could not allocate a {} byte arena", capacity_);
-  memory_.reset(static_cast<std::byte*>(p));
+  memory_.reset(static_cast<std::byte*>(memory.allocate(capacity_)));
 }
 
-Tensor Arena::allocate(DType dtype, std::initializer_list<int64_t> dims) {
-  const uint64_t bytes = tensor_bytes(dtype, dims, "arena tensor");
-  const size_t need = footprint(static_cast<size_t>(bytes));
+std::byte* Arena::carve(size_t bytes) {
+  const size_t need = footprint(bytes);
   if (need > capacity_ - used_)
     fail("arena exhausted: {} bytes requested, {} of {} in use (internal sizing error)", need, used_,
          capacity_);
-  Tensor t(memory_.get() + used_, dtype, dims);
+  std::byte* p = memory_.get() + used_;
   used_ += need;
   if (used_ > peak_) peak_ = used_;
+  return p;
+}
+
+Tensor Arena::allocate(DType dtype, std::initializer_list<int64_t> dims) {
+  Tensor t(nullptr, dtype, dims);
+  t.data = carve(static_cast<size_t>(tensor_bytes(dtype, dims, "arena tensor")));
+  return t;
+}
+
+Tensor Arena::allocate_like(const Tensor& like) {
+  Tensor t = like;
+  t.data = carve(like.nbytes());
   return t;
 }
 

@@ -1,5 +1,5 @@
 // TensorStore: owns tensors that are made at load time (converted, transposed or split
-// weights) and keeps them alive for the model's lifetime.
+// weights, or weights copied to a GPU) and keeps them alive for the model's lifetime.
 #pragma once
 
 #include <initializer_list>
@@ -12,10 +12,16 @@ namespace tokenmill {
 
 class TensorStore {
  public:
+  // Tensors in `memory` (which must outlive the store).
+  explicit TensorStore(DeviceMemory& memory = host_memory()) : memory_(&memory) {}
+
   Tensor allocate(DType dtype, std::initializer_list<int64_t> dims);
+  // A copy of host tensor `host` in this store's memory.
+  Tensor copy_of(const Tensor& host);
   size_t bytes() const { return bytes_; }
 
  private:
+  DeviceMemory* memory_;
   std::vector<std::unique_ptr<Arena>> blocks_;
   size_t bytes_ = 0;
 };

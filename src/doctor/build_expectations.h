@@ -1,7 +1,7 @@
 // What this build expects of the GPU stack: the versions of the CUDA toolkit, cuBLAS, cuDNN
 // and NCCL it was configured against (recorded by CMake when find_package(CUDAToolkit) found a
-// toolkit; see src/doctor/CMakeLists.txt). These are the libraries a CUDA backend (#5) will
-// link; this build has none yet, so nothing here is linked or loaded by the engine itself.
+// toolkit; see src/doctor/CMakeLists.txt). The CUDA backend links the CUDA runtime statically
+// and cuBLASLt dynamically; cuDNN and NCCL are not used yet.
 #pragma once
 
 #include <optional>
@@ -10,8 +10,18 @@
 
 namespace tokenmill::doctor {
 
-// False until the CUDA backend (#5) exists: every GPU finding is then about readiness only.
+// Whether the CUDA backend's ops are compiled in (cmake/cuda.cmake; the doctor's self-test
+// runs them on each GPU).
+#ifdef TOKENMILL_HAS_CUDA
+inline constexpr bool kBuildHasCudaBackend = true;
+#else
 inline constexpr bool kBuildHasCudaBackend = false;
+#endif
+// What the CUDA backend runs so far: generate and chat place the model on a GPU
+// (--device); serve, train and bench still run on the CPU (#5).
+inline constexpr const char* kGpuCommands =
+    "generate and chat run on a GPU (--device auto|cuda); serve, train and "
+    "bench still run on the CPU (#5)";
 
 struct BuildExpectations {
   std::optional<Version> cuda;    // CUDAToolkit_VERSION, e.g. 13.0.88

@@ -44,12 +44,17 @@ DoctorReport run_doctor(const DoctorOptions& options) {
   report.expected = options.expected;
   report.require_gpu = options.require_gpu;
   if (options.self_test && report.cpu.isa_error.empty()) report.self_tests = run_cpu_self_test();
+  if (options.self_test && cuda_devices_found(report.gpu)) {
+    const int gpus = static_cast<int>(report.gpu.driver.devices.size());
+    for (SelfTestResult& r : run_gpu_self_test(gpus, report.gpu_self_test_skipped))
+      report.self_tests.push_back(std::move(r));
+  }
 
   append(report.findings, host_findings(report.host));
   append(report.findings, cpu_findings(report.cpu));
   append(report.findings, gpu_findings(report.gpu, report.host, report.expected, report.require_gpu));
   append(report.findings, gpu_library_findings(report.gpu, report.expected));
-  append(report.findings, self_test_findings(report.self_tests, cuda_devices_found(report.gpu)));
+  append(report.findings, self_test_findings(report.self_tests, report.gpu_self_test_skipped));
   return report;
 }
 

@@ -41,8 +41,9 @@ struct DoctorReport {
   GpuStack gpu;
   BuildExpectations expected;
   bool require_gpu = false;
-  std::vector<SelfTestResult> self_tests;
-  std::vector<Finding> findings;  // host, cpu, gpu, libraries, self-test, in that order
+  std::vector<SelfTestResult> self_tests;          // the CPU's, then each GPU's
+  std::vector<std::string> gpu_self_test_skipped;  // why a GPU the driver shows was not tested
+  std::vector<Finding> findings;                   // host, cpu, gpu, libraries, self-test, in that order
 };
 
 DoctorReport run_doctor(const DoctorOptions& options);

@@ -29,7 +29,7 @@ struct Finding {
 std::vector<Finding> host_findings(const HostFacts& host);
 std::vector<Finding> cpu_findings(const CpuFacts& cpu);
 // The driver, the GPUs it shows and the variables that select them. With `require_gpu`,
-// "no usable GPU" is a Fail (this build has no CUDA backend, so that is always true for now).
+// "no usable GPU" (no driver, no device, or a build without the CUDA backend) is a Fail.
 std::vector<Finding> gpu_findings(const GpuStack& gpu, const HostFacts& host,
                                   const BuildExpectations& expected, bool require_gpu);
 // cudart, cuBLASLt, cuDNN and NCCL against what the build expects; NVML's per-GPU state and

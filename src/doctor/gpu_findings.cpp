@@ -96,11 +96,12 @@ Finding no_driver(const GpuStack& gpu, const HostFacts& host, const BuildExpecta
                         cpu_note),
             fmt::format(
                 "to use a GPU: run the container with --gpus all on a host with the NVIDIA Container Toolkit "
-                "and {}, and use a tokenmill build with the CUDA backend (#5)",
-                driver_to_install(expected))};
+                "and {}{}",
+                driver_to_install(expected),
+                kBuildHasCudaBackend ? "" : ", and use a tokenmill build with the CUDA backend")};
   return {"driver", quiet, fmt::format("no NVIDIA driver (libcuda.so.1 not found): {}", cpu_note),
-          fmt::format("to use a GPU: install {} and a tokenmill build with the CUDA backend (#5)",
-                      driver_to_install(expected))};
+          fmt::format("to use a GPU: install {}{}", driver_to_install(expected),
+                      kBuildHasCudaBackend ? "" : " and a tokenmill build with the CUDA backend")};
 }
 
 Finding init_failure(const CudaDriverFacts& driver, const HostFacts& host, bool require_gpu) {
@@ -200,12 +201,15 @@ std::vector<Finding> gpu_findings(const GpuStack& gpu, const HostFacts& host,
     return out;
   }
   for (const CudaDevice& d : driver.devices) out.push_back(device_finding(d, expected));
-  if (!kBuildHasCudaBackend)
+  if (kBuildHasCudaBackend)
+    out.push_back(
+        {"gpu", Status::Info, fmt::format("{} GPU(s) found: {}", driver.devices.size(), kGpuCommands), ""});
+  else
     out.push_back(
         {"gpu", require_gpu ? Status::Fail : Status::Info,
-         fmt::format("{} GPU(s) found, but this build has no CUDA backend (#5): tokenmill runs on the CPU",
+         fmt::format("{} GPU(s) found, but this build has no CUDA backend: tokenmill runs on the CPU",
                      driver.devices.size()),
-         "use a tokenmill build with the CUDA backend (#5) to run on the GPU"});
+         "use a tokenmill build with the CUDA backend (configure with nvcc on the PATH)"});
   return out;
 }
 

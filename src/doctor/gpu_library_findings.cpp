@@ -40,7 +40,7 @@ Finding library_finding(const CudaLibraryFacts& lib, const std::optional<Version
     return {lib.name, needed ? Status::Warn : Status::Info,
             fmt::format("{} not found ({})", name, lib.load.error),
             needed ? fmt::format("install {} and add its directory to the linker path (ldconfig or "
-                                 "LD_LIBRARY_PATH): the CUDA backend (#5) will load it",
+                                 "LD_LIBRARY_PATH)",
                                  which)
                    : std::string()};
   }

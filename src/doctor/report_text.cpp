@@ -65,7 +65,8 @@ void cpu_section(std::string& out, const CpuFacts& c) {
 
 void gpu_section(std::string& out, const DoctorReport& r) {
   Section s(out, "GPU stack");
-  s.row("cuda backend", kBuildHasCudaBackend ? "yes" : "not in this build (until #5)");
+  s.row("cuda backend", kBuildHasCudaBackend ? "built (self-tested on each GPU); " + std::string(kGpuCommands)
+                                             : "not in this build");
   s.row(
       "build expects",
       fmt::format("CUDA {}, cuBLAS {}, cuDNN {}, NCCL {}", version_or(r.expected.cuda, "not recorded"),
@@ -111,7 +112,7 @@ void self_test_section(std::string& out, const DoctorReport& r) {
     s.row(t.device, fmt::format("{}: error {:.1e} (tol {:.0e}), {:.1f} GFLOP/s, {:.2f} GB/s, {}", t.name,
                                 t.max_relative_error, t.tolerance, t.gflops_per_s, t.gbytes_per_s,
                                 t.passed ? "ok" : "FAIL"));
-  if (cuda_devices_found(r.gpu)) s.row("gpu", "skipped: this build has no CUDA backend (#5)");
+  for (const std::string& why : r.gpu_self_test_skipped) s.row("gpu", "skipped: " + why);
 }
 
 void verdict_section(std::string& out, const DoctorReport& r) {
@@ -126,10 +127,11 @@ void verdict_section(std::string& out, const DoctorReport& r) {
     out += fmt::format("\nnot ready ({}): {}\n  fix: {}\n", blocking->area, blocking->found, blocking->fix);
     return;
   }
-  out += fmt::format(
-      "\nready for CPU work (CPU backend, {}){}{}\n", r.cpu.isa,
-      cuda_devices_found(r.gpu) ? "; GPU found but this build cannot use it (#5)" : "; no usable GPU",
-      warnings > 0 ? fmt::format("; {} warning(s) above", warnings) : "");
+  out += fmt::format("\nready for CPU work (CPU backend, {}){}{}\n", r.cpu.isa,
+                     !cuda_devices_found(r.gpu) ? "; no usable GPU"
+                     : kBuildHasCudaBackend     ? "; GPU found: generate and chat use it"
+                                                : "; GPU found, but this build has no CUDA backend",
+                     warnings > 0 ? fmt::format("; {} warning(s) above", warnings) : "");
 }
 
 }  // namespace

@@ -3,15 +3,22 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <random>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/reference/reference_ops.h"
+#include "core/error.h"
 #include "core/tensor.h"
+#ifdef TOKENMILL_HAS_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace tokenmill::doctor {
 
@@ -64,67 +71,157 @@ SelfTestResult finish(std::string name, const std::string& device, double error,
           .passed = error <= kF32Tolerance};
 }
 
+// Where a self-test runs: its backend, and memory that both it and the host address.
+struct TestDevice {
+  Backend& backend;
+  std::string name;
+  std::function<void*(size_t bytes)> allocate;
+  std::function<void(void* memory)> release;
+  std::function<void()> synchronize;  // before the host reads what the backend wrote
+};
+
+// f32 tensors in a TestDevice's memory, released together.
+class DeviceTensors {
+ public:
+  explicit DeviceTensors(const TestDevice& device) : device_(device) {}
+  ~DeviceTensors() {
+    for (void* p : blocks_) device_.release(p);
+  }
+  DeviceTensors(const DeviceTensors&) = delete;
+  DeviceTensors& operator=(const DeviceTensors&) = delete;
+
+  // A tensor of `dims` holding `values` (its element count; zeros when empty).
+  Tensor make(const std::vector<float>& values, std::initializer_list<int64_t> dims) {
+    Tensor t(nullptr, DType::F32, dims);
+    t.data = device_.allocate(t.nbytes());
+    blocks_.push_back(t.data);
+    if (values.empty()) {
+      std::fill_n(t.as<float>(), t.numel(), 0.0f);
+    } else {
+      std::copy(values.begin(), values.end(), t.as<float>());
+    }
+    return t;
+  }
+  std::vector<float> read(const Tensor& t) const {
+    device_.synchronize();
+    return std::vector<float>(t.as<const float>(), t.as<const float>() + t.numel());
+  }
+
+ private:
+  const TestDevice& device_;
+  std::vector<void*> blocks_;
+};
+
+// `op` followed by the device's synchronize, so a timed run includes the device's work.
+std::function<void()> completed(const TestDevice& device, std::function<void()> op) {
+  return [&device, op = std::move(op)] {
+    op();
+    device.synchronize();
+  };
+}
+
 // y[m, n] = x[m, k] . w[n, k]^T: 2*m*n*k FLOPs over (m*k + n*k + m*n) f32.
-SelfTestResult gemm(Backend& backend, const std::string& device) {
+SelfTestResult gemm(const TestDevice& device) {
   constexpr int64_t m = 512, n = 512, k = 512;
-  std::vector<float> xs = random_values(m * k, 1), ws = random_values(n * k, 2), ys(m * n);
-  const Tensor x(xs.data(), DType::F32, {m, k}), w(ws.data(), DType::F32, {n, k}),
-      y(ys.data(), DType::F32, {m, n});
-  const double seconds = best_seconds([&] { backend.matmul(x, w, nullptr, y); });
-  const double error = max_relative_error(ys, reference::matmul(x, w, nullptr));
-  return finish(fmt::format("gemm {}x{}x{} f32", m, n, k), device, error, seconds, 2.0 * m * n * k,
+  DeviceTensors tensors(device);
+  const Tensor x = tensors.make(random_values(m * k, 1), {m, k}),
+               w = tensors.make(random_values(n * k, 2), {n, k}), y = tensors.make({}, {m, n});
+  const double seconds = best_seconds(completed(device, [&] { device.backend.matmul(x, w, nullptr, y); }));
+  const double error = max_relative_error(tensors.read(y), reference::matmul(x, w, nullptr));
+  return finish(fmt::format("gemm {}x{}x{} f32", m, n, k), device.name, error, seconds, 2.0 * m * n * k,
                 4.0 * double(m * k + n * k + m * n));
 }
 
 // Causal GQA attention of `queries` new tokens after `first_pos` cached ones: query t sees
 // first_pos + t + 1 keys, each costing 2*head_dim FLOPs for the score and 2*head_dim for v.
-SelfTestResult attention(Backend& backend, const std::string& device) {
+SelfTestResult attention(const TestDevice& device) {
   constexpr int64_t queries = 128, first_pos = 384, heads = 8, kv_heads = 2, head_dim = 64;
   constexpr int64_t context = first_pos + queries;
-  std::vector<float> qs = random_values(queries * heads * head_dim, 3);
-  std::vector<float> ks = random_values(context * kv_heads * head_dim, 4);
-  std::vector<float> vs = random_values(context * kv_heads * head_dim, 5);
-  std::vector<float> outs(qs.size());
-  const Tensor q(qs.data(), DType::F32, {queries, heads, head_dim});
-  const Tensor kc(ks.data(), DType::F32, {context, kv_heads, head_dim});
-  const Tensor vc(vs.data(), DType::F32, {context, kv_heads, head_dim});
-  const Tensor out(outs.data(), DType::F32, {queries, heads, head_dim});
+  DeviceTensors tensors(device);
+  const Tensor q = tensors.make(random_values(queries * heads * head_dim, 3), {queries, heads, head_dim});
+  const Tensor kc =
+      tensors.make(random_values(context * kv_heads * head_dim, 4), {context, kv_heads, head_dim});
+  const Tensor vc =
+      tensors.make(random_values(context * kv_heads * head_dim, 5), {context, kv_heads, head_dim});
+  const Tensor out = tensors.make({}, {queries, heads, head_dim});
   const float scale = 1.0f / std::sqrt(float(head_dim));
-  const double seconds = best_seconds([&] { backend.attention(q, kc, vc, first_pos, scale, out); });
-  const double error = max_relative_error(outs, reference::attention(q, kc, vc, first_pos, scale));
+  const double seconds =
+      best_seconds(completed(device, [&] { device.backend.attention(q, kc, vc, first_pos, scale, out); }));
+  const double error =
+      max_relative_error(tensors.read(out), reference::attention(q, kc, vc, first_pos, scale));
   double keys = 0;
   for (int64_t t = 0; t < queries; ++t) keys += double(first_pos + t + 1);
   return finish(fmt::format("attention {} queries x {} keys, {}/{} heads x {}", queries, context, heads,
                             kv_heads, head_dim),
-                device, error, seconds, 4.0 * head_dim * heads * keys,
-                4.0 * double(qs.size() + ks.size() + vs.size() + outs.size()));
+                device.name, error, seconds, 4.0 * head_dim * heads * keys,
+                4.0 * double(q.numel() + kc.numel() + vc.numel() + out.numel()));
 }
 
 }  // namespace
 
 std::vector<SelfTestResult> run_cpu_self_test() {
   const std::unique_ptr<Backend> backend = make_cpu_backend();
-  const std::string device = fmt::format("cpu ({})", cpu_isa_name(best_cpu_isa()));
-  return {gemm(*backend, device), attention(*backend, device)};
+  const TestDevice cpu{
+      .backend = *backend,
+      .name = fmt::format("cpu ({})", cpu_isa_name(best_cpu_isa())),
+      .allocate = [](size_t bytes) { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); },
+      .release = [](void* p) { std::free(p); },
+      .synchronize = [] {}};
+  return {gemm(cpu), attention(cpu)};
 }
 
-std::vector<Finding> self_test_findings(const std::vector<SelfTestResult>& results, bool gpu_found) {
+std::vector<SelfTestResult> run_gpu_self_test(int gpu_count, std::vector<std::string>& skipped) {
+  std::vector<SelfTestResult> results;
+#ifdef TOKENMILL_HAS_CUDA
+  for (int gpu = 0; gpu < gpu_count; ++gpu) {
+    const std::string why = cuda::unavailable_reason(gpu);
+    if (!why.empty()) {
+      skipped.push_back(fmt::format("GPU {}: {}", gpu, why));
+      continue;
+    }
+    try {
+      const std::unique_ptr<Backend> backend = make_cuda_backend(gpu);
+      const TestDevice device{.backend = *backend,
+                              .name = std::string(backend->name()),
+                              .allocate = [](size_t bytes) { return cuda::managed_allocate(bytes); },
+                              .release = [](void* p) { cuda::managed_free(p); },
+                              .synchronize = [] { cuda::synchronize_device(); }};
+      results.push_back(gemm(device));
+      results.push_back(attention(device));
+    } catch (const Error& e) {
+      skipped.push_back(fmt::format("GPU {}: the CUDA backend failed: {}", gpu, e.what()));
+    }
+  }
+#else
+  if (gpu_count > 0)
+    skipped.push_back("this build has no CUDA backend (built without nvcc, or TOKENMILL_CUDA=OFF)");
+#endif
+  return results;
+}
+
+std::vector<Finding> self_test_findings(const std::vector<SelfTestResult>& results,
+                                        const std::vector<std::string>& gpu_skipped) {
   std::vector<Finding> out;
   for (const SelfTestResult& r : results) {
     const std::string what =
         fmt::format("{} on {}: max relative error {:.1e} (tolerance {:.0e}), {:.1f} GFLOP/s", r.name,
                     r.device, r.max_relative_error, r.tolerance, r.gflops_per_s);
+    const bool on_gpu = r.device.starts_with("cuda");
     if (r.passed)
       out.push_back({"self-test", Status::Ok, what, ""});
+    else if (on_gpu)
+      out.push_back(
+          {"self-test", Status::Fail, what + ": the GPU computes wrong results",
+           "check `nvidia-smi -q -d ECC,TEMPERATURE,CLOCK` for ECC errors, heat or clocks out of spec; "
+           "if the GPU is healthy, report it with the output of tokenmill doctor --json"});
     else
       out.push_back(
           {"self-test", Status::Fail, what + ": the CPU kernels compute wrong results on this machine",
            "report it with the output of tokenmill doctor --json; TOKENMILL_CPU_ISA=avx2 selects the "
            "other kernels meanwhile"});
   }
-  if (gpu_found)
-    out.push_back(
-        {"self-test", Status::Info, "GPU self-test skipped: this build has no CUDA backend (#5)", ""});
+  for (const std::string& why : gpu_skipped)
+    out.push_back({"self-test", Status::Info, "GPU self-test skipped: " + why, ""});
   return out;
 }
 

@@ -1,5 +1,6 @@
-// The self-test: a small GEMM and an attention op on the CPU backend, each checked against
-// the float64 reference ops (backend/reference) and timed.
+// The self-test: a small GEMM and an attention op on the CPU backend and on each GPU (through
+// the CUDA backend), each checked against the float64 reference ops (backend/reference) and
+// timed.
 //
 // Error is measured as the conformance suite does (tests/backend): max |got - reference| /
 // max |reference| over the output, against the f32 tolerance 1e-5.
@@ -25,7 +26,13 @@ struct SelfTestResult {
 
 std::vector<SelfTestResult> run_cpu_self_test();
 
-// One finding per result, and "skipped" for the GPU when one was found (no CUDA backend yet).
-std::vector<Finding> self_test_findings(const std::vector<SelfTestResult>& results, bool gpu_found);
+// The same ops on GPUs 0 .. gpu_count - 1, in managed memory. A GPU that cannot be tested
+// (no CUDA backend in this build, a GPU the backend cannot use, a CUDA failure) gets a line
+// in `skipped` saying why instead of results.
+std::vector<SelfTestResult> run_gpu_self_test(int gpu_count, std::vector<std::string>& skipped);
+
+// One finding per result (a wrong result is blocking), and an Info finding per skipped GPU.
+std::vector<Finding> self_test_findings(const std::vector<SelfTestResult>& results,
+                                        const std::vector<std::string>& gpu_skipped);
 
 }  // namespace tokenmill::doctor

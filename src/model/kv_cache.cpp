@@ -13,8 +13,8 @@ size_t cache_bytes(const ModelConfig& c, int64_t capacity, DType dtype) {
 }
 }  // namespace
 
-KvCache::KvCache(const ModelConfig& config, int64_t capacity, DType dtype)
-    : capacity_(capacity), arena_(cache_bytes(config, capacity, dtype)) {
+KvCache::KvCache(const ModelConfig& config, int64_t capacity, DType dtype, DeviceMemory& memory)
+    : capacity_(capacity), arena_(cache_bytes(config, capacity, dtype), memory) {
   if (dtype != DType::F32 && dtype != DType::F16)
     fail("KV cache: dtype {} is not supported (f32, f16)", dtype_name(dtype));
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {

@@ -16,7 +16,9 @@ namespace tokenmill {
 
 class KvCache {
  public:
-  KvCache(const ModelConfig& config, int64_t capacity, DType dtype = DType::F32);
+  // In `memory` (the backend's whose attention reads the cache).
+  KvCache(const ModelConfig& config, int64_t capacity, DType dtype = DType::F32,
+          DeviceMemory& memory = host_memory());
 
   const Tensor& keys(int64_t layer) const { return keys_[static_cast<size_t>(layer)]; }
   const Tensor& values(int64_t layer) const { return values_[static_cast<size_t>(layer)]; }

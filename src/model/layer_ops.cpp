@@ -1,7 +1,5 @@
 #include "model/layer_ops.h"
 
-#include <algorithm>
-
 #include "core/checked_math.h"
 #include "model/norm.h"
 #include "model/rope.h"
@@ -30,7 +28,7 @@ StepBuffers StepBuffers::allocate(Arena& arena, const Model& model, int64_t rows
   if (c.positions == PositionKind::Rotary) {
     const std::vector<float> inv_freq = model_rope_frequencies(c, model.weights);
     b.inv_freq = arena.allocate(DType::F32, {c.head_dim / 2});
-    std::copy(inv_freq.begin(), inv_freq.end(), b.inv_freq.as<float>());
+    arena.memory().copy_from_host(b.inv_freq.data, inv_freq.data(), b.inv_freq.nbytes());
   }
   b.residual = arena.allocate(DType::F32, {rows, c.hidden_size});
   b.normed = arena.allocate(DType::F32, {rows, c.hidden_size});

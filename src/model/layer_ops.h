@@ -12,7 +12,8 @@
 namespace tokenmill {
 
 // The activations of one step over up to `rows` tokens, all f32: the scratch the functions
-// below read and clobber, plus the rotary frequencies. Sized once, so steps never allocate.
+// below read and clobber, plus the rotary frequencies. Sized once, so steps never allocate;
+// they live in the arena's memory (the backend's).
 struct StepBuffers {
   Tensor inv_freq;                     // [head_dim / 2] (rotary models; empty otherwise)
   Tensor residual, normed, projected;  // [rows, hidden]

@@ -5,6 +5,7 @@
 #include "core/checked_math.h"
 #include "model/layer_ops.h"
 #include "model/norm.h"
+#include "model/weight_placement.h"
 
 namespace tokenmill {
 
@@ -31,16 +32,20 @@ PagedTransformer::PagedTransformer(const Model& model, Backend& backend, int64_t
       max_tokens_(max_tokens),
       max_slices_(max_slices),
       pool_(static_cast<size_t>(checked_mul(
-          Arena::footprint(
-              static_cast<size_t>(layer_pool_bytes(model.config, num_blocks, block_size, kv_dtype))),
-          2 * static_cast<uint64_t>(model.config.num_hidden_layers), "KV pool"))),
+                Arena::footprint(
+                    static_cast<size_t>(layer_pool_bytes(model.config, num_blocks, block_size, kv_dtype))),
+                2 * static_cast<uint64_t>(model.config.num_hidden_layers), "KV pool")),
+            backend.memory()),
       arena_(StepBuffers::bytes(model.config, max_tokens) +
-             Arena::footprint(checked_product({max_slices, model.config.hidden_size, 4}, "step logits")) +
-             Arena::footprint(checked_product({max_slices, model.config.vocab_size, 4}, "step logits"))),
+                 Arena::footprint(checked_product({max_slices, model.config.hidden_size, 4}, "step logits")) +
+                 Arena::footprint(checked_product({max_slices, model.config.vocab_size, 4}, "step logits")),
+             backend.memory()),
       buffers_(StepBuffers::allocate(arena_, model, max_tokens)),
       last_rows_(arena_.allocate(DType::F32, {max_slices, model.config.hidden_size})),
       logits_(arena_.allocate(DType::F32, {max_slices, model.config.vocab_size})) {
   const ModelConfig& c = model.config;
+  if (!weights_in(model.weights, backend.memory()))
+    fail("the model's weights are not in the memory of the {} backend (place_weights first)", backend.name());
   if (block_size < 1 || (block_size & (block_size - 1)) != 0)
     fail("KV block size {} is not a power of two", block_size);
   if (num_blocks < 1 || max_tokens < 1 || max_slices < 1)
@@ -91,13 +96,13 @@ Tensor PagedTransformer::forward(std::span<const Slice> slices) {
                  buffers_.normed.slice_rows(0, rows), buffers_.mlp_a.slice_rows(0, rows),
                  buffers_.mlp_b.slice_rows(0, rows), buffers_.projected.slice_rows(0, rows));
   }
-  // Gather the last row of each slice that wants logits, then one lm_head matmul.
+  // Gather the last row of each slice that wants logits (an f32 -> f32 convert is a copy
+  // in the backend's memory), then one lm_head matmul.
   int64_t outputs = 0;
   for (size_t i = 0; i < slices.size(); ++i) {
     if (!slices[i].want_logits) continue;
     const Backend::PagedSequence& s = sequences_[i];
-    const float* row = x.as<const float>() + (s.first_row + s.rows - 1) * c.hidden_size;
-    std::copy(row, row + c.hidden_size, last_rows_.as<float>() + outputs * c.hidden_size);
+    backend_.convert(x.slice_rows(s.first_row + s.rows - 1, 1), last_rows_.slice_rows(outputs, 1));
     ++outputs;
   }
   const Tensor logits = logits_.slice_rows(0, outputs);
@@ -105,7 +110,10 @@ Tensor PagedTransformer::forward(std::span<const Slice> slices) {
   const Tensor last = last_rows_.slice_rows(0, outputs);
   apply_norm(backend_, c, last, model_.weights.final_norm_weight, model_.weights.final_norm_bias, last);
   backend_.matmul(last, model_.weights.lm_head, nullptr, logits);
-  return logits;
+  if (backend_.memory().is_host()) return logits;
+  host_logits_.resize(static_cast<size_t>(logits.numel()));
+  backend_.memory().copy_to_host(host_logits_.data(), logits.data, logits.nbytes());
+  return Tensor(host_logits_.data(), DType::F32, {outputs, c.vocab_size});
 }
 
 void PagedTransformer::attention_block(int64_t layer, int64_t rows) {

@@ -11,6 +11,9 @@
 // With a quantized model every op is row-wise exact (Backend::matmul's contract), so a
 // sequence's logits do not depend on the rest of the batch; with float weights the matmul
 // kernel chosen for the batch size may round differently (see the batch invariance test).
+//
+// The pool and the activations live in the backend's memory, as must the weights
+// (model/weight_placement.h); the logits come back to the host.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +46,7 @@ class PagedTransformer {
                    int64_t max_tokens, int64_t max_slices, DType kv_dtype);
 
   // Runs one step. Returns the logits [k, vocab] f32 of the slices with want_logits, in
-  // slice order; valid until the next call. Throws Error if the step exceeds max_tokens /
+  // slice order, in host memory; valid until the next call. Throws Error if the step exceeds max_tokens /
   // max_slices, a position exceeds the model's context or a block table is too short.
   Tensor forward(std::span<const Slice> slices);
 
@@ -61,7 +64,8 @@ class PagedTransformer {
   std::vector<Tensor> keys_, values_;  // per layer [num_blocks, block_size, kv_heads, head_dim]
   Arena arena_;
   StepBuffers buffers_;
-  Tensor last_rows_, logits_;  // [max_slices, hidden], [max_slices, vocab]
+  Tensor last_rows_, logits_;       // [max_slices, hidden], [max_slices, vocab]
+  std::vector<float> host_logits_;  // forward's result when the backend's memory is not the host's
   // The current step's layout.
   std::vector<int32_t> ids_, positions_;
   std::vector<int64_t> slots_;

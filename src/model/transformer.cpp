@@ -5,6 +5,7 @@
 
 #include "model/layer_ops.h"
 #include "model/norm.h"
+#include "model/weight_placement.h"
 
 namespace tokenmill {
 
@@ -16,11 +17,15 @@ Transformer::Transformer(const Model& model, Backend& backend, int64_t context, 
       context_(context > 0 ? std::min(context, model.config.context_length())
                            : model.config.context_length()),
       chunk_(std::max<int64_t>(1, std::min(chunk_tokens, context_))),
-      cache_(model.config, context_, kv_dtype.value_or(model.default_kv_dtype())),
+      cache_(model.config, context_, kv_dtype.value_or(model.default_kv_dtype()), backend.memory()),
       arena_(StepBuffers::bytes(model.config, chunk_) +
-             Arena::footprint(static_cast<size_t>(chunk_ * model.config.vocab_size) * sizeof(float))),
+                 Arena::footprint(static_cast<size_t>(chunk_ * model.config.vocab_size) * sizeof(float)),
+             backend.memory()),
       buffers_(StepBuffers::allocate(arena_, model, chunk_)),
       logits_(arena_.allocate(DType::F32, {chunk_, model.config.vocab_size})) {
+  if (!weights_in(model.weights, backend.memory()))
+    fail("the model's weights are not in the memory of the {} backend (place_weights first)", backend.name());
+  if (!backend.memory().is_host()) host_logits_.resize(static_cast<size_t>(model.config.vocab_size));
   positions_.reserve(static_cast<size_t>(chunk_));
   tokens_.reserve(static_cast<size_t>(context_));
 }
@@ -42,7 +47,9 @@ Tensor Transformer::forward_last(std::span<const int32_t> ids) {
   }
   const Tensor logits = logits_.slice_rows(0, 1);
   backend_.matmul(buffers_.normed.slice_rows(0, 1), model_.weights.lm_head, nullptr, logits);
-  return logits;
+  if (host_logits_.empty()) return logits;
+  backend_.memory().copy_to_host(host_logits_.data(), logits.data, logits.nbytes());
+  return Tensor(host_logits_.data(), DType::F32, {1, config_.vocab_size});
 }
 
 void Transformer::forward_all(std::span<const int32_t> ids, std::span<float> logits) {
@@ -54,8 +61,10 @@ void Transformer::forward_all(std::span<const int32_t> ids, std::span<float> log
   for (int64_t begin = 0; begin < n; begin += chunk_) {
     const int64_t count = std::min(chunk_, n - begin);
     run_chunk(ids.subspan(static_cast<size_t>(begin), static_cast<size_t>(count)), count);
-    const Tensor out(logits.data() + begin * vocab, DType::F32, {count, vocab});
+    const Tensor host_out(logits.data() + begin * vocab, DType::F32, {count, vocab});
+    const Tensor out = backend_.memory().is_host() ? host_out : logits_.slice_rows(0, count);
     backend_.matmul(buffers_.normed.slice_rows(0, count), model_.weights.lm_head, nullptr, out);
+    if (out.data != host_out.data) backend_.memory().copy_to_host(host_out.data, out.data, out.nbytes());
   }
 }
 

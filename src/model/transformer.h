@@ -8,6 +8,10 @@
 //   h = norm_2(x);  x += SwiGLU: (silu(h W_gate) * h W_up) W_down   |  GELU: gelu(h W_up + b) W_down + b
 // then logits = norm_f(x) W_lm_head. Learned positions (GPT-2) are added to the token
 // embedding. A prompt longer than the chunk size runs in chunks; buffers are sized once.
+//
+// Activations and the KV cache live in the backend's memory; so must the weights
+// (place_weights, model/weight_placement.h, for a GPU backend). The logits come back to the
+// host: directly when the backend's memory is the host's, else copied (one row per decode).
 #pragma once
 
 #include <cstdint>
@@ -29,15 +33,17 @@ class Transformer {
 
   // `context` caps the sequence length (0: the model's context length). The KV cache is
   // `kv_dtype`, by default Model::default_kv_dtype() (f16 for GGUF, f32 for HF models).
+  // Throws Error when the model's weights are not in the backend's memory.
   Transformer(const Model& model, Backend& backend, int64_t context = 0,
               int64_t chunk_tokens = kDefaultChunkTokens, std::optional<DType> kv_dtype = std::nullopt);
 
-  // Appends `ids` to the sequence and returns the logits of the last one: [1, vocab] f32,
-  // valid until the next call. Throws Error if the sequence would exceed the context or
-  // an id is outside the vocabulary.
+  // Appends `ids` to the sequence and returns the logits of the last one: [1, vocab] f32 in
+  // host memory, valid until the next call. Throws Error if the sequence would exceed the
+  // context or an id is outside the vocabulary.
   Tensor forward_last(std::span<const int32_t> ids);
 
-  // Appends `ids` and writes the logits of every one of them to `logits` [ids.size(), vocab].
+  // Appends `ids` and writes the logits of every one of them to `logits` [ids.size(), vocab]
+  // (host memory).
   void forward_all(std::span<const int32_t> ids, std::span<float> logits);
 
   // The tokens whose keys and values are in the cache, in order.
@@ -69,7 +75,8 @@ class Transformer {
   std::vector<int32_t> positions_;
   Arena arena_;
   StepBuffers buffers_;
-  Tensor logits_;  // [chunk, vocab]
+  Tensor logits_;                   // [chunk, vocab] in the backend's memory
+  std::vector<float> host_logits_;  // [vocab]: forward_last's result when that memory is not the host's
 };
 
 }  // namespace tokenmill

@@ -35,6 +35,11 @@ struct ModelWeights {
   // GGUF llama 3 files: f32 [head_dim / 2]; rotary pair j turns at inv_freq[j] / factor[j].
   Tensor rope_freq_factors;
   TensorStore owned;
+  // Where the tensors the forward ops read live: host memory (the mapped file and `owned`),
+  // or the backend memory that place_weights (model/weight_placement.h) copied them into,
+  // held by `placed`.
+  DeviceMemory* memory = &host_memory();
+  TensorStore placed;
 };
 
 // Maps the archive's tensors onto ModelWeights, checking every shape against `config`.

@@ -5,12 +5,17 @@
 // Adding a backend = adding a BackendUnderTest to backends_under_test(). Its memory hooks
 // must return memory both the backend and the host can address (host memory for the CPU;
 // for CUDA, managed memory plus a synchronize before the host reads results).
+//
+// The CUDA backend joins when the build has it and a usable GPU is present; without one its
+// cases are simply not instantiated (support/gpu_devices.h: TOKENMILL_REQUIRE_CUDA=1 turns a
+// missing GPU into a failure).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -22,8 +27,12 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#ifdef TOKENMILL_HAS_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "support/gpu_devices.h"
 
 namespace tokenmill::testing {
 
@@ -33,6 +42,11 @@ struct BackendUnderTest {
   std::function<void*(size_t bytes)> allocate;
   std::function<void(void* memory)> release;
   std::function<void()> synchronize;  // completes all work before the host reads memory
+  // A matmul over bf16/f16 weights rounds its f32 activations (x; dy for dx in the backward)
+  // to the weights' dtype, as tensor cores read them (CUDA); the CPU multiplies them as f32.
+  bool rounds_matmul_activations = false;
+  // Runs matmul and embedding over quantized weights (Q4_0 ... Q6_K).
+  bool quantized_weights = true;
 };
 
 // gtest prints parameters in failure messages; the name says it all.
@@ -48,11 +62,31 @@ inline BackendUnderTest cpu_backend_under_test(CpuIsa isa) {
   };
 }
 
-// Every backend this machine can run: the CPU once per instruction set it has.
+#ifdef TOKENMILL_HAS_CUDA
+inline BackendUnderTest cuda_backend_under_test() {
+  return BackendUnderTest{
+      .name = "cuda",
+      .make = [] { return make_cuda_backend(); },
+      .allocate = [](size_t bytes) { return cuda::managed_allocate(bytes); },
+      .release = [](void* p) { cuda::managed_free(p); },
+      .synchronize = [] { cuda::synchronize_device(); },
+      .rounds_matmul_activations = true,
+      .quantized_weights = false,
+  };
+}
+#endif
+
+// Every backend this machine can run: the CPU once per instruction set it has, and the
+// CUDA backend on GPU 0 when there is one.
 inline std::vector<BackendUnderTest> backends_under_test() {
   std::vector<BackendUnderTest> list;
   for (const CpuIsa isa : {CpuIsa::Avx2, CpuIsa::Avx512})
     if (cpu_supports(isa)) list.push_back(cpu_backend_under_test(isa));
+#ifdef TOKENMILL_HAS_CUDA
+  if (cuda_usable()) list.push_back(cuda_backend_under_test());
+#else
+  cuda_usable();  // exits when TOKENMILL_REQUIRE_CUDA asks for a GPU this build cannot use
+#endif
   return list;
 }
 

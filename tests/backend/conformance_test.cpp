@@ -7,7 +7,9 @@
 //  - kF32: 1e-5 for all f32 arithmetic, transcendental ops included (the backend's exp,
 //    tanh-via-sigmoid and erfc approximations are accurate to a few f32 ulps).
 //  - bf16 / f16 weights and caches: the reference reads the same rounded values the
-//    backend reads (load_as_f32), so only the f32 arithmetic differs: kF32 again. (Against
+//    backend reads (load_as_f32; for a backend that rounds matmul activations to the
+//    weights' dtype, the rounded activations too: matmul_activations.h), so only the f32
+//    arithmetic differs: kF32 again. (Against
 //    a float64 model with unrounded weights the error would be ~1e-2 for bf16; that is a
 //    property of the weights, not of the backend, and is not what this suite measures.)
 //  - kF16Probabilities: 1e-3 for attention over an f16 cache, whose softmax probabilities
@@ -30,6 +32,7 @@
 #include "conformance_harness.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "matmul_activations.h"
 
 namespace tokenmill::testing {
 namespace {
@@ -122,7 +125,9 @@ TEST_P(Conformance, MatmulMatchesReferenceForEveryWeightDtypeAndShape) {
         auto y = output({s.n, s.m});
         const Tensor* b = with_bias ? bias->ptr() : nullptr;
         backend_->matmul(x->tensor(), w->tensor(), b, y->tensor());
-        EXPECT_TRUE(close_to_reference(y->values(), reference::matmul(x->tensor(), w->tensor(), b), kF32));
+        const MatmulActivations x_read(GetParam(), *x, dtype);
+        EXPECT_TRUE(
+            close_to_reference(y->values(), reference::matmul(x_read.tensor(), w->tensor(), b), kF32));
         EXPECT_GUARDS(y);
         EXPECT_UNCHANGED(x);
         EXPECT_UNCHANGED(w);
@@ -139,8 +144,9 @@ TEST_P(Conformance, MatmulAcceptsHalfPrecisionBias) {
       auto bias = input(bias_dtype, {21});
       auto y = output({n, 21});
       backend_->matmul(x->tensor(), w->tensor(), bias->ptr(), y->tensor());
-      EXPECT_TRUE(
-          close_to_reference(y->values(), reference::matmul(x->tensor(), w->tensor(), bias->ptr()), kF32));
+      const MatmulActivations x_read(GetParam(), *x, DType::BF16);
+      EXPECT_TRUE(close_to_reference(y->values(),
+                                     reference::matmul(x_read.tensor(), w->tensor(), bias->ptr()), kF32));
       EXPECT_GUARDS(y);
     }
   }

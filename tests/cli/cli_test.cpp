@@ -18,6 +18,8 @@ using ::testing::HasSubstr;
 using tokenmill::testing::CommandResult;
 
 CommandResult run(const std::string& args) { return tokenmill::testing::run_tokenmill(args); }
+// stdout alone: what --json promises to keep clean (notes and progress go to stderr).
+CommandResult run_stdout(const std::string& args) { return tokenmill::testing::run_tokenmill(args, false); }
 
 const std::string kLlama = std::string(TOKENMILL_FIXTURES_DIR) + "/hf/llama";
 const std::string kGpt2 = std::string(TOKENMILL_FIXTURES_DIR) + "/hf/gpt2";
@@ -53,8 +55,8 @@ TEST(Cli, GreedyGenerateJsonMatchesTransformers) {
   const auto expected = tokenmill::read_json_file(kGpt2 + "/expected.json");
   const auto& greedy = expected["greedy"][1];
   const std::string ids = fmt::format("{}", fmt::join(greedy["prompt"].get<std::vector<int>>(), ","));
-  const CommandResult r =
-      run("generate -m " + kGpt2 + " --prompt-ids " + ids + " -n 32 --temperature 0 --ignore-eos --json");
+  const CommandResult r = run_stdout("generate -m " + kGpt2 + " --prompt-ids " + ids +
+                                     " -n 32 --temperature 0 --ignore-eos --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto out = nlohmann::json::parse(r.output);
   EXPECT_EQ(out["ids"], greedy["ids"]);
@@ -66,9 +68,9 @@ TEST(Cli, GreedyGenerateJsonMatchesTransformers) {
 TEST(Cli, SameSeedSameSample) {
   const std::string args =
       "generate -m " + kLlama + " --prompt-ids 5,6,7 -n 24 --temperature 1.5 --ignore-eos --json";
-  const auto a = nlohmann::json::parse(run(args + " --seed 42").output);
-  const auto b = nlohmann::json::parse(run(args + " --seed 42").output);
-  const auto c = nlohmann::json::parse(run(args + " --seed 43").output);
+  const auto a = nlohmann::json::parse(run_stdout(args + " --seed 42").output);
+  const auto b = nlohmann::json::parse(run_stdout(args + " --seed 42").output);
+  const auto c = nlohmann::json::parse(run_stdout(args + " --seed 43").output);
   EXPECT_EQ(a["ids"], b["ids"]);
   EXPECT_NE(a["ids"], c["ids"]);
   EXPECT_EQ(a["seed"], 42);
@@ -79,8 +81,8 @@ TEST(Cli, StopsAtEos) {
   const std::string qwen = std::string(TOKENMILL_FIXTURES_DIR) + "/hf/qwen2";
   const auto expected = tokenmill::read_json_file(qwen + "/expected.json");
   const int prompt = expected["greedy"][0]["prompt"][0].get<int>();
-  const CommandResult r = run("generate -m " + qwen + " --prompt-ids " + std::to_string(prompt) +
-                              " -n 32 --temperature 0 --json");
+  const CommandResult r = run_stdout("generate -m " + qwen + " --prompt-ids " + std::to_string(prompt) +
+                                     " -n 32 --temperature 0 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto out = nlohmann::json::parse(r.output);
   EXPECT_EQ(out["finish_reason"], "stop");

@@ -50,7 +50,8 @@ TEST(GgufCli, ConvertQuantizeAndGenerate) {
   const auto expected = tokenmill::read_json_file(kHf + "/smollm_chat/expected.json");
   const auto& greedy = expected["greedy"][1];
   const std::string ids = fmt::format("{}", fmt::join(greedy["prompt"].get<std::vector<int>>(), ","));
-  r = run("generate -m " + f32 + " --prompt-ids " + ids + " -n 32 --temperature 0 --ignore-eos --json");
+  r = tokenmill::testing::run_tokenmill(
+      "generate -m " + f32 + " --prompt-ids " + ids + " -n 32 --temperature 0 --ignore-eos --json", false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(nlohmann::json::parse(r.output)["ids"], greedy["ids"]);
 }

@@ -32,8 +32,9 @@ std::string quoted(const std::string& s) {
 TEST(TextCli, GenerateFromTextMatchesTransformers) {
   const auto all = expected();
   for (const auto& cse : all["text_prompts"]) {
-    const auto r = run_tokenmill("generate -m " + kModel + " -p " + quoted(cse["text"]) +
-                                 " -n 32 --temperature 0 --ignore-eos --json");
+    const auto r = run_tokenmill(
+        "generate -m " + kModel + " -p " + quoted(cse["text"]) + " -n 32 --temperature 0 --ignore-eos --json",
+        false);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto out = nlohmann::json::parse(r.output);
     EXPECT_EQ(out["prompt_ids"], cse["ids"]) << cse["text"];

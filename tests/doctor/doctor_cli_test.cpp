@@ -6,12 +6,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "doctor/build_expectations.h"
 #include "support/run_command.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using tokenmill::doctor::kBuildHasCudaBackend;
 using tokenmill::testing::CommandResult;
 using tokenmill::testing::TempDir;
 
@@ -44,14 +46,15 @@ TEST(DoctorCli, ThisMachine) {
   const CommandResult text = run("doctor");
   for (const char* section : {"\nHost\n", "\nCPU\n", "\nGPU stack\n", "\nSelf-test\n", "\nVerdict\n"})
     EXPECT_THAT(text.output, HasSubstr(section));
-  EXPECT_THAT(text.output, HasSubstr("not in this build (until #5)"));
+  EXPECT_THAT(text.output,
+              HasSubstr(kBuildHasCudaBackend ? "built (self-tested on each GPU" : "not in this build"));
   EXPECT_THAT(text.output, Not(HasSubstr("error:")));
 
   const CommandResult json_run = run("doctor --json");
   const auto report = nlohmann::json::parse(json_run.output);
   EXPECT_EQ(json_run.exit_code, report["exit_status"].get<int>());
   EXPECT_EQ(text.exit_code, json_run.exit_code);
-  EXPECT_EQ(report["gpu"]["cuda_backend"], false);
+  EXPECT_EQ(report["gpu"]["cuda_backend"], kBuildHasCudaBackend);
   ASSERT_EQ(report["self_test"].size(), 2u);
   for (const auto& t : report["self_test"]) EXPECT_TRUE(t["passed"].get<bool>()) << t.dump();
   if (!report["gpu"]["driver"]["loaded"].get<bool>()) {

@@ -178,12 +178,24 @@ TEST(DoctorSelfTest, AWrongResultIsBlocking) {
   bad.name = "gemm";
   bad.max_relative_error = 0.5;
   bad.tolerance = 1e-5;
-  const std::vector<Finding> findings = self_test_findings({bad}, false);
+  const std::vector<Finding> findings = self_test_findings({bad}, {});
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_EQ(findings[0].status, Status::Fail);
-  const std::vector<Finding> with_gpu = self_test_findings({}, true);
-  ASSERT_EQ(with_gpu.size(), 1u);
-  EXPECT_THAT(with_gpu[0].found, HasSubstr("skipped: this build has no CUDA backend (#5)"));
+  EXPECT_THAT(findings[0].found, HasSubstr("the CPU kernels compute wrong results"));
+  bad.device = "cuda:0 (NVIDIA H200, sm_90)";
+  EXPECT_THAT(self_test_findings({bad}, {})[0].found, HasSubstr("the GPU computes wrong results"));
+  const std::vector<Finding> skipped = self_test_findings({}, {"GPU 0: no driver"});
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0].status, Status::Info);
+  EXPECT_THAT(skipped[0].found, HasSubstr("GPU self-test skipped: GPU 0: no driver"));
+}
+
+TEST(DoctorSelfTest, AGpuTheBuildCannotTestIsSkippedWithTheReason) {
+  std::vector<std::string> skipped;
+  const std::vector<SelfTestResult> results = run_gpu_self_test(1, skipped);
+  if (!results.empty()) GTEST_SKIP() << "this machine has a usable GPU";  // scripts/gpu-check.sh territory
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_FALSE(skipped[0].empty());
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <numeric>
-#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -16,18 +15,12 @@
 #include "core/error.h"
 #include "model/paged_transformer.h"
 #include "model/transformer.h"
+#include "support/random_tokens.h"
 
 namespace tokenmill {
 namespace {
 
 const std::filesystem::path kFixtures(TOKENMILL_FIXTURES_DIR);
-
-std::vector<int32_t> prompt_of(int64_t length, int32_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> ids(static_cast<size_t>(length));
-  for (auto& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
-  return ids;
-}
 
 std::vector<float> row(const Tensor& logits, int64_t r) {
   const float* p = logits.as<const float>() + r * logits.cols();
@@ -54,7 +47,8 @@ class PagedTransformerTest : public ::testing::TestWithParam<const char*> {
 
 TEST_P(PagedTransformerTest, OneSequenceMatchesTheTransformerBitForBit) {
   constexpr int64_t kBlock = 8, kChunk = 13;
-  const std::vector<int32_t> prompt = prompt_of(40, static_cast<int32_t>(model_->config.vocab_size), 7);
+  const std::vector<int32_t> prompt =
+      testing::random_token_ids(40, static_cast<int32_t>(model_->config.vocab_size), 7);
   Transformer reference(*model_, *backend_, 0, kChunk);
   PagedTransformer paged(*model_, *backend_, 32, kBlock, 64, 4, model_->default_kv_dtype());
   const std::vector<int32_t> blocks = scattered_blocks(12);
@@ -105,8 +99,9 @@ TEST(PagedTransformerBatch, QuantizedLogitsDoNotDependOnTheBatch) {
   constexpr int64_t kBlock = 4;
   const auto vocab = static_cast<int32_t>(model->config.vocab_size);
   PagedTransformer paged(*model, *backend, 64, kBlock, 96, 8, model->default_kv_dtype());
-  const std::vector<int32_t> a = prompt_of(11, vocab, 1), b = prompt_of(23, vocab, 2),
-                             c = prompt_of(5, vocab, 3);
+  const std::vector<int32_t> a = testing::random_token_ids(11, vocab, 1),
+                             b = testing::random_token_ids(23, vocab, 2),
+                             c = testing::random_token_ids(5, vocab, 3);
   const std::vector<int32_t> blocks_a = {0, 1, 2}, blocks_b = {10, 9, 8, 7, 6, 5}, blocks_c = {20, 30};
 
   const PagedTransformer::Slice alone{a, 0, blocks_a, true};

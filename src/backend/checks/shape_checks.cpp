@@ -1,11 +1,11 @@
-#include "backend/cpu/shape_checks.h"
+#include "backend/checks/shape_checks.h"
 
 #include <algorithm>
 #include <cstdint>
 
 #include "core/error.h"
 
-namespace tokenmill::cpu {
+namespace tokenmill::checks {
 
 std::string describe(const Tensor& t) { return t.shape_string(); }
 
@@ -85,4 +85,4 @@ void expect_disjoint(const char* op, std::initializer_list<Named> outputs,
   }
 }
 
-}  // namespace tokenmill::cpu
+}  // namespace tokenmill::checks

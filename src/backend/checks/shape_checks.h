@@ -1,6 +1,6 @@
-// The CPU backend's argument checks, shared by the forward ops (cpu_backend.cpp) and the
-// training ops (backward_*.cpp): each throws Error (core/error.h) with a message that names
-// the op, the argument and its shape ("rms_norm: x must be f32, got bf16[2, 3]").
+// Argument checks shared by every backend (cpu/, cuda/), so that all of them refuse the same
+// calls with the same words: each throws Error (core/error.h) with a message that names the
+// op, the argument and its shape ("rms_norm: x must be f32, got bf16[2, 3]").
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include "core/tensor.h"
 
-namespace tokenmill::cpu {
+namespace tokenmill::checks {
 
 // A tensor with the name the messages give it.
 struct Named {
@@ -49,4 +49,4 @@ void expect_same_or_disjoint(const char* op, const char* out_name, const Tensor&
 void expect_disjoint(const char* op, std::initializer_list<Named> outputs,
                      std::initializer_list<Named> inputs, std::initializer_list<const Tensor*> may_be = {});
 
-}  // namespace tokenmill::cpu
+}  // namespace tokenmill::checks

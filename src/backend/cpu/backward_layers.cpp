@@ -12,13 +12,17 @@
 #include <numbers>
 #include <vector>
 
+#include "backend/checks/attention_checks.h"
+#include "backend/checks/layer_checks.h"
+#include "backend/checks/shape_checks.h"
 #include "backend/cpu/scratch.h"
-#include "backend/cpu/shape_checks.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "quant/quant_reference.h"
 
 namespace tokenmill::cpu {
+
+using namespace checks;  // NOLINT: the shared argument checks read as part of each op
 
 namespace {
 
@@ -42,10 +46,9 @@ int64_t grain(int64_t work_per_item) {
 
 // ---------------------------------------------------------------- shape checks
 
-// A norm weight [d] of any dtype as f32 (converted in tl_weight unless already f32).
-const float* weight_as_f32(const char* op, const Tensor& weight, int64_t d) {
-  if (weight.numel() != d) fail("{}: weight must have {} elements, got {}", op, d, weight.shape_string());
-  expect_data(op, "weight", weight);
+// A norm weight [d] of any dtype (checked by check_norm_backward) as f32 (converted in
+// tl_weight unless already f32).
+const float* weight_as_f32(const Tensor& weight, int64_t d) {
   if (weight.dtype == DType::F32) return weight.as<const float>();
   float* f = tl_weight.floats(d);
   if (is_quantized(weight.dtype)) {
@@ -85,32 +88,15 @@ void norm_rows(int64_t rows, int64_t d, std::initializer_list<float*> param_grad
   });
 }
 
-// The checks both norms share: x, dy, dx [rows, d] f32; dweight (and dbias when not null)
-// f32 [d]; no output overlaps anything.
-void check_norm(const char* op, const Tensor& x, const Tensor& weight, const Tensor& dy, const Tensor& dx,
-                const Tensor& dweight, const Tensor* dbias) {
-  expect_f32(op, {{"x", x}, {"dy", dy}, {"dx", dx}, {"dweight", dweight}});
-  expect_like(op, {"dy", dy}, {"x", x});
-  expect_like(op, {"dx", dx}, {"x", x});
-  expect_like(op, {"dweight", dweight}, {"weight", weight}, false);
-  expect_disjoint(op, {{"dx", dx}, {"dweight", dweight}}, {{"x", x}, {"weight", weight}, {"dy", dy}});
-  if (dbias == nullptr) return;
-  expect_f32(op, {{"dbias", *dbias}});
-  expect_like(op, {"dbias", *dbias}, {"weight", weight}, false);
-  expect_disjoint(op, {{"dbias", *dbias}},
-                  {{"x", x}, {"weight", weight}, {"dy", dy}, {"dx", dx}, {"dweight", dweight}});
-}
-
 }  // namespace
 
 // y = x r w, r = (mean(x^2) + eps)^-1/2 per row; with g = w dy:
 //   dx = r g - x r^3 / d * sum(g x),   dweight += sum over rows of dy x r.
 void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
                        const Tensor& dweight) {
-  const char* op = "rms_norm_backward";
-  check_norm(op, x, weight, dy, dx, dweight, nullptr);
-  const int64_t rows = x.rows(), d = x.cols();
-  const float* w = weight_as_f32(op, weight, d);
+  const RowDims dims = check_norm_backward("rms_norm_backward", x, weight, dy, dx, dweight, nullptr);
+  const int64_t rows = dims.rows, d = dims.d;
+  const float* w = weight_as_f32(weight, d);
   const float* xp = x.as<const float>();
   const float* dyp = dy.as<const float>();
   float* dxp = dx.as<float>();
@@ -137,10 +123,9 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const T
 //   dx = r (g - mean(g) - xhat mean(g xhat)),  dweight += sum dy xhat,  dbias += sum dy.
 void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
                          const Tensor& dweight, const Tensor& dbias) {
-  const char* op = "layer_norm_backward";
-  check_norm(op, x, weight, dy, dx, dweight, &dbias);
-  const int64_t rows = x.rows(), d = x.cols();
-  const float* w = weight_as_f32(op, weight, d);
+  const RowDims dims = check_norm_backward("layer_norm_backward", x, weight, dy, dx, dweight, &dbias);
+  const int64_t rows = dims.rows, d = dims.d;
+  const float* w = weight_as_f32(weight, d);
   const float* xp = x.as<const float>();
   const float* dyp = dy.as<const float>();
   float* dxp = dx.as<float>();
@@ -180,11 +165,7 @@ void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const
 // Tanh: gelu' = (1 + t)/2 + x/2 (1 - t^2) c (1 + 3 a x^2), t = tanh(c (x + a x^3)).
 // Erf:  gelu' = Phi(x) + x phi(x), Phi = erfc(-x / sqrt 2) / 2, phi the normal density.
 void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx) {
-  const char* op = "gelu_backward";
-  expect_f32(op, {{"x", x}, {"dy", dy}, {"dx", dx}});
-  expect_like(op, {"dy", dy}, {"x", x}, false);
-  expect_like(op, {"dx", dx}, {"x", x}, false);
-  expect_disjoint(op, {{"dx", dx}}, {{"x", x}, {"dy", dy}}, {&dy});
+  const int64_t count = check_gelu_backward("gelu_backward", x, dy, dx);
   const float* xp = x.as<const float>();
   const float* dyp = dy.as<const float>();
   float* dxp = dx.as<float>();
@@ -192,7 +173,7 @@ void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tenso
   constexpr float a = 0.044715f;
   constexpr auto inv_sqrt2 = static_cast<float>(1.0 / std::numbers::sqrt2);
   constexpr auto inv_sqrt_2pi = static_cast<float>(0.3989422804014327);  // 1 / sqrt(2 pi)
-  parallel_for_chunks(x.numel(), kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
+  parallel_for_chunks(count, kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float v = xp[i];
       float derivative;
@@ -210,18 +191,13 @@ void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tenso
 // y = silu(gate) up:  dgate = dy up s (1 + gate (1 - s)),  dup = dy gate s,  s = sigmoid(gate).
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
                      const Tensor& dup) {
-  const char* op = "swiglu_backward";
-  expect_f32(op, {{"gate", gate}, {"up", up}, {"dy", dy}, {"dgate", dgate}, {"dup", dup}});
-  for (const Named& t : {Named{"up", up}, Named{"dy", dy}, Named{"dgate", dgate}, Named{"dup", dup}})
-    expect_like(op, t, {"gate", gate}, false);
-  expect_disjoint(op, {{"dgate", dgate}, {"dup", dup}}, {{"gate", gate}, {"up", up}, {"dy", dy}},
-                  {&gate, &up, &dy});
+  const int64_t count = check_swiglu_backward("swiglu_backward", gate, up, dy, dgate, dup);
   const float* gp = gate.as<const float>();
   const float* upp = up.as<const float>();
   const float* dyp = dy.as<const float>();
   float* dgp = dgate.as<float>();
   float* dup_p = dup.as<float>();
-  parallel_for_chunks(gate.numel(), kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
+  parallel_for_chunks(count, kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float g = gp[i], u = upp[i], d = dyp[i];  // read before either output is written
       const float s = 1.0f / (1.0f + std::exp(-g));
@@ -237,16 +213,8 @@ void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, con
 // R^T = R(-angle). The angles are computed exactly as the forward's (double, then f32).
 void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
                    RopeLayout layout) {
-  const char* op = "rope_backward";
-  expect_f32(op, {{"dx", dx}, {"inv_freq", inv_freq}});
-  expect_rank(op, "dx", dx, 3);
-  const int64_t n = dx.dim(0), heads = dx.dim(1), hd = dx.dim(2), half = inv_freq.numel();
-  if (static_cast<int64_t>(positions.size()) != n)
-    fail("{}: {} positions for dx {}; need one per row", op, positions.size(), dx.shape_string());
-  if (2 * half > hd)
-    fail("{}: inv_freq {} rotates {} elements but heads of dx {} have only {}", op, inv_freq.shape_string(),
-         2 * half, dx.shape_string(), hd);
-  expect_disjoint(op, {{"dx", dx}}, {{"inv_freq", inv_freq}});
+  const RopeDims dims = check_rope("rope_backward", "dx", dx, positions, inv_freq);
+  const int64_t n = dims.n, heads = dims.heads, hd = dims.head_dim, half = dims.half;
   float* xp = dx.as<float>();
   const float* freq = inv_freq.as<const float>();
   const bool neox = layout == RopeLayout::Neox;
@@ -357,32 +325,9 @@ void attention_backward_head(const AttentionBackwardArgs& a, int64_t h, float* d
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& dout, float scale, const Tensor& dq, const Tensor& dk,
                         const Tensor& dv) {
-  const char* op = "attention_backward";
-  expect_f32(
-      op, {{"q", q}, {"k", k}, {"v", v}, {"out", out}, {"dout", dout}, {"dq", dq}, {"dk", dk}, {"dv", dv}});
-  expect_rank(op, "q", q, 3);
-  expect_rank(op, "k", k, 3);
-  expect_rank(op, "v", v, 3);
-  const int64_t n = q.dim(0), heads = q.dim(1), hd = q.dim(2), kv_heads = k.dim(1);
-  if (k.shape != v.shape)
-    fail("{}: k {} and v {} must have the same shape", op, k.shape_string(), v.shape_string());
-  if (k.dim(0) != n || k.dim(2) != hd)
-    fail("{}: k {} must hold [{}, kv_heads, {}] for q {}", op, k.shape_string(), n, hd, q.shape_string());
-  if (kv_heads < 1 || heads % kv_heads != 0)
-    fail("{}: {} query heads cannot share {} kv heads evenly", op, heads, kv_heads);
-  // out, dout and dq hold q's elements, dk and dv k's, with the tokens as their first dimension.
-  const auto expect_holds = [&](const Named& t, const Tensor& like) {
-    if (t.tensor->numel() != like.numel() || t.tensor->rank == 0 || t.tensor->dim(0) != n)
-      fail("{}: {} is {} but must hold [{}, {}, {}]", op, t.name, describe(*t.tensor), n, like.dim(1), hd);
-  };
-  expect_holds({"out", out}, q);
-  expect_holds({"dout", dout}, q);
-  expect_holds({"dq", dq}, q);
-  expect_holds({"dk", dk}, k);
-  expect_holds({"dv", dv}, k);
-  expect_disjoint(op, {{"dq", dq}, {"dk", dk}, {"dv", dv}},
-                  {{"q", q}, {"k", k}, {"v", v}, {"out", out}, {"dout", dout}});
-  if (n == 0 || heads == 0 || hd == 0) return;
+  const checks::AttentionDims d = checks::check_attention_backward(q, k, v, out, dout, dq, dk, dv);
+  if (d.empty()) return;
+  const int64_t n = d.n, heads = d.heads, hd = d.head_dim, kv_heads = d.kv_heads;
   const AttentionBackwardArgs a{.q = q.as<const float>(),
                                 .k = k.as<const float>(),
                                 .v = v.as<const float>(),

@@ -6,13 +6,15 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/checks/linear_checks.h"
+#include "backend/checks/training_checks.h"
 #include "backend/cpu/cpu_backward.h"
 #include "backend/cpu/scratch.h"
-#include "backend/cpu/shape_checks.h"
-#include "core/error.h"
 #include "core/parallel.h"
 
 namespace tokenmill::cpu {
+
+using namespace checks;  // NOLINT: the shared argument checks read as part of each op
 
 namespace {
 
@@ -85,19 +87,8 @@ double lane_sum(int64_t count, Term term) {
 
 void matmul_backward(Backend& self, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx,
                      const Tensor* dw, const Tensor* db) {
-  const char* op = "matmul_backward";
-  expect_rank(op, "w", w, 2);
-  if (is_quantized(w.dtype))
-    fail("{}: w is {}; training needs f32, bf16 or f16 weights (dequantize the model first)", op,
-         w.shape_string());
-  expect_data(op, "w", w);
-  const int64_t m = w.dim(0), k = w.dim(1), n = x.rows();
-  expect_f32_matrix(op, "x", x, n, k);
-  expect_f32_matrix(op, "dy", dy, n, m);
-  if (dx != nullptr) expect_f32_matrix(op, "dx", *dx, n, k);
-  if (dw != nullptr) expect_f32_matrix(op, "dw", *dw, m, k);
-  if (db != nullptr) expect_f32_count(op, "db", *db, m);
-  expect_disjoint(op, {{"dx", dx}, {"dw", dw}, {"db", db}}, {{"x", x}, {"w", w}, {"dy", dy}});
+  const MatmulDims dims = check_matmul_backward(x, w, dy, dx, dw, db);
+  const int64_t m = dims.m, k = dims.k, n = dims.n;
 
   // Both products are forward matmuls (the fast kernels) on transposed operands, over
   // chunks of kTokenChunk tokens, which bounds the scratch (and the matmul's own packed
@@ -152,15 +143,8 @@ void matmul_backward(Backend& self, const Tensor& x, const Tensor& w, const Tens
 // ---------------------------------------------------------------- embedding
 
 void embedding_backward(std::span<const int32_t> ids, const Tensor& dout, const Tensor& dtable) {
-  const char* op = "embedding_backward";
-  expect_rank(op, "dtable", dtable, 2);
-  const int64_t vocab = dtable.dim(0), d = dtable.dim(1), n = static_cast<int64_t>(ids.size());
-  expect_f32_matrix(op, "dtable", dtable, vocab, d);
-  expect_f32_matrix(op, "dout", dout, n, d);
-  expect_disjoint(op, {{"dtable", dtable}}, {{"dout", dout}});
-  for (size_t t = 0; t < ids.size(); ++t)
-    if (ids[t] < 0 || ids[t] >= vocab)
-      fail("{}: token id {} at position {} is outside the vocabulary [0, {})", op, ids[t], t, vocab);
+  const EmbeddingDims dims = check_embedding_backward(ids, dout, dtable);
+  const int64_t d = dims.d, n = dims.n;
   // Slices of 16-column multiples in parallel: every thread adds all tokens in
   // order to its own columns, so each sum has the same order whatever the thread count.
   const float* g = dout.as<const float>();
@@ -177,19 +161,9 @@ void embedding_backward(std::span<const int32_t> ids, const Tensor& dout, const 
 
 void cross_entropy(const Tensor& logits, std::span<const int32_t> targets, float grad_scale,
                    const Tensor& losses, const Tensor* dlogits) {
-  const char* op = "cross_entropy";
-  const int64_t n = logits.rows(), vocab = logits.cols();
-  expect_f32(op, "logits", logits);
-  if (static_cast<int64_t>(targets.size()) != n)
-    fail("{}: {} targets for logits {}; need one per row", op, targets.size(), logits.shape_string());
-  expect_f32_count(op, "losses", losses, n);
-  if (dlogits != nullptr) expect_f32_matrix(op, "dlogits", *dlogits, n, vocab);
   // dlogits may be logits itself (each row is read before it is overwritten).
-  const bool in_place = dlogits != nullptr && dlogits->data == logits.data;
-  expect_disjoint(op, {{"losses", losses}, {"dlogits", in_place ? nullptr : dlogits}}, {{"logits", logits}});
-  for (size_t t = 0; t < targets.size(); ++t)
-    if (targets[t] >= vocab)
-      fail("{}: target {} of row {} is outside the vocabulary [0, {})", op, targets[t], t, vocab);
+  const CrossEntropyDims dims = check_cross_entropy(logits, targets, losses, dlogits);
+  const int64_t n = dims.rows, vocab = dims.vocab;
   const float* x = logits.as<const float>();
   float* loss = losses.as<float>();
   float* grad = dlogits != nullptr ? dlogits->as<float>() : nullptr;
@@ -223,11 +197,11 @@ void cross_entropy(const Tensor& logits, std::span<const int32_t> targets, float
 // ---------------------------------------------------------------- optimizer
 
 double sum_squares(const Tensor& x) {
-  expect_f32("sum_squares", "x", x);
+  const int64_t count = check_sum_squares(x);
   // Fixed blocks, each summed in double, then the block sums added in order: the same bits
   // whatever the thread count.
   constexpr int64_t kBlock = 8192;
-  const int64_t count = x.numel(), blocks = (count + kBlock - 1) / kBlock;
+  const int64_t blocks = (count + kBlock - 1) / kBlock;
   const float* p = x.as<const float>();
   auto* partial = static_cast<double*>(tl_partials.bytes(blocks * static_cast<int64_t>(sizeof(double))));
   parallel_for_chunks(blocks, items_per_chunk(kBlock), [&](int64_t b0, int64_t b1) {
@@ -246,14 +220,7 @@ double sum_squares(const Tensor& x) {
 
 void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                 const Backend::AdamW& hyper) {
-  const char* op = "adamw_step";
-  const int64_t count = param.numel();
-  expect_f32(op, "param", param);
-  expect_f32_count(op, "grad", grad, count);
-  expect_f32_count(op, "m", m, count);
-  expect_f32_count(op, "v", v, count);
-  expect_disjoint(op, {{"param", param}, {"m", m}, {"v", v}}, {{"grad", grad}});
-  if (hyper.step < 1) fail("{}: step is {}; the first step is 1", op, hyper.step);
+  const int64_t count = check_adamw_step(param, grad, m, v, hyper);
   // As PyTorch's AdamW (torch.optim.adamw, single-tensor and foreach paths): the scalars
   // come from Python floats, i.e. double, and are rounded to f32 where they meet the f32
   // tensors; the elementwise math is f32, in PyTorch's order of operations:

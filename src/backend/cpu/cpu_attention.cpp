@@ -4,13 +4,11 @@
 
 #include <algorithm>
 #include <bit>
-#include <utility>
 #include <vector>
 
+#include "backend/checks/attention_checks.h"
 #include "backend/cpu/grain.h"
 #include "backend/cpu/scratch.h"
-#include "backend/cpu/shape_checks.h"
-#include "core/error.h"
 #include "core/parallel.h"
 
 namespace tokenmill::cpu {
@@ -19,43 +17,10 @@ namespace {
 
 // Per thread, as in cpu_backend.cpp: the caller's buffers are read by the workers of the
 // parallel region it starts.
-thread_local Scratch tl_rounded_q;                                    // caller: q rounded to f16
-thread_local Scratch tl_worker_scores;                                // worker: scores of one work item
-thread_local std::vector<AttentionArgs> tl_sequences;                 // caller: a batch's sequences
-thread_local std::vector<int64_t> tl_sequence_ends;                   // caller: their running token counts
-thread_local std::vector<std::pair<int64_t, int64_t>> tl_row_ranges;  // caller: (first_row, rows)
-thread_local std::vector<int64_t> tl_sorted_slots;                    // caller: store_kv's slots
-
-// The checks attention and paged_attention share: q [n, heads, head_dim] f32; k and v of one
-// plain dtype and one shape of `rank` dimensions ending in [kv_heads, head_dim], with heads a
-// multiple of kv_heads; out f32 with q's elements and n rows, overlapping nothing.
-void check_attention(const char* op, const Tensor& q, const Named& k, const Named& v, int rank,
-                     const Tensor& out) {
-  const Tensor& kt = *k.tensor;
-  const Tensor& vt = *v.tensor;
-  expect_f32(op, "q", q);
-  expect_rank(op, "q", q, 3);
-  expect_rank(op, k.name, kt, rank);
-  expect_rank(op, v.name, vt, rank);
-  expect_data(op, k.name, kt);
-  expect_data(op, v.name, vt);
-  expect_f32(op, "out", out);
-  const int64_t n = q.dim(0), heads = q.dim(1), hd = q.dim(2), kv_heads = kt.dim(-2);
-  if (is_quantized(kt.dtype)) fail("{}: a {} {} is not supported (f32, bf16, f16)", op, describe(kt), k.name);
-  if (kt.shape != vt.shape || kt.dtype != vt.dtype)
-    fail("{}: {} {} and {} {} must have the same shape and dtype", op, k.name, describe(kt), v.name,
-         describe(vt));
-  if (kt.dim(-1) != hd)
-    fail("{}: q {} has head_dim {} but {} {} has {}", op, describe(q), hd, k.name, describe(kt), kt.dim(-1));
-  if (kv_heads < 1 || heads % kv_heads != 0)
-    fail("{}: {} query heads cannot share {} kv heads evenly", op, heads, kv_heads);
-  if (out.numel() != q.numel() || (out.rank > 0 && out.dim(0) != n))
-    fail("{}: out is {} but q is {}; out must hold [{}, {}, {}]", op, describe(out), describe(q), n, heads,
-         hd);
-  expect_disjoint(op, "out", out, "q", q);
-  expect_disjoint(op, "out", out, k.name, kt);
-  expect_disjoint(op, "out", out, v.name, vt);
-}
+thread_local Scratch tl_rounded_q;                     // caller: q rounded to f16
+thread_local Scratch tl_worker_scores;                 // worker: scores of one work item
+thread_local std::vector<AttentionArgs> tl_sequences;  // caller: a batch's sequences
+thread_local std::vector<int64_t> tl_sequence_ends;    // caller: their running token counts
 
 // The kernel arguments for all rows of q (checked) over caches k and v, positions not set.
 // With an f16 cache q is rounded to f16 first: f16 x f16 products (Backend::attention).
@@ -126,48 +91,11 @@ void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> se
   });
 }
 
-// Row ranges inside [0, n) and pairwise disjoint; block tables long enough for positions
-// [0, first_pos + rows), every block id they use for those inside [0, num_blocks).
-void check_sequences(const char* op, std::span<const Backend::PagedSequence> sequences, int64_t n,
-                     int64_t num_blocks, int64_t block_size) {
-  std::vector<std::pair<int64_t, int64_t>>& ranges = tl_row_ranges;
-  ranges.clear();
-  for (size_t s = 0; s < sequences.size(); ++s) {
-    const Backend::PagedSequence& seq = sequences[s];
-    if (seq.first_row < 0 || seq.rows < 0 || seq.first_row > n - seq.rows)
-      fail("{}: sequence {} owns {} rows from row {}, outside the {} rows of q", op, s, seq.rows,
-           seq.first_row, n);
-    const int64_t table = static_cast<int64_t>(seq.blocks.size());
-    if (seq.first_pos < 0 || seq.first_pos > table * block_size - seq.rows)
-      fail(
-          "{}: sequence {} at first_pos {} with {} rows does not fit its block table of {} blocks of {} "
-          "positions; allocate its blocks before the call",
-          op, s, seq.first_pos, seq.rows, table, block_size);
-    const int64_t used = (seq.first_pos + seq.rows + block_size - 1) / block_size;
-    for (int64_t b = 0; b < used; ++b) {
-      const int32_t id = seq.blocks[static_cast<size_t>(b)];
-      if (id < 0 || id >= num_blocks)
-        fail("{}: entry {} of sequence {}'s block table is block {}, outside the pool of {} blocks", op, b, s,
-             id, num_blocks);
-    }
-    if (seq.rows > 0) ranges.emplace_back(seq.first_row, seq.rows);
-  }
-  std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i - 1].first + ranges[i - 1].second > ranges[i].first)
-      fail("{}: query row {} is owned by two sequences; row ranges must not overlap", op, ranges[i].first);
-}
-
 }  // namespace
 
 void attention(const KernelTable& kernels, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                int64_t first_pos, float scale, const Tensor& out) {
-  const char* op = "attention";
-  check_attention(op, q, {"k_cache", k_cache}, {"v_cache", v_cache}, 3, out);
-  const int64_t n = q.dim(0), capacity = k_cache.dim(0);
-  if (first_pos < 0 || first_pos > capacity - n)
-    fail("{}: {} positions from {} do not fit the cache capacity {}", op, n, first_pos, capacity);
-  if (n == 0 || q.dim(1) == 0 || q.dim(2) == 0) return;
+  if (checks::check_attention(q, k_cache, v_cache, first_pos, out).empty()) return;
   AttentionArgs a = batch_args(q, k_cache, v_cache, scale, out);
   a.first_pos = first_pos;
   run_attention(kernels, std::span(&a, 1));
@@ -175,14 +103,9 @@ void attention(const KernelTable& kernels, const Tensor& q, const Tensor& k_cach
 
 void paged_attention(const KernelTable& kernels, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
                      std::span<const Backend::PagedSequence> sequences, float scale, const Tensor& out) {
-  const char* op = "paged_attention";
-  check_attention(op, q, {"k_pool", k_pool}, {"v_pool", v_pool}, 4, out);
-  const int64_t n = q.dim(0), heads = q.dim(1), hd = q.dim(2), block_size = k_pool.dim(1);
-  if (block_size < 1 || !std::has_single_bit(static_cast<uint64_t>(block_size)))
-    fail("{}: the pools {} have blocks of {} positions; the block size must be a power of two", op,
-         describe(k_pool), block_size);
-  check_sequences(op, sequences, n, k_pool.dim(0), block_size);
-  if (n == 0 || heads == 0 || hd == 0) return;
+  const checks::PagedAttentionDims d = checks::check_paged_attention(q, k_pool, v_pool, sequences, out);
+  if (d.empty()) return;
+  const int64_t heads = d.heads, hd = d.head_dim, block_size = d.block_size;
   const AttentionArgs batch = batch_args(q, k_pool, v_pool, scale, out);
   std::vector<AttentionArgs>& list = tl_sequences;
   list.clear();
@@ -201,28 +124,8 @@ void paged_attention(const KernelTable& kernels, const Tensor& q, const Tensor& 
 }
 
 void store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool) {
-  const char* op = "store_kv";
-  expect_f32(op, "rows", rows);
-  expect_rank(op, "rows", rows, 3);
-  expect_rank(op, "pool", pool, 4);
-  expect_data(op, "pool", pool);
-  if (is_quantized(pool.dtype)) fail("{}: a {} pool is not supported (f32, bf16, f16)", op, describe(pool));
-  if (rows.dim(1) != pool.dim(2) || rows.dim(2) != pool.dim(3))
-    fail("{}: rows {} do not fit the pool {}: each row must be [{}, {}]", op, describe(rows), describe(pool),
-         pool.dim(2), pool.dim(3));
-  const int64_t n = rows.dim(0), pool_slots = pool.dim(0) * pool.dim(1);
-  if (static_cast<int64_t>(slots.size()) != n)
-    fail("{}: {} slots for rows {}; need one slot per row", op, slots.size(), describe(rows));
-  expect_disjoint(op, "pool", pool, "rows", rows);
-  for (const int64_t slot : slots)
-    if (slot < 0 || slot >= pool_slots)
-      fail("{}: slot {} is outside the pool {} of {} slots", op, slot, describe(pool), pool_slots);
-  std::vector<int64_t>& sorted = tl_sorted_slots;
-  sorted.assign(slots.begin(), slots.end());
-  std::sort(sorted.begin(), sorted.end());
-  const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
-  if (twice != sorted.end()) fail("{}: slot {} is written twice; slots must be distinct", op, *twice);
-  const int64_t width = rows.dim(1) * rows.dim(2);
+  const checks::StoreKvDims d = checks::check_store_kv(rows, slots, pool);
+  const int64_t n = d.n, width = d.width;
   const float* x = rows.as<const float>();
   parallel_for_chunks(n, grain_for(width, kMinElementwiseWork), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {

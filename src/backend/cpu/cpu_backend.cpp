@@ -4,6 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/checks/layer_checks.h"
+#include "backend/checks/linear_checks.h"
+#include "backend/checks/shape_checks.h"
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/cpu_backward.h"
 #include "backend/cpu/grain.h"
@@ -11,7 +14,6 @@
 #include "backend/cpu/quant_kernels.h"
 #include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/scratch.h"
-#include "backend/cpu/shape_checks.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "quant/quant_reference.h"
@@ -20,13 +22,8 @@ namespace tokenmill {
 
 namespace {
 
-using cpu::describe;
-using cpu::expect_data;
-using cpu::expect_disjoint;
-using cpu::expect_f32;
-using cpu::expect_rank;
-using cpu::expect_same_numel;
-using cpu::expect_same_or_disjoint;
+using checks::describe;
+using checks::expect_data;
 using cpu::grain_for;
 using cpu::KernelTable;
 using cpu::kMinElementwiseWork;
@@ -68,20 +65,11 @@ class CpuBackend final : public Backend {
       : kernels_(kernels), quant_kernels_(quant_kernels), name_("cpu-" + std::string(cpu_isa_name(isa))) {}
 
   std::string_view name() const override { return name_; }
+  DeviceMemory& memory() override { return host_memory(); }
 
   void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) override {
-    const char* op = "embedding";
-    expect_rank(op, "table", table, 2);
-    expect_data(op, "table", table);
-    expect_f32(op, "out", out);
-    const int64_t vocab = table.dim(0), d = table.dim(1), n = static_cast<int64_t>(ids.size());
-    if (out.rows() != n || out.cols() != d)
-      fail("{}: out is {} but {} ids of a {} table need [{}, {}]", op, describe(out), n, describe(table), n,
-           d);
-    expect_disjoint(op, "out", out, "table", table);
-    for (size_t t = 0; t < ids.size(); ++t)
-      if (ids[t] < 0 || ids[t] >= vocab)
-        fail("{}: token id {} at position {} is outside the vocabulary [0, {})", op, ids[t], t, vocab);
+    const checks::EmbeddingDims dims = checks::check_embedding(table, ids, out);
+    const int64_t d = dims.d, n = dims.n;
     const size_t row_bytes = dtype_row_bytes(table.dtype, d);
     const auto* base = static_cast<const char*>(table.data);
     float* y = out.as<float>();
@@ -99,18 +87,8 @@ class CpuBackend final : public Backend {
   }
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) override {
-    const char* op = "matmul";
-    expect_f32(op, "x", x);
-    expect_rank(op, "w", w, 2);
-    expect_data(op, "w", w);
-    expect_f32(op, "y", y);
-    const int64_t m = w.dim(0), k = w.dim(1), n = x.rows();
-    if (x.cols() != k)
-      fail("{}: x is {} but w is {}: x's last dimension must be w's k = {}", op, describe(x), describe(w), k);
-    if (y.rows() != n || y.cols() != m)
-      fail("{}: y is {} but x {} . w {}^T is [{}, {}]", op, describe(y), describe(x), describe(w), n, m);
-    expect_disjoint(op, "y", y, "x", x);
-    expect_disjoint(op, "y", y, "w", w);
+    const checks::MatmulDims dims = checks::check_matmul(x, w, bias, y);
+    const int64_t n = dims.n, k = dims.k, m = dims.m;
     cpu::MatmulArgs a;
     a.x = x.as<const float>();
     a.w = w.data;
@@ -119,10 +97,7 @@ class CpuBackend final : public Backend {
     a.n = n;
     a.k = k;
     a.m = m;
-    if (bias != nullptr) {
-      expect_disjoint(op, "y", y, "bias", *bias);
-      a.bias = vector_as_f32(kernels_, op, "bias", *bias, m, tl_vector_a);
-    }
+    if (bias != nullptr) a.bias = vector_as_f32(kernels_, "matmul", "bias", *bias, m, tl_vector_a);
     if (n == 0 || m == 0) return;
     if (k == 0) {  // empty sums: y = bias or 0
       for (int64_t t = 0; t < n; ++t)
@@ -143,13 +118,8 @@ class CpuBackend final : public Backend {
 
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
     const char* op = "rms_norm";
-    expect_f32(op, "x", x);
-    expect_f32(op, "y", y);
-    expect_same_numel(op, "x", x, "y", y);
-    expect_same_or_disjoint(op, "y", y, "x", x);
-    const int64_t rows = x.rows(), d = x.cols();
-    if (y.cols() != d)
-      fail("{}: y is {} but x is {}: rows must have the same width", op, describe(y), describe(x));
+    const checks::RowDims dims = checks::check_norm(op, x, weight, nullptr, y);
+    const int64_t rows = dims.rows, d = dims.d;
     const float* w = vector_as_f32(kernels_, op, "weight", weight, d, tl_vector_a);
     const float* xp = x.as<const float>();
     float* yp = y.as<float>();
@@ -161,13 +131,8 @@ class CpuBackend final : public Backend {
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                   const Tensor& y) override {
     const char* op = "layer_norm";
-    expect_f32(op, "x", x);
-    expect_f32(op, "y", y);
-    expect_same_numel(op, "x", x, "y", y);
-    expect_same_or_disjoint(op, "y", y, "x", x);
-    const int64_t rows = x.rows(), d = x.cols();
-    if (y.cols() != d)
-      fail("{}: y is {} but x is {}: rows must have the same width", op, describe(y), describe(x));
+    const checks::RowDims dims = checks::check_norm(op, x, weight, &bias, y);
+    const int64_t rows = dims.rows, d = dims.d;
     const float* w = vector_as_f32(kernels_, op, "weight", weight, d, tl_vector_a);
     const float* b = vector_as_f32(kernels_, op, "bias", bias, d, tl_vector_b);
     const float* xp = x.as<const float>();
@@ -190,17 +155,8 @@ class CpuBackend final : public Backend {
 
   void rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
             RopeLayout layout) override {
-    const char* op = "rope";
-    expect_f32(op, "x", x);
-    expect_rank(op, "x", x, 3);
-    expect_f32(op, "inv_freq", inv_freq);
-    const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = inv_freq.numel();
-    if (static_cast<int64_t>(positions.size()) != n)
-      fail("{}: {} positions for x {}; need one per row", op, positions.size(), describe(x));
-    if (2 * half > hd)
-      fail("{}: inv_freq {} rotates {} elements but heads of x {} have only {}", op, describe(inv_freq),
-           2 * half, describe(x), hd);
-    expect_disjoint(op, "x", x, "inv_freq", inv_freq);
+    const checks::RopeDims dims = checks::check_rope("rope", "x", x, positions, inv_freq);
+    const int64_t n = dims.n, heads = dims.heads, hd = dims.head_dim, half = dims.half;
     float* xp = x.as<float>();
     const float* freq = inv_freq.as<const float>();
     const bool neox = layout == RopeLayout::Neox;
@@ -246,27 +202,16 @@ class CpuBackend final : public Backend {
   }
 
   void convert(const Tensor& x, const Tensor& y) override {
-    const char* op = "convert";
-    expect_f32(op, "x", x);
-    expect_data(op, "y", y);
-    if (is_quantized(y.dtype)) fail("{}: y is {}; convert writes f32, bf16 or f16", op, describe(y));
-    expect_same_numel(op, "x", x, "y", y);
-    expect_disjoint(op, "y", y, "x", x);
+    const int64_t count = checks::check_convert(x, y);
     const float* xp = x.as<const float>();
-    parallel_for_chunks(x.numel(), kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
+    parallel_for_chunks(count, kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) store_from_f32(y.data, y.dtype, static_cast<size_t>(i), xp[i]);
     });
   }
 
   void softmax(const Tensor& x, const Tensor& y) override {
-    const char* op = "softmax";
-    expect_f32(op, "x", x);
-    expect_f32(op, "y", y);
-    expect_same_numel(op, "x", x, "y", y);
-    expect_same_or_disjoint(op, "y", y, "x", x);
-    const int64_t rows = x.rows(), d = x.cols();
-    if (y.cols() != d)
-      fail("{}: y is {} but x is {}: rows must have the same width", op, describe(y), describe(x));
+    const checks::RowDims dims = checks::check_rows("softmax", x, y);
+    const int64_t rows = dims.rows, d = dims.d;
     if (d == 0) return;
     const float* xp = x.as<const float>();
     float* yp = y.as<float>();
@@ -323,28 +268,19 @@ class CpuBackend final : public Backend {
   using BinaryKernel = void (*)(const float*, const float*, int64_t, float*);
 
   static void unary(const char* op, const Tensor& x, const Tensor& y, UnaryKernel kernel) {
-    expect_f32(op, "x", x);
-    expect_f32(op, "y", y);
-    expect_same_numel(op, "x", x, "y", y);
-    expect_same_or_disjoint(op, "y", y, "x", x);
+    const int64_t count = checks::check_unary(op, x, y);
     const float* xp = x.as<const float>();
     float* yp = y.as<float>();
-    parallel_for_chunks(x.numel(), kMinElementwiseWork,
+    parallel_for_chunks(count, kMinElementwiseWork,
                         [&](int64_t i0, int64_t i1) { kernel(xp + i0, i1 - i0, yp + i0); });
   }
 
   static void binary(const char* op, const Tensor& a, const Tensor& b, const Tensor& y, BinaryKernel kernel) {
-    expect_f32(op, "a", a);
-    expect_f32(op, "b", b);
-    expect_f32(op, "y", y);
-    expect_same_numel(op, "a", a, "y", y);
-    expect_same_numel(op, "b", b, "y", y);
-    expect_same_or_disjoint(op, "y", y, "a", a);
-    expect_same_or_disjoint(op, "y", y, "b", b);
+    const int64_t count = checks::check_binary(op, a, b, y);
     const float* ap = a.as<const float>();
     const float* bp = b.as<const float>();
     float* yp = y.as<float>();
-    parallel_for_chunks(a.numel(), kMinElementwiseWork,
+    parallel_for_chunks(count, kMinElementwiseWork,
                         [&](int64_t i0, int64_t i1) { kernel(ap + i0, bp + i0, i1 - i0, yp + i0); });
   }
 

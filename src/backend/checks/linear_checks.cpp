@@ -1,0 +1,95 @@
+#include "backend/checks/linear_checks.h"
+
+#include "backend/checks/shape_checks.h"
+#include "core/error.h"
+
+namespace tokenmill::checks {
+
+namespace {
+
+void expect_ids_in_vocabulary(const char* op, std::span<const int32_t> ids, int64_t vocab) {
+  for (size_t t = 0; t < ids.size(); ++t)
+    if (ids[t] < 0 || ids[t] >= vocab)
+      fail("{}: token id {} at position {} is outside the vocabulary [0, {})", op, ids[t], t, vocab);
+}
+
+}  // namespace
+
+EmbeddingDims check_embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) {
+  const char* op = "embedding";
+  expect_rank(op, "table", table, 2);
+  expect_data(op, "table", table);
+  expect_f32(op, "out", out);
+  const EmbeddingDims dims{.vocab = table.dim(0), .d = table.dim(1), .n = static_cast<int64_t>(ids.size())};
+  if (out.rows() != dims.n || out.cols() != dims.d)
+    fail("{}: out is {} but {} ids of a {} table need [{}, {}]", op, describe(out), dims.n, describe(table),
+         dims.n, dims.d);
+  expect_disjoint(op, "out", out, "table", table);
+  expect_ids_in_vocabulary(op, ids, dims.vocab);
+  return dims;
+}
+
+MatmulDims check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
+  const char* op = "matmul";
+  expect_f32(op, "x", x);
+  expect_rank(op, "w", w, 2);
+  expect_data(op, "w", w);
+  expect_f32(op, "y", y);
+  const MatmulDims dims{.n = x.rows(), .k = w.dim(1), .m = w.dim(0)};
+  if (x.cols() != dims.k)
+    fail("{}: x is {} but w is {}: x's last dimension must be w's k = {}", op, describe(x), describe(w),
+         dims.k);
+  if (y.rows() != dims.n || y.cols() != dims.m)
+    fail("{}: y is {} but x {} . w {}^T is [{}, {}]", op, describe(y), describe(x), describe(w), dims.n,
+         dims.m);
+  expect_disjoint(op, "y", y, "x", x);
+  expect_disjoint(op, "y", y, "w", w);
+  if (bias != nullptr) {
+    expect_disjoint(op, "y", y, "bias", *bias);
+    if (bias->numel() != dims.m) fail("{}: bias must have {} elements, got {}", op, dims.m, describe(*bias));
+    expect_data(op, "bias", *bias);
+  }
+  return dims;
+}
+
+MatmulDims check_matmul_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx,
+                                 const Tensor* dw, const Tensor* db) {
+  const char* op = "matmul_backward";
+  expect_rank(op, "w", w, 2);
+  if (is_quantized(w.dtype))
+    fail("{}: w is {}; training needs f32, bf16 or f16 weights (dequantize the model first)", op,
+         w.shape_string());
+  expect_data(op, "w", w);
+  const MatmulDims dims{.n = x.rows(), .k = w.dim(1), .m = w.dim(0)};
+  expect_f32_matrix(op, "x", x, dims.n, dims.k);
+  expect_f32_matrix(op, "dy", dy, dims.n, dims.m);
+  if (dx != nullptr) expect_f32_matrix(op, "dx", *dx, dims.n, dims.k);
+  if (dw != nullptr) expect_f32_matrix(op, "dw", *dw, dims.m, dims.k);
+  if (db != nullptr) expect_f32_count(op, "db", *db, dims.m);
+  expect_disjoint(op, {{"dx", dx}, {"dw", dw}, {"db", db}}, {{"x", x}, {"w", w}, {"dy", dy}});
+  return dims;
+}
+
+EmbeddingDims check_embedding_backward(std::span<const int32_t> ids, const Tensor& dout,
+                                       const Tensor& dtable) {
+  const char* op = "embedding_backward";
+  expect_rank(op, "dtable", dtable, 2);
+  const EmbeddingDims dims{.vocab = dtable.dim(0), .d = dtable.dim(1), .n = static_cast<int64_t>(ids.size())};
+  expect_f32_matrix(op, "dtable", dtable, dims.vocab, dims.d);
+  expect_f32_matrix(op, "dout", dout, dims.n, dims.d);
+  expect_disjoint(op, {{"dtable", dtable}}, {{"dout", dout}});
+  expect_ids_in_vocabulary(op, ids, dims.vocab);
+  return dims;
+}
+
+int64_t check_convert(const Tensor& x, const Tensor& y) {
+  const char* op = "convert";
+  expect_f32(op, "x", x);
+  expect_data(op, "y", y);
+  if (is_quantized(y.dtype)) fail("{}: y is {}; convert writes f32, bf16 or f16", op, describe(y));
+  expect_same_numel(op, "x", x, "y", y);
+  expect_disjoint(op, "y", y, "x", x);
+  return x.numel();
+}
+
+}  // namespace tokenmill::checks

@@ -1,0 +1,42 @@
+// Argument checks of the linear ops (embedding, matmul, convert and their backward), shared
+// by every backend so that all of them refuse the same calls with the same words. Each
+// throws Error (core/error.h) naming the op and the argument, and returns the dimensions
+// the op needs.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/tensor.h"
+
+namespace tokenmill::checks {
+
+// embedding(table [vocab, d] any dtype, ids [n], out [n, d] f32); every id in [0, vocab).
+struct EmbeddingDims {
+  int64_t vocab = 0, d = 0, n = 0;
+};
+EmbeddingDims check_embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out);
+
+// y[n, m] = x[n, k] . w[m, k]^T (+ bias[m]): x, y f32 (x may have any rank: its leading
+// dimensions are the n rows), w rank 2 of any dtype, bias m elements of any dtype, y
+// disjoint from every input.
+struct MatmulDims {
+  int64_t n = 0, k = 0, m = 0;
+};
+MatmulDims check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y);
+
+// matmul_backward: w rank 2 and not quantized, x [n, k], dy [n, m], dx [n, k], dw [m, k],
+// db [m] all f32 (the optional outputs when not null), no output over an input or another
+// output.
+MatmulDims check_matmul_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx,
+                                 const Tensor* dw, const Tensor* db);
+
+// embedding_backward: dtable [vocab, d] f32, dout [n, d] f32 with n = ids.size(), disjoint,
+// every id in [0, vocab).
+EmbeddingDims check_embedding_backward(std::span<const int32_t> ids, const Tensor& dout,
+                                       const Tensor& dtable);
+
+// convert: x f32, y f32/bf16/f16 with as many elements, disjoint. Returns the element count.
+int64_t check_convert(const Tensor& x, const Tensor& y);
+
+}  // namespace tokenmill::checks

@@ -1,0 +1,245 @@
+#include <type_traits>
+
+#include "backend/cuda/attention_kernels.h"
+#include "backend/cuda/attention_math.h"
+#include "backend/cuda/block_reduce.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_types.cuh"
+#include "backend/cuda/grid_stride.cuh"
+
+namespace tokenmill::cuda {
+
+namespace {
+
+constexpr int kLanes = 32;
+constexpr int kChunks = static_cast<int>(kMaxAttentionHeadDim) / kLanes;  // head elements per lane
+
+// A head row in a warp's registers: lane l holds elements l + 32 c (0 past head_dim), as
+// cache_operand(x, f16) (the f16 rule of Backend::attention).
+template <class T>
+__device__ void load_head(const T* x, int64_t hd, bool f16, float (&r)[kChunks]) {
+  const int lane = threadIdx.x % kLanes;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t d = lane + kLanes * c;
+    r[c] = d < hd ? cache_operand(to_float(x[d]), f16) : 0.0f;
+  }
+}
+
+// x . y over a head, x in the warp's registers (load_head), y in memory. Every lane gets the
+// same bits, and the order of the sum depends on head_dim only (fmaf(a, b, c) = fmaf(b, a, c),
+// so which operand sits in registers does not matter either).
+template <class T>
+__device__ float warp_dot(const float (&x)[kChunks], const T* y, int64_t hd) {
+  const int lane = threadIdx.x % kLanes;
+  float partial = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t d = lane + kLanes * c;
+    if (d < hd) partial = fmaf(x[c], to_float(y[d]), partial);
+  }
+  return warp_reduce(partial, SumOp{});
+}
+
+// The score scale * (x . y), rounded on its own (never fused into what follows), so that every
+// pass and kernel that recomputes a score gets the same bits.
+template <class T>
+__device__ float warp_score(const float (&x)[kChunks], const T* y, int64_t hd, float scale) {
+  return __fmul_rn(warp_dot(x, y, hd), scale);
+}
+
+// acc += w y over the lane's head elements (y in memory).
+template <class T>
+__device__ void warp_axpy(float w, const T* y, int64_t hd, float (&acc)[kChunks]) {
+  const int lane = threadIdx.x % kLanes;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t d = lane + kLanes * c;
+    if (d < hd) acc[c] = fmaf(w, to_float(y[d]), acc[c]);
+  }
+}
+
+// Every thread gets the merge of the warps' states, in warp order. `shared` holds one state per warp.
+__device__ SoftmaxState merge_warps(SoftmaxState mine, SoftmaxState* shared) {
+  __syncthreads();  // an earlier call's readers are done with shared
+  if (threadIdx.x % kLanes == 0) shared[threadIdx.x / kLanes] = mine;
+  __syncthreads();
+  SoftmaxState all = shared[0];
+  for (int w = 1; w < kAttentionWarps; ++w) all = softmax_merge(all, shared[w]);
+  return all;
+}
+
+// dst[d] = factor * (sum over the warps of their acc, in warp order) for d < hd. `partial`
+// holds kAttentionWarps head rows.
+__device__ void store_warp_sum(const float (&acc)[kChunks], float factor, int64_t hd,
+                               float (*partial)[kMaxAttentionHeadDim], float* dst) {
+  const int lane = threadIdx.x % kLanes, warp = threadIdx.x / kLanes;
+  __syncthreads();  // an earlier call's readers are done with partial
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t d = lane + kLanes * c;
+    if (d < hd) partial[warp][d] = acc[c];
+  }
+  __syncthreads();
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+    float sum = partial[0][d];
+    for (int w = 1; w < kAttentionWarps; ++w) sum += partial[w][d];
+    dst[d] = sum * factor;
+  }
+}
+
+// Work item = (work row, head). Pass 1: the softmax state of the row's scores; pass 2: the
+// probabilities (recomputed scores, same bits) times the value rows.
+template <class T>
+__global__ void __launch_bounds__(kAttentionThreads) attention_kernel(AttentionLaunch a) {
+  __shared__ SoftmaxState states[kAttentionWarps];
+  __shared__ float partial[kAttentionWarps][kMaxAttentionHeadDim];
+  constexpr bool kF16 = std::is_same_v<T, __half>;
+  const int warp = threadIdx.x / kLanes;
+  const int64_t hd = a.head_dim, row_stride = a.kv_heads * hd;
+  for (int64_t item = blockIdx.x; item < a.work_rows * a.heads; item += gridDim.x) {
+    const QueryRow row = query_row(a.work, item / a.heads);
+    const int64_t h = item % a.heads, at = (row.q_row * a.heads + h) * hd;
+    const int32_t* table = block_table(a.work, row);
+    const int64_t kv = kv_head_of(h, a.heads, a.kv_heads) * hd;
+    const T* k = static_cast<const T*>(a.k) + kv;
+    const T* v = static_cast<const T*>(a.v) + kv;
+    const auto cache_offset = [&](int64_t p) { return cache_row(table, a.work.block_shift, p) * row_stride; };
+    float q[kChunks];
+    load_head(a.q + at, hd, kF16, q);
+
+    SoftmaxState state = softmax_empty();
+    for (int64_t p = warp; p <= row.position; p += kAttentionWarps)
+      state = softmax_add(state, warp_score(q, k + cache_offset(p), hd, a.scale));
+    const SoftmaxState all = merge_warps(state, states);
+
+    float acc[kChunks] = {};
+    for (int64_t p = warp; p <= row.position; p += kAttentionWarps) {
+      const float score = warp_score(q, k + cache_offset(p), hd, a.scale);
+      warp_axpy(cache_operand(softmax_probability(score, all), kF16), v + cache_offset(p), hd, acc);
+    }
+    store_warp_sum(acc, 1.0f, hd, partial, a.out + at);
+  }
+}
+
+// Element i of store_kv's rows to its slot of the pool.
+template <class T>
+struct StoreKvElement {
+  const float* rows;
+  const int64_t* slots;
+  int64_t width;
+  T* pool;
+  __device__ void operator()(int64_t i) const {
+    const int64_t r = i / width;
+    pool[slots[r] * width + (i - r * width)] = from_float<T>(rows[i]);
+  }
+};
+
+// ---------------------------------------------------------------- backward
+//
+// Per query t, head h (P = softmax of the scores, recomputed):
+//   D = dout_t . out_t,  dS_p = P_p (dout_t . v_p - D),
+//   dq_t = scale sum_p dS_p k_p,  dk_p = scale sum_{t, h in p's group} dS_p q_t,  dv_p = sum P_p dout_t.
+// The dq pass (work item = (t, h)) also stores each row's softmax state and D; the dk/dv
+// pass (work item = (p, kv head)) walks the group's heads in order, and each head's queries
+// t >= p as the forward walks positions. No atomics.
+
+struct RowStats {
+  SoftmaxState softmax;
+  float expected_dp;  // D
+};
+
+__global__ void __launch_bounds__(kAttentionThreads) attention_dq_kernel(AttentionBackwardLaunch a) {
+  __shared__ SoftmaxState states[kAttentionWarps];
+  __shared__ float partial[kAttentionWarps][kMaxAttentionHeadDim];
+  auto* stats = static_cast<RowStats*>(a.scratch);
+  const int warp = threadIdx.x / kLanes;
+  const int64_t hd = a.head_dim, row_stride = a.kv_heads * hd;
+  for (int64_t item = blockIdx.x; item < a.n * a.heads; item += gridDim.x) {
+    const int64_t t = item / a.heads, h = item % a.heads, at = item * hd;
+    const int64_t kv = kv_head_of(h, a.heads, a.kv_heads) * hd;
+    float q[kChunks], dout[kChunks];
+    load_head(a.q + at, hd, false, q);
+    load_head(a.dout + at, hd, false, dout);
+    const float expected_dp = warp_dot(dout, a.out + at, hd);
+
+    SoftmaxState state = softmax_empty();
+    for (int64_t p = warp; p <= t; p += kAttentionWarps)
+      state = softmax_add(state, warp_score(q, a.k + kv + p * row_stride, hd, a.scale));
+    const SoftmaxState all = merge_warps(state, states);
+
+    float acc[kChunks] = {};
+    for (int64_t p = warp; p <= t; p += kAttentionWarps) {
+      const float* k = a.k + kv + p * row_stride;
+      const float prob = softmax_probability(warp_score(q, k, hd, a.scale), all);
+      const float ds = prob * (warp_dot(dout, a.v + kv + p * row_stride, hd) - expected_dp);
+      warp_axpy(ds, k, hd, acc);
+    }
+    store_warp_sum(acc, a.scale, hd, partial, a.dq + at);
+    if (threadIdx.x == 0) stats[item] = RowStats{all, expected_dp};
+  }
+}
+
+__global__ void __launch_bounds__(kAttentionThreads) attention_dkdv_kernel(AttentionBackwardLaunch a) {
+  __shared__ float partial[kAttentionWarps][kMaxAttentionHeadDim];
+  const auto* stats = static_cast<const RowStats*>(a.scratch);
+  const int warp = threadIdx.x / kLanes;
+  const int64_t hd = a.head_dim, group = a.heads / a.kv_heads;
+  for (int64_t item = blockIdx.x; item < a.n * a.kv_heads; item += gridDim.x) {
+    const int64_t p = item / a.kv_heads, g = item % a.kv_heads, at = item * hd;
+    float k[kChunks], v[kChunks];
+    load_head(a.k + at, hd, false, k);
+    load_head(a.v + at, hd, false, v);
+    float dk[kChunks] = {}, dv[kChunks] = {};
+    for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+      for (int64_t t = p + warp; t < a.n; t += kAttentionWarps) {
+        const int64_t row = t * a.heads + h;
+        const float* q = a.q + row * hd;
+        const float* dout = a.dout + row * hd;
+        const RowStats s = stats[row];
+        const float prob = softmax_probability(warp_score(k, q, hd, a.scale), s.softmax);
+        const float ds = prob * (warp_dot(v, dout, hd) - s.expected_dp);
+        warp_axpy(ds, q, hd, dk);
+        warp_axpy(prob, dout, hd, dv);
+      }
+    }
+    store_warp_sum(dk, a.scale, hd, partial, a.dk + at);
+    store_warp_sum(dv, 1.0f, hd, partial, a.dv + at);
+  }
+}
+
+}  // namespace
+
+void launch_attention(const AttentionLaunch& a, cudaStream_t stream) {
+  const int64_t blocks = attention_blocks(a.work_rows * a.heads);
+  if (blocks == 0 || a.head_dim == 0) return;
+  with_storage_type(a.cache_dtype, "attention", [&](auto zero) {
+    using T = decltype(zero);
+    attention_kernel<T><<<static_cast<unsigned>(blocks), kAttentionThreads, 0, stream>>>(a);
+    TM_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void launch_store_kv(const float* rows, const int64_t* slots, int64_t n, int64_t width, void* pool,
+                     DType pool_dtype, cudaStream_t stream) {
+  with_storage_type(pool_dtype, "store_kv", [&](auto zero) {
+    using T = decltype(zero);
+    launch_elementwise(n * width, StoreKvElement<T>{rows, slots, width, static_cast<T*>(pool)}, stream);
+  });
+}
+
+size_t attention_backward_scratch_bytes(int64_t n, int64_t heads) {
+  return static_cast<size_t>(n * heads) * sizeof(RowStats);
+}
+
+void launch_attention_backward(const AttentionBackwardLaunch& a, cudaStream_t stream) {
+  if (a.n == 0 || a.heads == 0 || a.head_dim == 0) return;
+  attention_dq_kernel<<<static_cast<unsigned>(attention_blocks(a.n * a.heads)), kAttentionThreads, 0,
+                        stream>>>(a);
+  TM_CUDA_CHECK_LAUNCH();
+  attention_dkdv_kernel<<<static_cast<unsigned>(attention_blocks(a.n * a.kv_heads)), kAttentionThreads, 0,
+                          stream>>>(a);
+  TM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tokenmill::cuda

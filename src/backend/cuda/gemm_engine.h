@@ -1,0 +1,62 @@
+// GemmEngine: the CUDA backend's matrix products through cuBLASLt (owned by the linear-ops
+// family: cuda_linear_ops.cpp).
+//
+// Every product is FP32 compute (CUBLAS_COMPUTE_32F, never TF32) with f32 output; A and B
+// are both f32 (full FP32 GEMM) or both bf16/f16 (tensor cores, FP32 accumulation). The
+// algorithm of each kind of product (GemmKey: shape, type, transposes, buffer alignments)
+// is chosen once, by cuBLASLt's heuristic (its first answer) or, with
+// TOKENMILL_GEMM_TUNE=1, by timing its top candidates (the host then waits for the GPU,
+// once per new kind of product), and cached in memory and, between runs, in a file
+// (gemm_algorithm_cache.h) written when the engine is destroyed.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <filesystem>
+#include <set>
+
+#include "backend/cuda/device_pool.h"
+#include "backend/cuda/gemm_algorithm_cache.h"
+#include "backend/cuda/gemm_layout.h"
+#include "core/dtype.h"
+
+namespace tokenmill::cuda {
+
+class GemmEngine {
+ public:
+  // Products queued on `stream`; the workspace comes from `pool` (both outlive the engine).
+  GemmEngine(cudaStream_t stream, DevicePool& pool);
+  ~GemmEngine();
+  GemmEngine(const GemmEngine&) = delete;
+  GemmEngine& operator=(const GemmEngine&) = delete;
+
+  // D = op(A) . op(B), or D += op(A) . op(B) when `accumulate`, in `layout`'s column-major
+  // terms; A and B of `type` (f32, bf16 or f16), D f32, all at any element-aligned address.
+  // An empty sum (k == 0) writes zeros, or leaves D as it is when accumulating.
+  void multiply(const GemmLayout& layout, const void* a, const void* b, DType type, float* d,
+                bool accumulate);
+
+ private:
+  struct Descriptors;
+  // The algorithm for `key`: cached (and accepted by cuBLASLt in this process), else chosen now.
+  cublasLtMatmulAlgo_t algorithm_for(const GemmKey& key, Descriptors& desc, const void* a, const void* b,
+                                     float beta);
+  bool usable(Descriptors& desc, const GemmAlgorithm& algorithm);
+  GemmAlgorithm choose(const GemmKey& key, Descriptors& desc, const void* a, const void* b, float beta);
+  // The fastest of `candidates` for this product, timed into a scratch D.
+  cublasLtMatmulAlgo_t fastest(const cublasLtMatmulHeuristicResult_t* candidates, int count,
+                               Descriptors& desc, const void* a, const void* b, float beta);
+
+  cudaStream_t stream_;
+  DevicePool& pool_;
+  cublasLtHandle_t handle_ = nullptr;
+  DeviceBuffer workspace_;
+  bool tune_ = false;
+  std::filesystem::path cache_path_;  // empty: not persisted
+  GemmAlgorithmCache cache_;
+  std::set<GemmKey> checked_;  // keys whose cached algorithm cuBLASLt accepted in this process
+  bool dirty_ = false;         // cache_ has entries the file lacks
+};
+
+}  // namespace tokenmill::cuda

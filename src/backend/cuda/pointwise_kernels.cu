@@ -1,0 +1,81 @@
+#include "backend/cuda/pointwise_kernels.h"
+
+#include "backend/cuda/activation_math.h"
+#include "backend/cuda/grid_stride.cuh"
+
+namespace tokenmill::cuda {
+
+namespace {
+
+// The per-element bodies. No __restrict__: outputs may be inputs.
+struct Gelu {
+  const float* x;
+  float* y;
+  bool tanh_form;
+  __device__ void operator()(int64_t i) const { y[i] = gelu(x[i], tanh_form); }
+};
+
+struct Silu {
+  const float* x;
+  float* y;
+  __device__ void operator()(int64_t i) const { y[i] = silu(x[i]); }
+};
+
+struct Swiglu {
+  const float *gate, *up;
+  float* y;
+  __device__ void operator()(int64_t i) const { y[i] = swiglu(gate[i], up[i]); }
+};
+
+struct Add {
+  const float *a, *b;
+  float* y;
+  __device__ void operator()(int64_t i) const { y[i] = a[i] + b[i]; }
+};
+
+struct GeluBackward {
+  const float *x, *dy;
+  float* dx;
+  bool tanh_form;
+  __device__ void operator()(int64_t i) const { dx[i] = dy[i] * gelu_derivative(x[i], tanh_form); }
+};
+
+struct SwigluBackward {
+  const float *gate, *up, *dy;
+  float *dgate, *dup;
+  __device__ void operator()(int64_t i) const {
+    const SwigluGrads g = swiglu_grads(gate[i], up[i], dy[i]);  // all inputs read before either store
+    dgate[i] = g.dgate;
+    dup[i] = g.dup;
+  }
+};
+
+}  // namespace
+
+void launch_gelu(const float* x, bool tanh_form, int64_t count, float* y, cudaStream_t stream) {
+  launch_elementwise(count, Gelu{x, y, tanh_form}, stream);
+}
+
+void launch_silu(const float* x, int64_t count, float* y, cudaStream_t stream) {
+  launch_elementwise(count, Silu{x, y}, stream);
+}
+
+void launch_swiglu(const float* gate, const float* up, int64_t count, float* y, cudaStream_t stream) {
+  launch_elementwise(count, Swiglu{gate, up, y}, stream);
+}
+
+void launch_add(const float* a, const float* b, int64_t count, float* y, cudaStream_t stream) {
+  launch_elementwise(count, Add{a, b, y}, stream);
+}
+
+void launch_gelu_backward(const float* x, bool tanh_form, const float* dy, int64_t count, float* dx,
+                          cudaStream_t stream) {
+  launch_elementwise(count, GeluBackward{x, dy, dx, tanh_form}, stream);
+}
+
+void launch_swiglu_backward(const float* gate, const float* up, const float* dy, int64_t count, float* dgate,
+                            float* dup, cudaStream_t stream) {
+  launch_elementwise(count, SwigluBackward{gate, up, dy, dgate, dup}, stream);
+}
+
+}  // namespace tokenmill::cuda

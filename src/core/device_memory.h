@@ -1,0 +1,31 @@
+// DeviceMemory: where a backend's ops find their tensors. The CPU backend's is the host's own
+// memory (host_memory()); a GPU backend's is device memory, which the host must never read or
+// write except through copy_from_host / copy_to_host. model/ allocates its weights, caches and
+// activations from the backend's DeviceMemory (through Arena and TensorStore) and moves data
+// across only with these copies, so the same forward pass runs on either.
+#pragma once
+
+#include <cstddef>
+
+namespace tokenmill {
+
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+
+  // True when the host may address this memory directly (then the copies are memcpy).
+  virtual bool is_host() const = 0;
+  // `bytes` > 0, aligned to at least 64 bytes; throws Error when the memory is exhausted,
+  // saying how much was asked.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void free(void* memory) noexcept = 0;
+  // Copies `bytes` of host memory into this memory; `host_src` may be reused on return.
+  virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
+  // Copies `bytes` of this memory to the host, after every op queued before it has finished.
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+};
+
+// The host's memory: aligned_alloc, memcpy.
+DeviceMemory& host_memory();
+
+}  // namespace tokenmill

@@ -1,0 +1,80 @@
+#include "runtime/device_choice.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <optional>
+
+#include "core/error.h"
+#include "model/weight_placement.h"
+#ifdef TOKENMILL_HAS_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace tokenmill {
+
+namespace {
+
+// "" when the CUDA backend can run `model` on GPU `gpu`; otherwise why not.
+std::string cuda_obstacle(int gpu, Model& model) {
+#ifdef TOKENMILL_HAS_CUDA
+  std::string why = cuda::unavailable_reason(gpu);
+  if (!why.empty()) return why;
+  std::optional<DType> quantized;
+  for_each_op_weight(model.weights, [&](Tensor& t) {
+    if (t.data != nullptr && is_quantized(t.dtype)) quantized = t.dtype;
+  });
+  if (quantized)
+    return fmt::format(
+        "the model has {} weights, which the CUDA backend does not run yet (f32, bf16 and f16 do)",
+        dtype_name(*quantized));
+  return "";
+#else
+  (void)gpu;
+  (void)model;
+  return "this build has no CUDA backend (it was built without nvcc or with TOKENMILL_CUDA=OFF)";
+#endif
+}
+
+// The GPU index of "cuda" / "cuda:N", or nullopt for anything else.
+std::optional<int> cuda_index(const std::string& device) {
+  if (device == "cuda") return 0;
+  if (!device.starts_with("cuda:")) return std::nullopt;
+  int index = -1;
+  const char* begin = device.data() + 5;
+  const char* end = device.data() + device.size();
+  const auto [ptr, ec] = std::from_chars(begin, end, index);
+  if (ec != std::errc() || ptr != end || begin == end || index < 0) return std::nullopt;
+  return index;
+}
+
+}  // namespace
+
+DeviceChoice choose_device(const std::string& device, Model& model) {
+  DeviceChoice choice;
+  if (device == "cpu") {
+    choice.backend = make_cpu_backend();
+  } else if (device == "auto") {
+    const std::string why = cuda_obstacle(0, model);
+    if (why.empty()) {
+#ifdef TOKENMILL_HAS_CUDA
+      choice.backend = make_cuda_backend(0);
+#endif
+    } else {
+      choice.backend = make_cpu_backend();
+      choice.note = "running on the CPU: " + why;
+    }
+  } else if (const std::optional<int> gpu = cuda_index(device)) {
+    const std::string why = cuda_obstacle(*gpu, model);
+    if (!why.empty()) fail("--device {}: {}", device, why);
+#ifdef TOKENMILL_HAS_CUDA
+    choice.backend = make_cuda_backend(*gpu);
+#endif
+  } else {
+    fail("--device {}: expected auto, cpu, cuda or cuda:N", device);
+  }
+  place_weights(model.weights, choice.backend->memory());
+  return choice;
+}
+
+}  // namespace tokenmill

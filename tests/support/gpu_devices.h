@@ -1,0 +1,38 @@
+// Which GPUs a test binary runs its GPU cases on: GPU 0 when this build has the CUDA backend
+// and the GPU is usable, none otherwise. With TOKENMILL_REQUIRE_CUDA set (to anything but
+// "" or "0", as scripts/gpu-check.sh does) a missing GPU ends the binary with the reason, so a
+// GPU run can never pass by testing nothing.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#ifdef TOKENMILL_HAS_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace tokenmill::testing {
+
+inline bool cuda_required() {
+  const char* value = std::getenv("TOKENMILL_REQUIRE_CUDA");
+  return value != nullptr && *value != '\0' && std::string(value) != "0";
+}
+
+// True when the CUDA backend can run on GPU 0; exits the process when it cannot and
+// TOKENMILL_REQUIRE_CUDA is set.
+inline bool cuda_usable() {
+#ifdef TOKENMILL_HAS_CUDA
+  const std::string why = cuda::unavailable_reason();
+#else
+  const std::string why = "this build has no CUDA backend";
+#endif
+  if (why.empty()) return true;
+  if (cuda_required()) {
+    std::fprintf(stderr, "TOKENMILL_REQUIRE_CUDA is set, but %s\n", why.c_str());
+    std::exit(1);
+  }
+  return false;
+}
+
+}  // namespace tokenmill::testing
