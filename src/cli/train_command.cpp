@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "core/error.h"
 #include "core/json_file.h"
 #include "measure/roofline.h"
 #include "model/transformer.h"
@@ -27,6 +28,10 @@ struct TrainFlags {
   std::string data, out, from, lr_decay = "cosine";
   int64_t layers = 4, hidden = 128, heads = 4, kv_heads = 0, ff = 0, context = 0;
   double min_lr = -1.0;
+  int64_t lora_rank = 0;
+  double lora_alpha = 0.0;
+  std::string lora_targets = "q,k,v,o";
+  bool lora_flags_given = false;  // --lora-alpha or --lora-targets
   int64_t sample_tokens = 64;
   std::string sample_prompt;
 };
@@ -61,6 +66,13 @@ void run_train(TrainFlags& f) {
   o.from_model = f.from;
   o.schedule.decay = parse_lr_decay(f.lr_decay);
   o.schedule.min_lr = f.min_lr >= 0.0 ? f.min_lr : o.schedule.max_lr / 10.0;
+  if (f.lora_rank != 0 || f.lora_flags_given) {
+    if (f.lora_rank < 1) fail("--lora-rank must be >= 1 (LoRA's rank r), got {}", f.lora_rank);
+    if (f.from.empty()) fail("--lora-rank needs --from MODEL_DIR: LoRA adapts a pretrained model");
+    o.lora.rank = f.lora_rank;
+    o.lora.alpha = f.lora_alpha != 0.0 ? f.lora_alpha : static_cast<double>(f.lora_rank);
+    o.lora.targets = parse_lora_targets(f.lora_targets);
+  }
   const nlohmann::json meta = read_json_file(o.data_dir / "meta.json");
   const auto eod = meta.at("eod_token").get<int32_t>();
   if (f.from.empty()) {
@@ -104,7 +116,7 @@ void run_train(TrainFlags& f) {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   fmt::print("\n== summary ==\n");
-  fmt::print("parameters        {}\n", s.parameters);
+  fmt::print("parameters        {} ({} trained)\n", s.parameters, s.trainable_parameters);
   fmt::print("steps             {}..{}{}\n", s.first_step, s.last_step,
              s.stopped_early ? " (stopped by signal)" : "");
   fmt::print("tokens            {} in {} ({:.0f} tokens/s)\n", s.tokens, duration(s.seconds),
@@ -156,7 +168,15 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints (0: at the end only)");
   cmd->add_option("--keep-checkpoints", o.keep_checkpoints, "Checkpoints kept");
   cmd->add_flag("--resume", o.resume, "Continue from the newest checkpoint in --out");
-  cmd->callback([f] { run_train(*f); });
+  cmd->add_option("--lora-rank", f->lora_rank, "LoRA: adapter rank r (0: full fine-tuning); needs --from");
+  auto* alpha = cmd->add_option("--lora-alpha", f->lora_alpha,
+                                "LoRA: alpha; the update is scaled by alpha / r (default: r)");
+  auto* targets = cmd->add_option("--lora-targets", f->lora_targets,
+                                  "LoRA: adapted layers among q,k,v,o,gate,up,down (default: q,k,v,o)");
+  cmd->callback([f, alpha, targets] {
+    f->lora_flags_given = alpha->count() > 0 || targets->count() > 0;
+    run_train(*f);
+  });
 }
 
 }  // namespace tokenmill::cli

@@ -34,13 +34,7 @@ class Exporter {
   Exporter(SafetensorsWriter& writer, DType dtype) : writer_(writer), dtype_(dtype) {}
 
   // A tensor as it is (matrix [rows, cols] or vector [n]).
-  void same(const std::string& name, const Tensor& t) {
-    if (t.data == nullptr) fail("export: the model has no tensor for {}", name);
-    std::vector<int64_t> shape(t.shape.begin(), t.shape.begin() + t.rank);
-    writer_.add(name, dtype_, shape, [t, dtype = dtype_](std::span<std::byte> out) {
-      store(out, dtype, t.numel(), [&](int64_t i) { return at(t, i); });
-    });
-  }
+  void same(const std::string& name, const Tensor& t) { add_converted_tensor(writer_, name, t, dtype_); }
   // Row-blocks [parts[0]; parts[1]; ...] of [rows_p, cols] matrices, stored transposed as
   // [cols, sum rows_p] (GPT-2's Conv1D layout, fused q|k|v), or a concatenated vector.
   void conv1d(const std::string& name, std::vector<Tensor> parts) {
@@ -116,14 +110,22 @@ void add_gpt2(const ModelConfig& c, const ModelWeights& w, Exporter& e) {
   if (!c.tie_word_embeddings) e.same("lm_head.weight", w.lm_head);
 }
 
-void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
+}  // namespace
+
+void add_converted_tensor(SafetensorsWriter& writer, const std::string& name, const Tensor& t, DType dtype) {
+  if (t.data == nullptr) fail("export: the model has no tensor for {}", name);
+  std::vector<int64_t> shape(t.shape.begin(), t.shape.begin() + t.rank);
+  writer.add(name, dtype, shape, [t, dtype](std::span<std::byte> out) {
+    store(out, dtype, t.numel(), [&](int64_t i) { return at(t, i); });
+  });
+}
+
+void write_json_file(const std::filesystem::path& path, const nlohmann::json& j) {
   const std::string text = j.dump(2) + "\n";
   AtomicFile file(path);
   file.write(text.data(), text.size());
   file.commit();
 }
-
-}  // namespace
 
 void export_hf_model(const ModelConfig& config, nlohmann::json config_json, const ModelWeights& weights,
                      DType dtype, const std::filesystem::path& dir) {
@@ -144,11 +146,11 @@ void export_hf_model(const ModelConfig& config, nlohmann::json config_json, cons
   config_json["torch_dtype"] = dtype == DType::F32    ? "float32"
                                : dtype == DType::BF16 ? "bfloat16"
                                                       : "float16";
-  write_json(dir / "config.json", config_json);
+  write_json_file(dir / "config.json", config_json);
   nlohmann::json generation = {{"_from_model_config", true}};
   for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"})
     if (config_json.contains(key)) generation[key] = config_json[key];
-  write_json(dir / "generation_config.json", generation);
+  write_json_file(dir / "generation_config.json", generation);
 }
 
 }  // namespace tokenmill

@@ -12,12 +12,21 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/dtype.h"
 #include "model/model_config.h"
+#include "model/safetensors_writer.h"
 #include "model/weights.h"
 
 namespace tokenmill {
+
+// Adds `t` (f32, bf16 or f16; matrix or vector) to `writer` under `name`, converted to
+// `dtype` (f32, bf16 or f16) when written. Error if `t` is absent.
+void add_converted_tensor(SafetensorsWriter& writer, const std::string& name, const Tensor& t, DType dtype);
+
+// Writes `j` (indented, newline-terminated) to `path` atomically.
+void write_json_file(const std::filesystem::path& path, const nlohmann::json& j);
 
 void export_hf_model(const ModelConfig& config, nlohmann::json config_json, const ModelWeights& weights,
                      DType dtype, const std::filesystem::path& dir);

@@ -27,8 +27,14 @@ class TrainingPass::Plan {
   size_t bytes_ = 0;
 };
 
-TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t batch, int64_t seq_len)
-    : config_(config), backend_(backend), batch_(batch), seq_len_(seq_len), rows_(batch * seq_len) {
+TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t batch, int64_t seq_len,
+                           const LoraConfig& lora)
+    : config_(config),
+      backend_(backend),
+      lora_(lora),
+      batch_(batch),
+      seq_len_(seq_len),
+      rows_(batch * seq_len) {
   if (batch < 1 || seq_len < 1)
     fail("training: batch ({}) and sequence length ({}) must be >= 1", batch, seq_len);
   if (seq_len > config.context_length())
@@ -40,11 +46,18 @@ TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t 
   attention_scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)));
   positions_.resize(static_cast<size_t>(rows_));
   for (int64_t r = 0; r < rows_; ++r) positions_[static_cast<size_t>(r)] = static_cast<int32_t>(r % seq_len);
+  if (lora_.enabled()) check_lora_config(config, lora_);
+  frozen_.layers.resize(static_cast<size_t>(config.num_hidden_layers));
   Plan sizing(nullptr);
   plan(sizing);
   arena_.emplace(sizing.bytes());
   Plan carving(&*arena_);
   plan(carving);
+  if (lora_.enabled()) {
+    float* s = lora_scale_.as<float>();
+    for (int64_t i = 0; i < lora_.rank * lora_.rank; ++i)
+      s[i] = i % (lora_.rank + 1) == 0 ? lora_.scale() : 0.0f;
+  }
 }
 
 void TrainingPass::plan(Plan& p) {
@@ -67,6 +80,7 @@ void TrainingPass::plan(Plan& p) {
     a.a = p.take({n, ff});
     if (swiglu) a.b = p.take({n, ff});
     a.act = p.take({n, ff});
+    for (const LoraTarget t : lora_.targets) a.lora_u[static_cast<size_t>(t)] = p.take({n, lora_.rank});
   }
   final_ = p.take({n, hidden});
   logits_ = p.take({logit_rows_, c.vocab_size});
@@ -81,6 +95,13 @@ void TrainingPass::plan(Plan& p) {
   da_ = p.take({n, ff});
   if (swiglu) db_ = p.take({n, ff});
   dact_ = p.take({n, ff});
+  norm_sinks_ = p.take({2, hidden});
+  if (lora_.enabled()) {
+    lora_scale_ = p.take({lora_.rank, lora_.rank});
+    lora_t_ = p.take({n, lora_.rank});
+    lora_du_ = p.take({n, lora_.rank});
+    lora_wide_ = p.take({n, std::max({hidden, ff, q_width, kv_width})});
+  }
 }
 
 int64_t TrainingPass::check(std::span<const int32_t> inputs, std::span<const int32_t> targets) const {
@@ -119,9 +140,9 @@ void TrainingPass::forward(const ModelWeights& w, std::span<const int32_t> input
     const Tensor& x = residual_[static_cast<size_t>(l)];
     // Attention: mid = x + o(attention(rope(q), rope(k), v)) of h1 = norm(x).
     apply_norm(backend_, config_, x, lw.attn_norm_weight, lw.attn_norm_bias, a.h1);
-    backend_.matmul(a.h1, lw.q, optional_tensor(lw.q_bias), a.q);
-    backend_.matmul(a.h1, lw.k, optional_tensor(lw.k_bias), a.k);
-    backend_.matmul(a.h1, lw.v, optional_tensor(lw.v_bias), a.v);
+    linear(a.h1, lw.q, lw.q_bias, a.q, l, LoraTarget::Q);
+    linear(a.h1, lw.k, lw.k_bias, a.k, l, LoraTarget::K);
+    linear(a.h1, lw.v, lw.v_bias, a.v, l, LoraTarget::V);
     const Tensor q = a.q.reshaped({n, c.num_attention_heads, c.head_dim});
     const Tensor k = a.k.reshaped({n, c.num_key_value_heads, c.head_dim});
     if (c.positions == PositionKind::Rotary) {
@@ -132,19 +153,19 @@ void TrainingPass::forward(const ModelWeights& w, std::span<const int32_t> input
     for (int64_t b = 0; b < batch_; ++b)
       backend_.attention(sequence(a.q, b, h), sequence(a.k, b, kvh), sequence(a.v, b, kvh), 0,
                          attention_scale_, sequence(a.attended, b, h));
-    backend_.matmul(a.attended.reshaped({n, q_width}), lw.o, optional_tensor(lw.o_bias), dtmp_);
+    linear(a.attended.reshaped({n, q_width}), lw.o, lw.o_bias, dtmp_, l, LoraTarget::O);
     backend_.add(x, dtmp_, a.mid);
     // MLP: next = mid + down(act(h2 W_gate) * h2 W_up) or mid + down(gelu(h2 W_up)), h2 = norm(mid).
     apply_norm(backend_, config_, a.mid, lw.mlp_norm_weight, lw.mlp_norm_bias, a.h2);
     if (c.mlp == MlpKind::SwiGlu) {
-      backend_.matmul(a.h2, lw.gate, optional_tensor(lw.gate_bias), a.a);
-      backend_.matmul(a.h2, lw.up, optional_tensor(lw.up_bias), a.b);
+      linear(a.h2, lw.gate, lw.gate_bias, a.a, l, LoraTarget::Gate);
+      linear(a.h2, lw.up, lw.up_bias, a.b, l, LoraTarget::Up);
       backend_.swiglu(a.a, a.b, a.act);
     } else {
-      backend_.matmul(a.h2, lw.up, optional_tensor(lw.up_bias), a.a);
+      linear(a.h2, lw.up, lw.up_bias, a.a, l, LoraTarget::Up);
       backend_.gelu(a.a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, a.act);
     }
-    backend_.matmul(a.act, lw.down, optional_tensor(lw.down_bias), dtmp_);
+    linear(a.act, lw.down, lw.down_bias, dtmp_, l, LoraTarget::Down);
     backend_.add(a.mid, dtmp_, residual_[static_cast<size_t>(l + 1)]);
   }
   apply_norm(backend_, config_, residual_.back(), w.final_norm_weight, w.final_norm_bias, final_);
@@ -165,7 +186,7 @@ double TrainingPass::score(const ModelWeights& w, const ModelWeights* grads, std
     for (int64_t i = 0; i < r; ++i) total += losses.as<const float>()[i];
     if (grads != nullptr) {
       const Tensor dhidden = dh_.slice_rows(r0, r);
-      backend_.matmul_backward(hidden, w.lm_head, logits, &dhidden, &grads->lm_head, nullptr);
+      backend_.matmul_backward(hidden, w.lm_head, logits, &dhidden, optional_tensor(grads->lm_head), nullptr);
     }
   }
   return total / static_cast<double>(count);
@@ -178,21 +199,21 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
   const LayerActivations& a = layers_[static_cast<size_t>(layer)];
   const int64_t n = rows_, q_width = c.num_attention_heads * c.head_dim;
   // dx_ holds d(next residual). MLP: next = mid + down(act).
-  backend_.matmul_backward(a.act, lw.down, dx_, &dact_, &lg.down, optional_tensor(lg.down_bias));
+  linear_backward(a.act, lw.down, dx_, dact_, lg.down, lg.down_bias, layer, LoraTarget::Down);
   if (c.mlp == MlpKind::SwiGlu) {
     backend_.swiglu_backward(a.a, a.b, dact_, da_, db_);
-    backend_.matmul_backward(a.h2, lw.gate, da_, &dh_, &lg.gate, optional_tensor(lg.gate_bias));
-    backend_.matmul_backward(a.h2, lw.up, db_, &dtmp_, &lg.up, optional_tensor(lg.up_bias));
+    linear_backward(a.h2, lw.gate, da_, dh_, lg.gate, lg.gate_bias, layer, LoraTarget::Gate);
+    linear_backward(a.h2, lw.up, db_, dtmp_, lg.up, lg.up_bias, layer, LoraTarget::Up);
     backend_.add(dh_, dtmp_, dh_);
   } else {
     backend_.gelu_backward(a.a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, dact_, da_);
-    backend_.matmul_backward(a.h2, lw.up, da_, &dh_, &lg.up, optional_tensor(lg.up_bias));
+    linear_backward(a.h2, lw.up, da_, dh_, lg.up, lg.up_bias, layer, LoraTarget::Up);
   }
-  apply_norm_backward(backend_, config_, a.mid, lw.mlp_norm_weight, dh_, dtmp_, lg.mlp_norm_weight,
-                      lg.mlp_norm_bias);
+  apply_norm_backward(backend_, config_, a.mid, lw.mlp_norm_weight, dh_, dtmp_,
+                      norm_grad(lg.mlp_norm_weight, 0), norm_grad(lg.mlp_norm_bias, 1));
   backend_.add(dx_, dtmp_, dx_);  // d(mid)
   // Attention: mid = x + o(attended).
-  backend_.matmul_backward(a.attended, lw.o, dx_, &dattended_, &lg.o, optional_tensor(lg.o_bias));
+  linear_backward(a.attended, lw.o, dx_, dattended_, lg.o, lg.o_bias, layer, LoraTarget::O);
   const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
   for (int64_t b = 0; b < batch_; ++b)
     backend_.attention_backward(sequence(a.q, b, h), sequence(a.k, b, kvh), sequence(a.v, b, kvh),
@@ -204,35 +225,101 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
     backend_.rope_backward(dk_.reshaped({n, c.num_key_value_heads, c.head_dim}), positions_, inv_freq_tensor_,
                            c.rope_layout);
   }
-  backend_.matmul_backward(a.h1, lw.q, dq_.reshaped({n, q_width}), &dh_, &lg.q, optional_tensor(lg.q_bias));
-  backend_.matmul_backward(a.h1, lw.k, dk_, &dtmp_, &lg.k, optional_tensor(lg.k_bias));
+  linear_backward(a.h1, lw.q, dq_.reshaped({n, q_width}), dh_, lg.q, lg.q_bias, layer, LoraTarget::Q);
+  linear_backward(a.h1, lw.k, dk_, dtmp_, lg.k, lg.k_bias, layer, LoraTarget::K);
   backend_.add(dh_, dtmp_, dh_);
-  backend_.matmul_backward(a.h1, lw.v, dv_, &dtmp_, &lg.v, optional_tensor(lg.v_bias));
+  linear_backward(a.h1, lw.v, dv_, dtmp_, lg.v, lg.v_bias, layer, LoraTarget::V);
   backend_.add(dh_, dtmp_, dh_);
   apply_norm_backward(backend_, config_, residual_[static_cast<size_t>(layer)], lw.attn_norm_weight, dh_,
-                      dtmp_, lg.attn_norm_weight, lg.attn_norm_bias);
+                      dtmp_, norm_grad(lg.attn_norm_weight, 0), norm_grad(lg.attn_norm_bias, 1));
   backend_.add(dx_, dtmp_, dx_);  // d(x)
+}
+
+void TrainingPass::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                          int64_t layer, LoraTarget target) {
+  backend_.matmul(x, w, optional_tensor(bias), y);
+  if (adapter_ == nullptr || !lora_.targets_layer(target)) return;
+  const LoraLinear& ad = adapter_->at(layer, target);
+  const Tensor& u = layers_[static_cast<size_t>(layer)].lora_u[static_cast<size_t>(target)];
+  backend_.matmul(x, ad.a, nullptr, lora_t_);         // t = x A^T
+  backend_.matmul(lora_t_, lora_scale_, nullptr, u);  // u = s t
+  const Tensor delta(lora_wide_.data, DType::F32, {rows_, y.cols()});
+  backend_.matmul(u, ad.b, nullptr, delta);  // u B^T
+  backend_.add(y, delta, y);
+}
+
+void TrainingPass::linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                                   const Tensor& dw, const Tensor& db, int64_t layer, LoraTarget target) {
+  backend_.matmul_backward(x, w, dy, &dx, optional_tensor(dw), optional_tensor(db));
+  if (adapter_ == nullptr || !lora_.targets_layer(target)) return;
+  const LoraLinear& ad = adapter_->at(layer, target);
+  const LoraLinear& g = adapter_grads_->at(layer, target);
+  const Tensor& u = layers_[static_cast<size_t>(layer)].lora_u[static_cast<size_t>(target)];
+  backend_.matmul_backward(u, ad.b, dy, &lora_du_, &g.b, nullptr);  // du = dy B, dB += dy^T u
+  backend_.matmul(lora_du_, lora_scale_, nullptr, lora_t_);         // dt = s du
+  const Tensor dx_adapter(lora_wide_.data, DType::F32, {rows_, x.cols()});
+  backend_.matmul_backward(x, ad.a, lora_t_, &dx_adapter, &g.a, nullptr);  // dt A, dA += dt^T x
+  backend_.add(dx, dx_adapter, dx);
+}
+
+void TrainingPass::use_adapter(const LoraWeights* adapter, const LoraWeights* adapter_grads) {
+  adapter_ = adapter;
+  adapter_grads_ = adapter_grads;
+  if (adapter == nullptr) return;
+  if (!lora_.enabled()) fail("training: an adapter was given to a pass built without LoRA");
+  for (const LoraWeights* w : {adapter, adapter_grads}) {
+    if (w == nullptr) continue;
+    if (static_cast<int64_t>(w->layers.size()) != config_.num_hidden_layers)
+      fail("training: the adapter has {} layers, the model {}", w->layers.size(), config_.num_hidden_layers);
+    for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
+      for (const LoraTarget t : lora_.targets) {
+        const auto [out, in] = lora_target_shape(config_, t);
+        const LoraLinear& ad = w->at(l, t);
+        if (ad.a.data == nullptr || ad.b.data == nullptr || ad.a.numel() != lora_.rank * in ||
+            ad.b.numel() != out * lora_.rank)
+          fail("training: the adapter of layer {} target {} is missing or not [{}, {}] x [{}, {}]", l,
+               lora_target_name(t), lora_.rank, in, out, lora_.rank);
+      }
+  }
+}
+
+TrainingPass::Result TrainingPass::run_backward(const ModelWeights& weights, const ModelWeights* grads,
+                                                std::span<const int32_t> inputs,
+                                                std::span<const int32_t> targets, float grad_scale) {
+  const int64_t count = check(inputs, targets);
+  const ModelWeights& g = grads != nullptr ? *grads : frozen_;
+  forward(weights, inputs);
+  Result result{score(weights, &g, targets, count, grad_scale), count};
+  // dh_ holds d(final normed); back through the final norm into the residual stream.
+  apply_norm_backward(backend_, config_, residual_.back(), weights.final_norm_weight, dh_, dx_,
+                      norm_grad(g.final_norm_weight, 0), norm_grad(g.final_norm_bias, 1));
+  for (int64_t l = config_.num_hidden_layers - 1; l >= 0; --l) backward_layer(weights, g, l);
+  if (grads == nullptr) return result;
+  backend_.embedding_backward(inputs, dx_, grads->token_embedding);
+  if (config_.positions == PositionKind::Learned)
+    backend_.embedding_backward(positions_, dx_, grads->position_embedding);
+  return result;
 }
 
 TrainingPass::Result TrainingPass::forward_backward(const ModelWeights& weights, const ModelWeights& grads,
                                                     std::span<const int32_t> inputs,
                                                     std::span<const int32_t> targets, float grad_scale) {
-  const int64_t count = check(inputs, targets);
-  forward(weights, inputs);
-  Result result{score(weights, &grads, targets, count, grad_scale), count};
-  // dh_ holds d(final normed); back through the final norm into the residual stream.
-  apply_norm_backward(backend_, config_, residual_.back(), weights.final_norm_weight, dh_, dx_,
-                      grads.final_norm_weight, grads.final_norm_bias);
-  for (int64_t l = config_.num_hidden_layers - 1; l >= 0; --l) backward_layer(weights, grads, l);
-  backend_.embedding_backward(inputs, dx_, grads.token_embedding);
-  if (config_.positions == PositionKind::Learned)
-    backend_.embedding_backward(positions_, dx_, grads.position_embedding);
-  return result;
+  use_adapter(nullptr, nullptr);
+  return run_backward(weights, &grads, inputs, targets, grad_scale);
+}
+
+TrainingPass::Result TrainingPass::forward_backward(const ModelWeights& weights, const LoraWeights& adapter,
+                                                    const LoraWeights& adapter_grads,
+                                                    std::span<const int32_t> inputs,
+                                                    std::span<const int32_t> targets, float grad_scale) {
+  use_adapter(&adapter, &adapter_grads);
+  return run_backward(weights, nullptr, inputs, targets, grad_scale);
 }
 
 TrainingPass::Result TrainingPass::evaluate(const ModelWeights& weights, std::span<const int32_t> inputs,
-                                            std::span<const int32_t> targets) {
+                                            std::span<const int32_t> targets, const LoraWeights* adapter) {
   const int64_t count = check(inputs, targets);
+  use_adapter(adapter, nullptr);
   forward(weights, inputs);
   return {score(weights, nullptr, targets, count, 1.0f), count};
 }

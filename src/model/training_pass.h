@@ -12,8 +12,16 @@
 // the token embedding in both, so both uses add into one gradient). forward_backward ADDS
 // grad_scale * d(mean loss)/dw into the gradients (gradient accumulation: call it once per
 // micro-batch with grad_scale = loss_scale / micro_batches).
+//
+// LoRA (model/lora.h): with an adapter, every targeted linear layer computes
+// y = x W^T (+ b) + s (x A^T) B^T; the model's weights are then frozen (no gradient is formed
+// for them, they may be bf16/f16) and only the adapter's A and B get gradients:
+//   u = s (x A^T)          (kept from the forward; s applied as a product with s I [rank, rank],
+//                           the backend having no scale op: rank^2 flops per row)
+//   dB += dy^T u,  du = dy B,  dA += (s du)^T x,  dx += (s du) A.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -21,6 +29,7 @@
 
 #include "backend/backend.h"
 #include "core/arena.h"
+#include "model/lora.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -30,9 +39,11 @@ class TrainingPass {
  public:
   static constexpr size_t kLogitChunkBytes = size_t{32} << 20;
 
-  // Buffers for batch x seq_len tokens are allocated here, once. Throws Error if seq_len
-  // exceeds the model's context or batch/seq_len < 1.
-  TrainingPass(const ModelConfig& config, Backend& backend, int64_t batch, int64_t seq_len);
+  // Buffers for batch x seq_len tokens are allocated here, once (with those of `lora`'s
+  // targets when it is enabled). Throws Error if seq_len exceeds the model's context or
+  // batch/seq_len < 1.
+  TrainingPass(const ModelConfig& config, Backend& backend, int64_t batch, int64_t seq_len,
+               const LoraConfig& lora = {});
 
   struct Result {
     double loss = 0.0;   // mean cross-entropy over the scored targets
@@ -43,20 +54,43 @@ class TrainingPass {
   Result forward_backward(const ModelWeights& weights, const ModelWeights& grads,
                           std::span<const int32_t> inputs, std::span<const int32_t> targets,
                           float grad_scale);
-  // The loss alone (validation).
+  // LoRA: the model frozen, the adapter's gradients added into adapter_grads (same shapes).
+  // The adapter's targets must be those of the LoraConfig given to the constructor.
+  Result forward_backward(const ModelWeights& weights, const LoraWeights& adapter,
+                          const LoraWeights& adapter_grads, std::span<const int32_t> inputs,
+                          std::span<const int32_t> targets, float grad_scale);
+  // The loss alone (validation), with the adapter when given.
   Result evaluate(const ModelWeights& weights, std::span<const int32_t> inputs,
-                  std::span<const int32_t> targets);
+                  std::span<const int32_t> targets, const LoraWeights* adapter = nullptr);
 
   size_t activation_bytes() const { return arena_->capacity(); }
 
  private:
   struct LayerActivations {
     Tensor h1, q, k, v, attended, mid, h2, a, b, act;  // b: SwiGLU's up projection
+    std::array<Tensor, kLoraTargetCount> lora_u;       // u = s (x A^T) [rows, rank] per target
   };
   class Plan;
   void plan(Plan& p);
   int64_t check(std::span<const int32_t> inputs, std::span<const int32_t> targets) const;
   void forward(const ModelWeights& w, std::span<const int32_t> inputs);
+  // Sets the adapter of the coming call (null: none), checking its shapes against lora_.
+  void use_adapter(const LoraWeights* adapter, const LoraWeights* adapter_grads);
+  // grads == nullptr: the model is frozen (only the adapter, if any, gets gradients).
+  Result run_backward(const ModelWeights& weights, const ModelWeights* grads, std::span<const int32_t> inputs,
+                      std::span<const int32_t> targets, float grad_scale);
+  // y = x W^T (+ b), plus the adapter's term when `target` of `layer` is adapted.
+  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, int64_t layer,
+              LoraTarget target);
+  // Its backward: dx overwritten; dw, db accumulated when present (not null); the adapter's
+  // dA, dB accumulated.
+  void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx, const Tensor& dw,
+                       const Tensor& db, int64_t layer, LoraTarget target);
+  // A norm's weight (which = 0) or bias (1) gradient, or a scratch sink when the model is
+  // frozen (the backend's norm backward always accumulates them).
+  Tensor norm_grad(const Tensor& grad, int64_t which) const {
+    return grad.data != nullptr ? grad : norm_sinks_.slice_rows(which, 1).reshaped({config_.hidden_size});
+  }
   // Scores the final hidden states chunk by chunk; with grads, also writes dfinal and
   // accumulates the lm_head gradient.
   double score(const ModelWeights& w, const ModelWeights* grads, std::span<const int32_t> targets,
@@ -67,6 +101,10 @@ class TrainingPass {
 
   const ModelConfig& config_;
   Backend& backend_;
+  LoraConfig lora_;
+  const LoraWeights* adapter_ = nullptr;        // of the current call
+  const LoraWeights* adapter_grads_ = nullptr;  // of the current forward_backward
+  ModelWeights frozen_;                         // all-null gradients of a frozen model
   int64_t batch_, seq_len_, rows_, logit_rows_;
   float attention_scale_;
   std::vector<int32_t> positions_;  // [rows]: t of each row
@@ -76,6 +114,8 @@ class TrainingPass {
   std::vector<LayerActivations> layers_;
   Tensor final_, logits_, losses_;
   Tensor dx_, dh_, dtmp_, dq_, dk_, dv_, dattended_, da_, db_, dact_;
+  Tensor norm_sinks_;                                 // [2, hidden]
+  Tensor lora_scale_, lora_t_, lora_du_, lora_wide_;  // s I [rank, rank]; [rows, rank] x 2; [rows, widest]
 };
 
 }  // namespace tokenmill

@@ -98,4 +98,17 @@ void load_weights(const ModelConfig& config, const SafetensorsArchive& archive, 
   }
 }
 
+ModelWeights view_weights(const ModelWeights& w) {
+  ModelWeights v;
+  v.token_embedding = w.token_embedding;
+  v.position_embedding = w.position_embedding;
+  v.layers = w.layers;
+  v.final_norm_weight = w.final_norm_weight;
+  v.final_norm_bias = w.final_norm_bias;
+  v.lm_head = w.lm_head;
+  v.rope_freq_factors = w.rope_freq_factors;
+  v.memory = w.memory;
+  return v;
+}
+
 }  // namespace tokenmill

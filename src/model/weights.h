@@ -46,6 +46,9 @@ struct ModelWeights {
 // Errors name the tensor and file (see SafetensorsArchive::tensor).
 void load_weights(const ModelConfig& config, const SafetensorsArchive& archive, ModelWeights& weights);
 
+// Views of every tensor of `w` (none of its owned storage, which must outlive the result).
+ModelWeights view_weights(const ModelWeights& w);
+
 // A pointer to `t`, or nullptr when the optional tensor is absent.
 inline const Tensor* optional_tensor(const Tensor& t) { return t.data != nullptr ? &t : nullptr; }
 

@@ -19,7 +19,7 @@ constexpr char kMagic[8] = {'T', 'M', 'C', 'K', 'P', 'T', '0', '1'};
 constexpr uint64_t kMaxHeaderBytes = 64u << 20;
 constexpr uint64_t kAlign = 64;
 
-nlohmann::json parameter_list(const ParameterSet& params) {
+nlohmann::json parameter_list(const ParameterBuffers& params) {
   nlohmann::json list = nlohmann::json::array();
   for (const Parameter& p : params.parameters())
     list.push_back({{"name", p.name}, {"shape", p.shape}, {"offset", p.offset}, {"numel", p.numel}});
@@ -27,7 +27,7 @@ nlohmann::json parameter_list(const ParameterSet& params) {
 }
 
 // The three arrays as the file stores them, in order.
-std::array<std::span<const float>, 3> arrays(const ParameterSet& params) {
+std::array<std::span<const float>, 3> arrays(const ParameterBuffers& params) {
   return {params.values(), params.first_moments(), params.second_moments()};
 }
 
@@ -78,6 +78,7 @@ Parsed parse(std::span<const std::byte> bytes, const std::filesystem::path& path
     s.scaler_growth_tracker = h.at("loss_scaler").at("growth_tracker").get<int64_t>();
     s.model_config = h.at("model_config");
     s.options = h.at("options");
+    if (h.contains("lora")) s.lora = h["lora"];
     out.parameters = h.at("parameters");
     out.count = h.at("count").get<uint64_t>();
     out.hash = h.at("hash").get<uint64_t>();
@@ -99,7 +100,7 @@ Parsed parse(std::span<const std::byte> bytes, const std::filesystem::path& path
 }  // namespace
 
 std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const CheckpointState& state,
-                                      const ParameterSet& params, int keep) {
+                                      const ParameterBuffers& params, int keep) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail("{}: cannot create the checkpoint directory ({})", dir.string(), ec.message());
@@ -114,6 +115,7 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const Ch
       {"loss_scaler", {{"scale", state.loss_scale}, {"growth_tracker", state.scaler_growth_tracker}}},
       {"model_config", state.model_config},
       {"options", state.options},
+      {"lora", state.lora},
       {"parameters", parameter_list(params)},
       {"count", params.count()},
       {"hash", hash},
@@ -140,7 +142,7 @@ CheckpointState read_checkpoint_state(const std::filesystem::path& path) {
   return parse(file.bytes(), path).state;
 }
 
-CheckpointState load_checkpoint(const std::filesystem::path& path, ParameterSet& params) {
+CheckpointState load_checkpoint(const std::filesystem::path& path, ParameterBuffers& params) {
   const MappedFile file(path);
   const Parsed parsed = parse(file.bytes(), path);
   if (parsed.parameters != parameter_list(params) || parsed.count != static_cast<uint64_t>(params.count()))

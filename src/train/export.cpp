@@ -3,7 +3,11 @@
 #include "core/error.h"
 #include "core/json_file.h"
 #include "model/hf_export.h"
+#include "model/lora.h"
+#include "model/model.h"
 #include "train/checkpoint.h"
+#include "train/lora_export.h"
+#include "train/lora_parameters.h"
 #include "train/parameters.h"
 
 namespace tokenmill {
@@ -20,22 +24,8 @@ std::filesystem::path tokenizer_dir(const nlohmann::json& options) {
   return std::filesystem::path(meta.at("tokenizer").get<std::string>()).parent_path();
 }
 
-}  // namespace
-
-std::filesystem::path run_checkpoint(const std::filesystem::path& run_dir) {
-  const std::filesystem::path latest = latest_checkpoint(run_dir / "checkpoints");
-  if (latest.empty()) fail("{}: no checkpoint in {}", run_dir.string(), (run_dir / "checkpoints").string());
-  return latest;
-}
-
-void export_checkpoint(const std::filesystem::path& checkpoint, const std::filesystem::path& out_dir,
-                       DType dtype) {
-  const CheckpointState header = read_checkpoint_state(checkpoint);
-  const ModelConfig config = parse_model_config(header.model_config, checkpoint.string() + " (model_config)");
-  ParameterSet params(config);
-  load_checkpoint(checkpoint, params);
-  export_hf_model(config, header.model_config, params.weights(), dtype, out_dir);
-  const std::filesystem::path source = tokenizer_dir(header.options);
+void copy_tokenizer_files(const nlohmann::json& options, const std::filesystem::path& out_dir) {
+  const std::filesystem::path source = tokenizer_dir(options);
   if (!std::filesystem::is_regular_file(source / "tokenizer.json"))
     fail("{}: no tokenizer.json to export with the model (the run's tokenizer moved?)", source.string());
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
@@ -45,6 +35,60 @@ void export_checkpoint(const std::filesystem::path& checkpoint, const std::files
                                std::filesystem::copy_options::overwrite_existing, ec);
     if (ec) fail("{}: cannot copy to {} ({})", (source / name).string(), out_dir.string(), ec.message());
   }
+}
+
+// A LoRA checkpoint: the adapter merged into its base model, or as a PEFT adapter.
+void export_lora(const std::filesystem::path& checkpoint, const CheckpointState& header,
+                 const ModelConfig& config, const std::filesystem::path& out_dir, DType dtype,
+                 LoraExport form) {
+  const std::string name = checkpoint.string();
+  LoraConfig lora;
+  std::string base_dir;
+  try {
+    lora.rank = header.lora.at("rank").get<int64_t>();
+    lora.alpha = header.lora.at("alpha").get<double>();
+    lora.targets = parse_lora_targets(header.lora.at("targets").get<std::string>());
+    base_dir = header.lora.at("base_model").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: damaged LoRA description in the checkpoint header ({})", name, e.what());
+  }
+  LoraParameters adapter(config, lora);
+  load_checkpoint(checkpoint, adapter);
+  if (form == LoraExport::Adapter) {
+    export_peft_adapter(config, lora, adapter.weights(), base_dir, dtype, out_dir);
+    return;
+  }
+  if (read_json_file(std::filesystem::path(base_dir) / "config.json") != header.model_config)
+    fail("{}: the base model {} has changed since training (its config.json differs); export --lora adapter",
+         name, base_dir);
+  const std::unique_ptr<Model> base = Model::load(base_dir);
+  const ModelWeights merged = merge_lora(config, base->weights, adapter.weights());
+  export_hf_model(config, header.model_config, merged, dtype, out_dir);
+}
+
+}  // namespace
+
+std::filesystem::path run_checkpoint(const std::filesystem::path& run_dir) {
+  const std::filesystem::path latest = latest_checkpoint(run_dir / "checkpoints");
+  if (latest.empty()) fail("{}: no checkpoint in {}", run_dir.string(), (run_dir / "checkpoints").string());
+  return latest;
+}
+
+void export_checkpoint(const std::filesystem::path& checkpoint, const std::filesystem::path& out_dir,
+                       DType dtype, LoraExport lora) {
+  const CheckpointState header = read_checkpoint_state(checkpoint);
+  const ModelConfig config = parse_model_config(header.model_config, checkpoint.string() + " (model_config)");
+  if (!header.lora.is_null()) {
+    export_lora(checkpoint, header, config, out_dir, dtype, lora);
+  } else if (lora == LoraExport::Adapter) {
+    fail("{}: --lora adapter: this checkpoint is a fully trained model, not a LoRA adapter",
+         checkpoint.string());
+  } else {
+    ParameterSet params(config);
+    load_checkpoint(checkpoint, params);
+    export_hf_model(config, header.model_config, params.weights(), dtype, out_dir);
+  }
+  copy_tokenizer_files(header.options, out_dir);
 }
 
 }  // namespace tokenmill

@@ -3,6 +3,7 @@
 // and tokenmill load the trained model as any other.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 
 #include "core/dtype.h"
@@ -12,10 +13,17 @@ namespace tokenmill {
 // The newest checkpoint of a run directory (run/checkpoints/step_*.tmckpt); Error if none.
 std::filesystem::path run_checkpoint(const std::filesystem::path& run_dir);
 
+// What a LoRA run's checkpoint exports as: the base model with the adapter merged
+// (W + alpha / r B A; a full Hugging Face model) or the PEFT adapter (train/lora_export.h).
+enum class LoraExport : uint8_t { Merged, Adapter };
+
 // Writes out_dir from `checkpoint`: config.json, generation_config.json, model.safetensors
 // (as `dtype`) and the tokenizer files (tokenizer.json, plus tokenizer_config.json and
-// special_tokens_map.json when they sit next to it) of the run's model or dataset.
+// special_tokens_map.json when they sit next to it) of the run's model or dataset. A LoRA
+// checkpoint reads its base model (the directory it names, whose config.json must still be
+// the one trained on) and exports as `lora` says; the adapter form writes the PEFT files
+// and the tokenizer files. Error if `lora` is Adapter and the checkpoint is a full model.
 void export_checkpoint(const std::filesystem::path& checkpoint, const std::filesystem::path& out_dir,
-                       DType dtype);
+                       DType dtype, LoraExport lora = LoraExport::Merged);
 
 }  // namespace tokenmill

@@ -22,7 +22,7 @@ AdamWOptimizer::AdamWOptimizer(const AdamWOptions& options) : options_(options) 
   if (!(options.weight_decay >= 0.0)) fail("--weight-decay must be >= 0, got {}", options.weight_decay);
 }
 
-AdamWOptimizer::StepResult AdamWOptimizer::step(ParameterSet& params, Backend& backend, double lr,
+AdamWOptimizer::StepResult AdamWOptimizer::step(ParameterBuffers& params, Backend& backend, double lr,
                                                 double loss_scale) {
   double sum = 0.0;
   for (const Parameter& p : params.parameters()) sum += backend.sum_squares(flat(params.gradients(), p));

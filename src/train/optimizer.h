@@ -1,5 +1,5 @@
-// AdamW over a ParameterSet with global-norm gradient clipping (torch.nn.utils.clip_grad_norm_
-// then torch.optim.AdamW):
+// AdamW over ParameterBuffers (a model or a LoRA adapter) with global-norm gradient clipping
+// (torch.nn.utils.clip_grad_norm_ then torch.optim.AdamW):
 //   norm  = sqrt(sum over all parameters of (grad / loss_scale)^2)
 //   clip  = min(1, max_norm / (norm + 1e-6))          (1 when max_norm <= 0: no clipping)
 //   every parameter: Backend::adamw_step with grad_scale = clip / loss_scale and the
@@ -29,7 +29,7 @@ class AdamWOptimizer {
     bool applied = false;
   };
   // Applies one step at learning rate lr, unless the gradients are not finite.
-  StepResult step(ParameterSet& params, Backend& backend, double lr, double loss_scale);
+  StepResult step(ParameterBuffers& params, Backend& backend, double lr, double loss_scale);
 
   int64_t steps_taken() const { return steps_; }
   void restore(int64_t steps_taken);

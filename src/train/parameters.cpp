@@ -59,37 +59,52 @@ void visit_slots(const ModelConfig& c, Weights& w, const Visit& visit) {
   if (!c.tie_word_embeddings) visit(w.lm_head, "lm_head", {c.vocab_size, hidden}, true, Init::Normal);
 }
 
-Tensor view(float* data, const std::vector<int64_t>& shape) {
-  return shape.size() == 1 ? Tensor(data, DType::F32, {shape[0]})
-                           : Tensor(data, DType::F32, {shape[0], shape[1]});
+std::vector<Parameter> model_parameters(const ModelConfig& config) {
+  std::vector<Parameter> list;
+  ModelWeights layout;
+  visit_slots(config, layout,
+              [&](Tensor&, const std::string& name, std::vector<int64_t> shape, bool decay, Init) {
+                list.push_back({name, std::move(shape), decay, 0, 0});
+              });
+  return list;
 }
 
 }  // namespace
 
-ParameterSet::ParameterSet(const ModelConfig& config) : config_(config) {
-  ModelWeights layout;
+ParameterBuffers::ParameterBuffers(std::vector<Parameter> parameters) : parameters_(std::move(parameters)) {
   int64_t total = 0;
-  visit_slots(config_, layout,
-              [&](Tensor&, const std::string& name, std::vector<int64_t> shape, bool decay, Init) {
-                int64_t numel = 1;
-                for (const int64_t d : shape) numel *= d;
-                parameters_.push_back({name, std::move(shape), decay, total, numel});
-                total += numel;
-              });
+  for (Parameter& p : parameters_) {
+    p.numel = 1;
+    for (const int64_t d : p.shape) p.numel *= d;
+    p.offset = total;
+    total += p.numel;
+  }
   values_.assign(static_cast<size_t>(total), 0.0f);
   gradients_.assign(static_cast<size_t>(total), 0.0f);
   m_.assign(static_cast<size_t>(total), 0.0f);
   v_.assign(static_cast<size_t>(total), 0.0f);
-  const auto make_views = [&](ModelWeights& views, std::vector<float>& buffer) {
+}
+
+Tensor ParameterBuffers::view(std::vector<float>& buffer, const Parameter& p) {
+  float* data = buffer.data() + p.offset;
+  return p.shape.size() == 1 ? Tensor(data, DType::F32, {p.shape[0]})
+                             : Tensor(data, DType::F32, {p.shape[0], p.shape[1]});
+}
+
+void ParameterBuffers::zero_grads() { std::fill(gradients_.begin(), gradients_.end(), 0.0f); }
+
+ParameterSet::ParameterSet(const ModelConfig& config)
+    : ParameterBuffers(model_parameters(config)), config_(config) {
+  const auto make_views = [&](ModelWeights& views, bool gradients) {
     size_t index = 0;
     visit_slots(config_, views, [&](Tensor& slot, const std::string&, std::vector<int64_t>, bool, Init) {
-      const Parameter& p = parameters_[index++];
-      slot = view(buffer.data() + p.offset, p.shape);
+      const Parameter& p = parameters()[index++];
+      slot = gradients ? gradient_view(p) : value_view(p);
     });
     if (config_.tie_word_embeddings) views.lm_head = views.token_embedding;
   };
-  make_views(weights_, values_);
-  make_views(grads_, gradients_);
+  make_views(weights_, false);
+  make_views(grads_, true);
 }
 
 void ParameterSet::init_gpt2(uint64_t seed) {
@@ -99,8 +114,8 @@ void ParameterSet::init_gpt2(uint64_t seed) {
   ModelWeights scratch;
   size_t index = 0;
   visit_slots(config_, scratch, [&](Tensor&, const std::string&, std::vector<int64_t>, bool, Init init) {
-    const Parameter& p = parameters_[index++];
-    float* x = values_.data() + p.offset;
+    const Parameter& p = parameters()[index++];
+    float* x = values().data() + p.offset;
     const double std = init == Init::Residual ? residual_std : 0.02;
     for (int64_t i = 0; i < p.numel; ++i) {
       if (init == Init::One || init == Init::Zero) {
@@ -118,7 +133,7 @@ void ParameterSet::load(const ModelWeights& source) {
   size_t index = 0;
   visit_slots(config_, source,
               [&](const Tensor& slot, const std::string& name, std::vector<int64_t>, bool, Init) {
-                const Parameter& p = parameters_[index++];
+                const Parameter& p = parameters()[index++];
                 if (slot.data == nullptr) fail("training: the model has no tensor for parameter {}", name);
                 if (slot.numel() != p.numel || slot.cols() != p.shape.back())
                   fail("training: parameter {} is {} in the model, expected {} values", name,
@@ -129,11 +144,9 @@ void ParameterSet::load(const ModelWeights& source) {
                       "a quantized model)",
                       name, dtype_name(slot.dtype));
                 for (int64_t i = 0; i < p.numel; ++i)
-                  values_[static_cast<size_t>(p.offset + i)] =
+                  values()[static_cast<size_t>(p.offset + i)] =
                       load_as_f32(slot.data, slot.dtype, static_cast<size_t>(i));
               });
 }
-
-void ParameterSet::zero_grads() { std::fill(gradients_.begin(), gradients_.end(), 0.0f); }
 
 }  // namespace tokenmill

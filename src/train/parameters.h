@@ -1,5 +1,8 @@
-// ParameterSet: the trainable f32 copy of a model (FP32 master weights), its gradients and
-// its AdamW moments, in flat buffers, with ModelWeights views for the forward/backward.
+// ParameterBuffers: trainable f32 tensors (FP32 master weights), their gradients and their
+// AdamW moments, in flat buffers: what the optimizer steps and checkpoints store.
+// ParameterSet: the whole model as ParameterBuffers, with ModelWeights views for the
+// forward/backward (full fine-tuning and training from scratch; train/lora_parameters.h
+// holds a LoRA adapter instead).
 //
 // Every parameter has an engine name ("token_embedding", "layers.3.q", "layers.3.q_bias",
 // "final_norm_weight", "lm_head", ...; checkpoints use them) and a weight-decay flag:
@@ -26,12 +29,44 @@ struct Parameter {
   int64_t numel = 0;
 };
 
-class ParameterSet {
+class ParameterBuffers {
+ public:
+  ParameterBuffers(const ParameterBuffers&) = delete;
+  ParameterBuffers& operator=(const ParameterBuffers&) = delete;
+  virtual ~ParameterBuffers() = default;
+
+  const std::vector<Parameter>& parameters() const { return parameters_; }
+  int64_t count() const { return static_cast<int64_t>(values_.size()); }
+
+  std::span<float> values() { return values_; }
+  std::span<float> gradients() { return gradients_; }
+  std::span<float> first_moments() { return m_; }
+  std::span<float> second_moments() { return v_; }
+  std::span<const float> values() const { return values_; }
+  std::span<const float> gradients() const { return gradients_; }
+  std::span<const float> first_moments() const { return m_; }
+  std::span<const float> second_moments() const { return v_; }
+  void zero_grads();
+
+ protected:
+  // Zero-filled buffers for `parameters` (name, shape, decay given; offsets and numel are
+  // assigned here, in order).
+  explicit ParameterBuffers(std::vector<Parameter> parameters);
+  // A parameter's values or gradients as a [n] or [rows, cols] tensor.
+  Tensor value_view(const Parameter& p) { return view(values_, p); }
+  Tensor gradient_view(const Parameter& p) { return view(gradients_, p); }
+
+ private:
+  static Tensor view(std::vector<float>& buffer, const Parameter& p);
+
+  std::vector<Parameter> parameters_;
+  std::vector<float> values_, gradients_, m_, v_;
+};
+
+class ParameterSet : public ParameterBuffers {
  public:
   // All parameters of `config`'s architecture, zero-filled.
   explicit ParameterSet(const ModelConfig& config);
-  ParameterSet(const ParameterSet&) = delete;
-  ParameterSet& operator=(const ParameterSet&) = delete;
 
   // GPT-2 initialisation, seeded (mt19937_64, Box-Muller normals): matrices and embeddings
   // N(0, 0.02), the residual output projections (o, down) N(0, 0.02 / sqrt(2 * layers)),
@@ -43,22 +78,9 @@ class ParameterSet {
 
   const ModelWeights& weights() const { return weights_; }
   const ModelWeights& grads() const { return grads_; }
-  const std::vector<Parameter>& parameters() const { return parameters_; }
-  int64_t count() const { return static_cast<int64_t>(values_.size()); }
-
-  std::span<float> values() { return values_; }
-  std::span<float> gradients() { return gradients_; }
-  std::span<float> first_moments() { return m_; }
-  std::span<float> second_moments() { return v_; }
-  std::span<const float> values() const { return values_; }
-  std::span<const float> first_moments() const { return m_; }
-  std::span<const float> second_moments() const { return v_; }
-  void zero_grads();
 
  private:
   ModelConfig config_;
-  std::vector<Parameter> parameters_;
-  std::vector<float> values_, gradients_, m_, v_;
   ModelWeights weights_, grads_;
 };
 

@@ -12,6 +12,7 @@
 #include "model/training_pass.h"
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
+#include "train/lora_parameters.h"
 #include "train/loss_curve.h"
 #include "train/parameters.h"
 #include "train/prepare.h"
@@ -33,17 +34,18 @@ void validate(const TrainOptions& o) {
   LrSchedule s = o.schedule;
   s.total_steps = o.steps;
   s.validate();
+  if (o.lora.enabled() && o.from_model.empty())
+    fail(
+        "--lora-rank needs --from MODEL_DIR: LoRA adapts a pretrained model, it does not train from scratch");
 }
 
-// The ParameterSet's tensors as an inference Model (for samples).
-void view_weights(const ModelWeights& from, ModelWeights& to) {
-  to.token_embedding = from.token_embedding;
-  to.position_embedding = from.position_embedding;
-  to.layers = from.layers;
-  to.final_norm_weight = from.final_norm_weight;
-  to.final_norm_bias = from.final_norm_bias;
-  to.lm_head = from.lm_head;
-  to.rope_freq_factors = from.rope_freq_factors;
+// The checkpoint's "lora" object of a run: null for full training.
+nlohmann::json lora_json(const TrainOptions& o) {
+  if (!o.lora.enabled()) return nullptr;
+  return {{"rank", o.lora.rank},
+          {"alpha", o.lora.alpha},
+          {"targets", o.lora.targets_string()},
+          {"base_model", std::filesystem::absolute(o.from_model).lexically_normal().string()}};
 }
 
 // Keeps the metrics lines of steps <= `step` (a resumed run rewrites what came after).
@@ -78,13 +80,28 @@ class Run {
     metrics_.flush();
   }
   std::filesystem::path checkpoint(int64_t step);
+  // One micro-batch's forward + backward, or the loss alone, of the model or the adapter.
+  double forward_backward(std::span<const int32_t> in, std::span<const int32_t> tgt, float scale) {
+    if (adapter_) {
+      return pass_->forward_backward(base_->weights, adapter_->weights(), adapter_->grads(), in, tgt, scale)
+          .loss;
+    }
+    return pass_->forward_backward(params_->weights(), params_->grads(), in, tgt, scale).loss;
+  }
+  double evaluate_loss(std::span<const int32_t> in, std::span<const int32_t> tgt) {
+    if (adapter_) return pass_->evaluate(base_->weights, in, tgt, &adapter_->weights()).loss;
+    return pass_->evaluate(params_->weights(), in, tgt).loss;
+  }
 
   const TrainOptions& o_;
   Backend& backend_;
   const TrainObserver& obs_;
   nlohmann::json dataset_, model_config_json_;
-  std::unique_ptr<Model> model_;  // config (+ mapped weights when fine-tuning)
-  std::unique_ptr<ParameterSet> params_;
+  std::unique_ptr<Model> model_;             // config and the weights samples are drawn from
+  std::unique_ptr<ParameterSet> params_;     // full training
+  std::unique_ptr<Model> base_;              // LoRA: the frozen pretrained model
+  std::unique_ptr<LoraParameters> adapter_;  // LoRA: the trained adapter
+  ParameterBuffers* trainable_ = nullptr;    // params_ or adapter_
   std::unique_ptr<DataLoader> train_, val_;
   std::unique_ptr<TrainingPass> pass_;
   std::unique_ptr<AdamWOptimizer> optimizer_;
@@ -98,16 +115,24 @@ void Run::setup_model() {
   if (!o_.from_model.empty()) {
     std::unique_ptr<Model> loaded = Model::load(o_.from_model);
     model_config_json_ = read_json_file(o_.from_model / "config.json");
+    model_->config = loaded->config;
+    if (o_.lora.enabled()) {
+      adapter_ = std::make_unique<LoraParameters>(loaded->config, o_.lora);
+      adapter_->init(o_.seed);
+      base_ = std::move(loaded);
+      trainable_ = adapter_.get();
+      return;  // samples merge the adapter when they are drawn
+    }
     params_ = std::make_unique<ParameterSet>(loaded->config);
     params_->load(loaded->weights);
-    model_->config = loaded->config;
   } else {
     model_config_json_ = o_.scratch_config;
     model_->config = parse_model_config(model_config_json_, "the training model configuration");
     params_ = std::make_unique<ParameterSet>(model_->config);
     params_->init_gpt2(o_.seed);
   }
-  view_weights(params_->weights(), model_->weights);
+  trainable_ = params_.get();
+  model_->weights = view_weights(params_->weights());
 }
 
 EvalReport Run::evaluate(int64_t step) {
@@ -117,7 +142,7 @@ EvalReport Run::evaluate(int64_t step) {
   double total = 0.0;
   for (int64_t b = 0; b < batches; ++b) {
     val_->next_batch(o_.batch, in, tgt);
-    total += pass_->evaluate(params_->weights(), in, tgt).loss;
+    total += evaluate_loss(in, tgt);
   }
   EvalReport r{step, total / static_cast<double>(batches), 0.0};
   r.perplexity = std::exp(r.loss);
@@ -127,7 +152,11 @@ EvalReport Run::evaluate(int64_t step) {
   return r;
 }
 
-std::string Run::sample(int64_t step) { return obs_.sample ? obs_.sample(*model_, step) : std::string{}; }
+std::string Run::sample(int64_t step) {
+  if (!obs_.sample) return {};
+  if (adapter_) model_->weights = merge_lora(model_->config, base_->weights, adapter_->weights());
+  return obs_.sample(*model_, step);
+}
 
 std::filesystem::path Run::checkpoint(int64_t step) {
   CheckpointState state;
@@ -137,7 +166,8 @@ std::filesystem::path Run::checkpoint(int64_t step) {
   state.loader = train_->position();
   state.model_config = model_config_json_;
   state.options = o_.to_json();
-  const auto path = save_checkpoint(o_.run_dir / "checkpoints", state, *params_, o_.keep_checkpoints);
+  state.lora = lora_json(o_);
+  const auto path = save_checkpoint(o_.run_dir / "checkpoints", state, *trainable_, o_.keep_checkpoints);
   write_loss_curve(o_.run_dir / "loss.svg", train_curve_, val_curve_);
   if (obs_.on_checkpoint) obs_.on_checkpoint(path);
   return path;
@@ -155,20 +185,26 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
         "{}: the data's vocabulary ({}) is larger than the model's ({}): prepare it with the model's "
         "tokenizer",
         o_.data_dir.string(), train_->vocab_size(), config.vocab_size);
-  pass_ = std::make_unique<TrainingPass>(config, backend_, o_.batch, o_.seq_len);
+  pass_ = std::make_unique<TrainingPass>(config, backend_, o_.batch, o_.seq_len, o_.lora);
   optimizer_ = std::make_unique<AdamWOptimizer>(o_.adamw);
   std::error_code ec;
   std::filesystem::create_directories(o_.run_dir, ec);
   if (ec) fail("{}: cannot create the run directory ({})", o_.run_dir.string(), ec.message());
 
   TrainSummary summary;
-  summary.parameters = params_->count();
+  summary.parameters = parameter_count(config);
+  summary.trainable_parameters = trainable_->count();
   int64_t first_step = 1;
   const auto metrics_path = o_.run_dir / "metrics.jsonl";
   if (o_.resume) {
     const auto latest = latest_checkpoint(o_.run_dir / "checkpoints");
     if (latest.empty()) fail("--resume: no checkpoint in {}", (o_.run_dir / "checkpoints").string());
-    const CheckpointState state = load_checkpoint(latest, *params_);
+    const CheckpointState header = read_checkpoint_state(latest);
+    if (header.lora != lora_json(o_))
+      fail("{}: the checkpoint is {} but this run is {}: resume with the run's own --from and --lora-* flags",
+           latest.string(), header.lora.is_null() ? "a full model" : "the LoRA adapter " + header.lora.dump(),
+           o_.lora.enabled() ? "the LoRA adapter " + lora_json(o_).dump() : "a full model");
+    const CheckpointState state = load_checkpoint(latest, *trainable_);
     if (state.model_config != model_config_json_)
       fail("{}: the checkpoint is of another model configuration than this run's", latest.string());
     optimizer_->restore(state.optimizer_steps);
@@ -185,8 +221,20 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
   info(fmt::format(
       "model: {} parameters, {} layers, hidden {}, vocab {}; data: {} train windows of {} tokens; "
       "activations {:.1f} MB",
-      params_->count(), config.num_hidden_layers, config.hidden_size, config.vocab_size,
+      summary.parameters, config.num_hidden_layers, config.hidden_size, config.vocab_size,
       train_->windows_per_epoch(), o_.seq_len, static_cast<double>(pass_->activation_bytes()) / 1e6));
+  info(
+      o_.lora.enabled()
+          ? fmt::format("trainable: {} parameters ({:.3f}% of the model): LoRA rank {}, alpha {}, targets {}",
+                        summary.trainable_parameters,
+                        100.0 * static_cast<double>(summary.trainable_parameters) /
+                            static_cast<double>(summary.parameters),
+                        o_.lora.rank, o_.lora.alpha, o_.lora.targets_string())
+          : fmt::format("trainable: {} parameters (all)", summary.trainable_parameters));
+  if (!o_.resume)
+    metrics({{"step", 0},
+             {"parameters", summary.parameters},
+             {"trainable_parameters", summary.trainable_parameters}});
 
   LrSchedule schedule = o_.schedule;
   schedule.total_steps = o_.steps;
@@ -195,19 +243,26 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
   std::vector<int32_t> in(static_cast<size_t>(o_.batch * o_.seq_len)), tgt(in.size());
   const auto start = Clock::now();
   const float micro_scale = 1.0f / static_cast<float>(o_.grad_accum);
-  const double flops_per_sequence = training_flops(config, o_.seq_len);
+  // LoRA: no gradient of the frozen matrices (2 N of the 6 N per token), plus the adapter's
+  // own matmuls (6 per trainable parameter and token).
+  const double flops_per_sequence =
+      training_flops(config, o_.seq_len) +
+      (o_.lora.enabled()
+           ? static_cast<double>(o_.seq_len) * (6.0 * static_cast<double>(trainable_->count()) -
+                                                2.0 * static_cast<double>(matmul_parameters(config)))
+           : 0.0);
   int64_t step = first_step;
   for (; step <= o_.steps; ++step) {
     const auto step_start = Clock::now();
-    params_->zero_grads();
+    trainable_->zero_grads();
     double loss = 0.0;
     for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
       train_->next_batch(o_.batch, in, tgt);
-      loss += pass_->forward_backward(params_->weights(), params_->grads(), in, tgt, micro_scale).loss;
+      loss += forward_backward(in, tgt, micro_scale);
     }
     loss /= static_cast<double>(o_.grad_accum);
     const double lr = schedule.at(step);
-    const AdamWOptimizer::StepResult r = optimizer_->step(*params_, backend_, lr, 1.0);
+    const AdamWOptimizer::StepResult r = optimizer_->step(*trainable_, backend_, lr, 1.0);
     const int64_t step_tokens = o_.grad_accum * o_.batch * o_.seq_len;
     tokens_ += step_tokens;
     summary.tokens += step_tokens;
@@ -270,7 +325,10 @@ nlohmann::json TrainOptions::to_json() const {
           {"beta2", adamw.beta2},
           {"weight_decay", adamw.weight_decay},
           {"max_grad_norm", adamw.max_grad_norm},
-          {"seed", seed}};
+          {"seed", seed},
+          {"lora_rank", lora.rank},
+          {"lora_alpha", lora.alpha},
+          {"lora_targets", lora.targets_string()}};
 }
 
 TrainSummary train(const TrainOptions& options, Backend& backend, const TrainObserver& observer,

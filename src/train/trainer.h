@@ -11,6 +11,12 @@
 // checkpoint bit-exactly (same data order, same RNG, same optimizer state).
 // run_dir also gets metrics.jsonl (one JSON object per step / eval) and loss.svg.
 // Precision: FP32 master weights, FP32 math and optimizer state on the CPU.
+//
+// LoRA (options.lora enabled, from_model required): the pretrained model stays as loaded
+// (frozen, never copied, never checkpointed); only the adapter (train/lora_parameters.h,
+// PEFT's initialisation seeded by `seed`) is trained, and AdamW's state exists for it alone.
+// Its checkpoints hold the adapter, the optimizer state and the base model's path and
+// config, which a resume verifies.
 #pragma once
 
 #include <atomic>
@@ -22,6 +28,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
@@ -41,6 +48,7 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;
   int keep_checkpoints = 2;
   bool resume = false;
+  LoraConfig lora;  // rank 0: full fine-tuning (or from scratch)
   // The device's peak FLOP/s (measure/roofline.h), for the MFU of each step; 0: not reported.
   double peak_flops = 0.0;
 
@@ -66,7 +74,8 @@ struct TrainSummary {
   std::string final_sample;
   std::filesystem::path checkpoint;
   bool stopped_early = false;
-  int64_t parameters = 0;
+  int64_t parameters = 0;            // of the model
+  int64_t trainable_parameters = 0;  // the model's, or the LoRA adapter's
 };
 
 struct TrainObserver {

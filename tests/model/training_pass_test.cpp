@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/gradient_check.h"
 #include "model/model.h"
 #include "model/training_pass.h"
 #include "model/transformer.h"
@@ -91,28 +92,8 @@ TEST_P(TrainingPassTest, GradientsMatchFiniteDifferencesPerTensor) {
   TrainingPass pass(f.model->config, *backend, kBatch, kSeq);
   ParameterSet& ps = *f.params;
   const std::vector<float> grads = gradients(pass, f, {1.0f});
-  std::mt19937_64 rng(5);
-  for (const Parameter& p : ps.parameters()) {
-    // Directional derivative along a random +-1 direction within this tensor.
-    std::vector<float> dir(static_cast<size_t>(p.numel));
-    double analytic = 0.0;
-    for (int64_t i = 0; i < p.numel; ++i) {
-      dir[static_cast<size_t>(i)] = (rng() & 1) != 0 ? 1.0f : -1.0f;
-      analytic += dir[static_cast<size_t>(i)] * grads[static_cast<size_t>(p.offset + i)];
-    }
-    const double h = 1e-2 / std::sqrt(static_cast<double>(p.numel));
-    const auto loss_at = [&](double step) {
-      std::vector<float> saved(ps.values().begin() + p.offset, ps.values().begin() + p.offset + p.numel);
-      for (int64_t i = 0; i < p.numel; ++i)
-        ps.values()[static_cast<size_t>(p.offset + i)] +=
-            static_cast<float>(step * dir[static_cast<size_t>(i)]);
-      const double loss = pass.evaluate(ps.weights(), f.inputs, f.targets).loss;
-      std::copy(saved.begin(), saved.end(), ps.values().begin() + p.offset);
-      return loss;
-    };
-    const double numeric = (loss_at(h) - loss_at(-h)) / (2 * h);
-    EXPECT_NEAR(analytic, numeric, 3e-3 + 3e-2 * std::fabs(numeric)) << GetParam() << " " << p.name;
-  }
+  testing::expect_gradients_match_finite_differences(
+      ps, grads, [&] { return pass.evaluate(ps.weights(), f.inputs, f.targets).loss; }, GetParam());
 }
 
 TEST_P(TrainingPassTest, AccumulatedHalvesEqualOneFullStep) {
