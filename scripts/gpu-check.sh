@@ -10,8 +10,15 @@
 #   scripts/gpu-check.sh bundle   (here)   builds for sm_90 into build/gpu-bundle: the
 #                                          backend test binaries, gpu_ops_bench, and the
 #                                          shared libraries they need that a bare image lacks
-#   scripts/gpu-check.sh run      (there)  runs it; OUT=<dir> keeps the logs and JSON
-# The device call: run(command="scripts/gpu-check.sh run", carry=["build/gpu-bundle"]).
+#   scripts/gpu-check.sh run [tests|bench|all]   (there)  tests: a smoke case, then the
+#                                          conformance and parity suites on the GPU (< 3 min);
+#                                          bench: the op and model benchmarks (< 8 min;
+#                                          GPU_CHECK_LAYERS=8 for a quicker model); all: both.
+#                                          Logs in /tmp/gpu-check; $OUT receives logs.tgz,
+#                                          conformance.txt and table.md.
+# Rebuild the bundle right before the device call (its `commit` file must match HEAD), then:
+#   run(command="scripts/gpu-check.sh run tests", carry=["build/gpu-bundle"], timeout_s=300)
+#   run(command="scripts/gpu-check.sh run bench", carry=["build/gpu-bundle"], timeout_s=600)
 # Architectures other than sm_90: GPU_ARCH=80 scripts/gpu-check.sh bundle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,51 +45,75 @@ build_bundle() {
   du -sh "$bundle"
 }
 
-run_bundle() {
+logs=/tmp/gpu-check      # everything; $OUT gets logs.tgz, conformance.txt and table.md (8 files come back)
+lib_path=""             # our binaries' libraries; never exported, so python3 keeps its own libgomp
+
+prepare_run() {
   [[ -x "$bundle/bin/gpu_ops_bench" ]] || { echo "no $bundle: run 'scripts/gpu-check.sh bundle' first (here, not on the GPU machine)" >&2; exit 2; }
-  local out="${OUT:-/tmp/gpu-check}"
-  mkdir -p "$out"
+  mkdir -p "$logs"
   # cuBLASLt from the CUDA toolkit or from PyTorch's wheels, whichever the image has.
   local cublas
-  cublas=$(find /usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib /opt /usr/lib /usr/local/lib -name 'libcublasLt.so.13' 2>/dev/null | head -1 || true)
-  export LD_LIBRARY_PATH="$PWD/$bundle/lib${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  cublas=$(find -H /usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib /opt /usr/lib /usr/local/lib -name 'libcublasLt.so.13' 2>/dev/null | head -1 || true)
+  lib_path="$PWD/$bundle/lib${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # The test binaries read fixtures by the path they were built in: make it lead here.
   local built_in
   built_in=$(cat "$bundle/source_dir")
   if [[ ! -e "$built_in" ]]; then mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in"; fi
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
-  echo "commit $(cat "$bundle/commit"), cuBLASLt from ${cublas:-?}"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$logs/gpu.txt" || true
+  echo "bundle of commit $(cat "$bundle/commit"), cuBLASLt from ${cublas:-?}"
+}
 
+# Copies what must come back into $OUT (when the device tool set it).
+collect() {
+  [[ -n "${OUT:-}" ]] || return 0
+  tar czf "$OUT/logs.tgz" -C "$logs" . 2>/dev/null || true
+  for f in conformance.txt table.md; do [[ -f "$logs/$f" ]] && cp "$logs/$f" "$OUT/"; done
+  return 0
+}
+
+run_tests() {
   export TOKENMILL_REQUIRE_CUDA=1
-  local summary="$out/conformance.txt" failed=0
+  # A first, tiny case: if managed memory or the driver misbehave here, stop in seconds.
+  if ! timeout 60 env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/backend_conformance_test" \
+      --gtest_filter='*ConvertRoundsToNearestEven*/cuda' >"$logs/smoke.log" 2>&1; then
+    echo "smoke test failed:"; tail -20 "$logs/smoke.log"; collect; return 1
+  fi
+  local summary="$logs/conformance.txt" failed=0
   : >"$summary"
   for t in "$bundle"/bin/*_test; do
     local name log
     name=$(basename "$t")
-    log="$out/$name.log"
-    if "$t" --gtest_filter='*cuda*:CudaAvailability.*:GemmEngineOnGpu.*' >"$log" 2>&1; then
+    log="$logs/$name.log"
+    if timeout 120 env LD_LIBRARY_PATH="$lib_path" "$t" --gtest_filter='*cuda*:CudaAvailability.*:GemmEngineOnGpu.*' >"$log" 2>&1; then
       echo "PASS $name: $(grep -o '\[  PASSED  \] [0-9]* test' "$log" | grep -o '[0-9]*') passed, $(grep -c '^\[  SKIPPED \].* ms)$' "$log" || true) skipped" >>"$summary"
     else
       failed=1
-      echo "FAIL $name: $(grep -c '^\[  FAILED  \].* ms)$' "$log" || true) failed (see $log)" >>"$summary"
-      grep -A12 'Failure\|error' "$log" | head -40 || true
+      echo "FAIL $name: $(grep -c '^\[  FAILED  \].* ms)$' "$log" || true) failed (see $name.log in logs.tgz)" >>"$summary"
+      grep -B2 -A10 'Failure' "$log" | head -30 || true
     fi
   done
-
-  timeout 300 "$bundle/bin/gpu_ops_bench" >"$out/ours.jsonl" 2>"$out/ours.log" || echo "gpu_ops_bench failed: $(tail -3 "$out/ours.log")"
-  timeout 300 python3 bench/gpu/torch_peer.py >"$out/torch.jsonl" 2>"$out/torch.log" || echo "torch_peer failed: $(tail -3 "$out/torch.log")"
-  timeout 420 "$bundle/bin/gpu_model_bench" >"$out/model_ours.jsonl" 2>"$out/model_ours.log" || echo "gpu_model_bench failed: $(tail -3 "$out/model_ours.log")"
-  timeout 420 python3 bench/gpu/transformers_peer.py >"$out/model_peer.jsonl" 2>"$out/model_peer.log" || echo "transformers_peer failed: $(tail -3 "$out/model_peer.log")"
-  python3 bench/gpu/compare.py "$out/ours.jsonl" "$out/torch.jsonl" | tee "$out/table.md"
-  echo
-  python3 bench/gpu/compare.py "$out/model_ours.jsonl" "$out/model_peer.jsonl" | tee -a "$out/table.md"
-  echo
   cat "$summary"
+  collect
   return "$failed"
 }
 
-case "${1:-}" in
-  bundle) build_bundle ;;
-  run) run_bundle ;;
-  *) echo "usage: scripts/gpu-check.sh bundle|run" >&2; exit 2 ;;
+run_bench() {
+  local layers="${GPU_CHECK_LAYERS:-32}"
+  timeout 60 env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/gpu_ops_bench" >"$logs/ours.jsonl" 2>"$logs/ours.log" || echo "gpu_ops_bench failed: $(tail -3 "$logs/ours.log")"
+  timeout 60 python3 bench/gpu/torch_peer.py >"$logs/torch.jsonl" 2>"$logs/torch.log" || echo "torch_peer failed: $(tail -3 "$logs/torch.log")"
+  python3 bench/gpu/compare.py "$logs/ours.jsonl" "$logs/torch.jsonl" | tee "$logs/table.md"
+  collect
+  timeout 150 env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/gpu_model_bench" "$layers" >"$logs/model_ours.jsonl" 2>"$logs/model_ours.log" || echo "gpu_model_bench failed: $(tail -3 "$logs/model_ours.log")"
+  timeout 180 python3 bench/gpu/transformers_peer.py "$layers" >"$logs/model_peer.jsonl" 2>"$logs/model_peer.log" || echo "transformers_peer failed: $(tail -3 "$logs/model_peer.log")"
+  echo
+  python3 bench/gpu/compare.py "$logs/model_ours.jsonl" "$logs/model_peer.jsonl" | tee -a "$logs/table.md"
+  collect
+}
+
+case "${1:-} ${2:-all}" in
+  "bundle all") build_bundle ;;
+  "run tests") prepare_run; run_tests ;;
+  "run bench") prepare_run; run_bench ;;
+  "run all") prepare_run; status=0; run_tests || status=1; run_bench; exit "$status" ;;
+  *) echo "usage: scripts/gpu-check.sh bundle | run [tests|bench|all]" >&2; exit 2 ;;
 esac

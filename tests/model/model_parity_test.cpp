@@ -127,7 +127,12 @@ TEST_P(ModelParity, PrefillInSmallChunksEqualsOnePass) {
   const Tensor a = whole.forward_last(ids);
   const std::vector<float> first(a.as<float>(), a.as<float>() + a.numel());
   const Tensor b = chunked.forward_last(ids);
-  for (int64_t i = 0; i < b.numel(); ++i) EXPECT_NEAR(first[static_cast<size_t>(i)], b.as<float>()[i], 1e-4f);
+  // Other chunk sizes are other GEMM shapes: on the GPU, other algorithms and summation
+  // orders, which bf16/f16 activation rounding amplifies (tolerance() relative to the largest logit).
+  float largest = 0;
+  for (const float v : first) largest = std::max(largest, std::abs(v));
+  const float tol = tolerance() > 1e-4 ? static_cast<float>(tolerance()) * largest : 1e-4f;
+  for (int64_t i = 0; i < b.numel(); ++i) EXPECT_NEAR(first[static_cast<size_t>(i)], b.as<float>()[i], tol);
 }
 
 TEST_P(ModelParity, GreedyContinuationMatchesTransformers) {
