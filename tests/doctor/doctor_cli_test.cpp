@@ -8,6 +8,7 @@
 
 #include "doctor/build_expectations.h"
 #include "support/run_command.h"
+#include "support/scoped_env.h"
 
 namespace {
 
@@ -15,28 +16,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using tokenmill::doctor::kBuildHasCudaBackend;
 using tokenmill::testing::CommandResult;
+using tokenmill::testing::ScopedEnv;
 using tokenmill::testing::TempDir;
-
-// Sets an environment variable for the commands this test runs, restoring it afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 CommandResult run(const std::string& args) {
   return tokenmill::testing::run_tokenmill(args, /*with_stderr=*/false);
@@ -67,7 +48,7 @@ TEST(DoctorCli, ThisMachine) {
 
 TEST(DoctorCli, NoGpuLibrariesIsReadyUnlessAGpuIsRequired) {
   const TempDir empty;
-  const ScopedEnv lib_path("TOKENMILL_DOCTOR_LIB_PATH", empty.path().string());
+  const ScopedEnv lib_path("TOKENMILL_DOCTOR_LIB_PATH", empty.path().c_str());
   const CommandResult ready = run("doctor --no-self-test");
   EXPECT_EQ(ready.exit_code, 0) << ready.output;
   EXPECT_THAT(ready.output, HasSubstr("ready for CPU work"));
@@ -78,7 +59,7 @@ TEST(DoctorCli, NoGpuLibrariesIsReadyUnlessAGpuIsRequired) {
 }
 
 TEST(DoctorCli, OldGpuStackExitsNonZeroWithTheFix) {
-  const ScopedEnv lib_path("TOKENMILL_DOCTOR_LIB_PATH", std::string(TOKENMILL_FAKE_GPU_DIR) + "/old");
+  const ScopedEnv lib_path("TOKENMILL_DOCTOR_LIB_PATH", TOKENMILL_FAKE_GPU_DIR "/old");
   const CommandResult r = run("doctor --no-self-test --json");
   const auto report = nlohmann::json::parse(r.output);
   // The verdicts compare with the versions recorded at configure time: a build configured
