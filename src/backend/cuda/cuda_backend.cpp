@@ -76,21 +76,16 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   cudaDeviceProp prop{};
   TM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   name_ = fmt::format("cuda:{} ({}, sm_{}{})", device_, prop.name, prop.major, prop.minor);
-  TM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  owned_stream_ = make_stream();
+  stream_ = owned_stream_.get();
   pool_ = std::make_unique<DevicePool>(device_, stream_);
   staging_ = std::make_unique<HostStaging>(stream_);
   gemm_ = std::make_unique<GemmEngine>(stream_, *pool_);
 }
 
-CudaBackend::~CudaBackend() {
-  gemm_.reset();
-  staging_.reset();
-  pool_.reset();
-  if (stream_ != nullptr) {
-    cudaStreamSynchronize(stream_);  // buffers freed above are returned in stream order
-    cudaStreamDestroy(stream_);
-  }
-}
+// The members go in reverse order: the GEMM engine, staging and pool before the stream, which
+// waits for their last work.
+CudaBackend::~CudaBackend() = default;
 
 DeviceBuffer CudaBackend::copy_to_device(const void* host, size_t bytes, const char* what) {
   DeviceBuffer buffer = pool_->allocate(bytes, what);

@@ -23,6 +23,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/cuda/cuda_owners.h"
 #include "backend/cuda/device_pool.h"
 #include "backend/cuda/host_staging.h"
 
@@ -92,7 +93,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer copy_to_device(const void* host, size_t bytes, const char* what);
 
   int device_;
-  cudaStream_t stream_ = nullptr;
+  // Declared before everything that queues work on the stream: destroyed after all of it.
+  StreamOwner owned_stream_;
+  cudaStream_t stream_ = nullptr;  // owned_stream_.get(), for the ops
   std::string name_;
   std::unique_ptr<DevicePool> pool_;
   std::unique_ptr<HostStaging> staging_;

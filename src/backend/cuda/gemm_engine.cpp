@@ -95,21 +95,15 @@ struct GemmEngine::Descriptors {
 };
 
 GemmEngine::GemmEngine(cudaStream_t stream, DevicePool& pool)
-    : stream_(stream), pool_(pool), tune_(tuning_requested()) {
-  TM_CUBLAS_CHECK(cublasLtCreate(&handle_));
-  try {
-    workspace_ = pool_.allocate(kWorkspaceBytes, "cuBLASLt workspace");
-    int device = 0;
-    TM_CUDA_CHECK(cudaGetDevice(&device));
-    cudaDeviceProp prop{};
-    TM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    cache_path_ = gemm_algorithm_cache_path(std::getenv("XDG_CACHE_HOME"), std::getenv("HOME"), prop.name,
-                                            prop.major, prop.minor, cublasLtGetVersion());
-    if (!cache_path_.empty()) cache_ = load_gemm_algorithm_cache(cache_path_);
-  } catch (...) {
-    cublasLtDestroy(handle_);
-    throw;
-  }
+    : stream_(stream), pool_(pool), handle_(make_cublaslt()), tune_(tuning_requested()) {
+  workspace_ = pool_.allocate(kWorkspaceBytes, "cuBLASLt workspace");
+  int device = 0;
+  TM_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  TM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  cache_path_ = gemm_algorithm_cache_path(std::getenv("XDG_CACHE_HOME"), std::getenv("HOME"), prop.name,
+                                          prop.major, prop.minor, cublasLtGetVersion());
+  if (!cache_path_.empty()) cache_ = load_gemm_algorithm_cache(cache_path_);
 }
 
 GemmEngine::~GemmEngine() {
@@ -120,7 +114,6 @@ GemmEngine::~GemmEngine() {
       spdlog::warn("the GEMM algorithm cache was not saved: {}", e.what());
     }
   }
-  cublasLtDestroy(handle_);
 }
 
 void GemmEngine::multiply(const GemmLayout& layout, const void* a, const void* b, DType type, float* d,
@@ -131,7 +124,6 @@ void GemmEngine::multiply(const GemmLayout& layout, const void* a, const void* b
     if (!accumulate) launch_broadcast_rows(nullptr, DType::F32, layout.n, layout.m, d, stream_);
     return;
   }
-  Descriptors desc(layout, cuda_type(type));
   const GemmKey key{.m = layout.m,
                     .n = layout.n,
                     .k = layout.k,
@@ -141,14 +133,63 @@ void GemmEngine::multiply(const GemmLayout& layout, const void* a, const void* b
                     .align_a = address_alignment(a),
                     .align_b = address_alignment(b),
                     .align_d = address_alignment(d)};
-  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  const cublasLtMatmulAlgo_t algo = algorithm_for(key, desc, a, b, beta);
-  TM_CUBLAS_CHECK(cublasLtMatmul(handle_, &desc.op, &alpha, a, &desc.a, b, &desc.b, &beta, d, &desc.d, d,
-                                 &desc.d, &algo, workspace_.data(), workspace_.bytes(), stream_));
+  const float beta = accumulate ? 1.0f : 0.0f;
+  if (!padded_.contains(key)) {
+    Descriptors desc(layout, cuda_type(type));
+    if (const std::optional<cublasLtMatmulAlgo_t> algo = algorithm_for(key, desc, a, b, beta)) {
+      run(desc, *algo, a, b, beta, d);
+      return;
+    }
+    spdlog::debug("cuBLASLt has no algorithm for the product {}: computing it on 16-byte-aligned copies",
+                  describe(key));
+  }
+  multiply_padded(key, layout, a, b, type, d, accumulate);
 }
 
-cublasLtMatmulAlgo_t GemmEngine::algorithm_for(const GemmKey& key, Descriptors& desc, const void* a,
-                                               const void* b, float beta) {
+void GemmEngine::run(Descriptors& desc, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b,
+                     float beta, float* d) {
+  const float alpha = 1.0f;
+  TM_CUBLAS_CHECK(cublasLtMatmul(handle_.get(), &desc.op, &alpha, a, &desc.a, b, &desc.b, &beta, d, &desc.d,
+                                 d, &desc.d, &algo, workspace_.data(), workspace_.bytes(), stream_));
+}
+
+void GemmEngine::multiply_padded(const GemmKey& key, const GemmLayout& layout, const void* a, const void* b,
+                                 DType type, float* d, bool accumulate) {
+  const size_t element = dtype_size(type);
+  const GemmLayout p = padded_layout(layout, element);
+  const auto u = [](int64_t v) { return static_cast<size_t>(v); };
+  // cols columns of rows elements, from leading dimension from_ld to to_ld (in elements).
+  const auto copy_columns = [&](void* to, int64_t to_ld, const void* from, int64_t from_ld, int64_t rows,
+                                int64_t cols, size_t bytes) {
+    TM_CUDA_CHECK(cudaMemcpy2DAsync(to, u(to_ld) * bytes, from, u(from_ld) * bytes, u(rows) * bytes, u(cols),
+                                    cudaMemcpyDeviceToDevice, stream_));
+  };
+  const DeviceBuffer pa = pool_.allocate(u(p.lda) * u(p.a_cols()) * element, "GEMM operand A (aligned copy)");
+  const DeviceBuffer pb = pool_.allocate(u(p.ldb) * u(p.b_cols()) * element, "GEMM operand B (aligned copy)");
+  const DeviceBuffer pd = pool_.allocate(u(p.ldd) * u(p.n) * sizeof(float), "GEMM output (aligned copy)");
+  copy_columns(pa.data(), p.lda, a, layout.lda, layout.a_rows(), layout.a_cols(), element);
+  copy_columns(pb.data(), p.ldb, b, layout.ldb, layout.b_rows(), layout.b_cols(), element);
+  if (accumulate) copy_columns(pd.data(), p.ldd, d, layout.ldd, layout.m, layout.n, sizeof(float));
+  Descriptors desc(p, cuda_type(type));
+  auto it = padded_.find(key);
+  if (it == padded_.end()) {
+    // Pool buffers are at least 256-byte aligned; 16 is all the padded layout promises per column.
+    GemmKey aligned = key;
+    aligned.align_a = aligned.align_b = aligned.align_d = 16;
+    cublasLtMatmulHeuristicResult_t result{};
+    if (heuristic(aligned, desc, 1, &result) == 0)
+      fail(
+          "matmul: cuBLASLt has no algorithm for the product {}, not even on 16-byte-aligned copies; report "
+          "this with the output of `tokenmill doctor`",
+          describe(key));
+    it = padded_.emplace(key, result.algo).first;
+  }
+  run(desc, it->second, pa.data(), pb.data(), accumulate ? 1.0f : 0.0f, pd.as<float>());
+  copy_columns(d, layout.ldd, pd.data(), p.ldd, layout.m, layout.n, sizeof(float));
+}
+
+std::optional<cublasLtMatmulAlgo_t> GemmEngine::algorithm_for(const GemmKey& key, Descriptors& desc,
+                                                              const void* a, const void* b, float beta) {
   const GemmAlgorithm* cached = cache_.find(key);
   if (cached != nullptr && (cached->tuned || !tune_)) {
     if (checked_.contains(key)) return to_algo(*cached);
@@ -157,23 +198,24 @@ cublasLtMatmulAlgo_t GemmEngine::algorithm_for(const GemmKey& key, Descriptors& 
       return to_algo(*cached);
     }
   }
-  const GemmAlgorithm chosen = choose(key, desc, a, b, beta);
-  cache_.insert(key, chosen);
+  const std::optional<GemmAlgorithm> chosen = choose(key, desc, a, b, beta);
+  if (!chosen) return std::nullopt;
+  cache_.insert(key, *chosen);
   checked_.insert(key);
   dirty_ = true;
-  return to_algo(chosen);
+  return to_algo(*chosen);
 }
 
 bool GemmEngine::usable(Descriptors& desc, const GemmAlgorithm& algorithm) {
   const cublasLtMatmulAlgo_t algo = to_algo(algorithm);
   cublasLtMatmulHeuristicResult_t result{};
   const cublasStatus_t status =
-      cublasLtMatmulAlgoCheck(handle_, &desc.op, &desc.a, &desc.b, &desc.d, &desc.d, &algo, &result);
+      cublasLtMatmulAlgoCheck(handle_.get(), &desc.op, &desc.a, &desc.b, &desc.d, &desc.d, &algo, &result);
   return status == CUBLAS_STATUS_SUCCESS && result.workspaceSize <= workspace_.bytes();
 }
 
-GemmAlgorithm GemmEngine::choose(const GemmKey& key, Descriptors& desc, const void* a, const void* b,
-                                 float beta) {
+int GemmEngine::heuristic(const GemmKey& key, Descriptors& desc, int count,
+                          cublasLtMatmulHeuristicResult_t* results) {
   cublasLtMatmulPreferenceOpaque_t pref{};
   TM_CUBLAS_CHECK(cublasLtMatmulPreferenceInit(&pref));
   const uint64_t workspace = workspace_.bytes();
@@ -186,18 +228,22 @@ GemmAlgorithm GemmEngine::choose(const GemmKey& key, Descriptors& desc, const vo
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d}};
   for (const auto& [attribute, bytes] : alignments)
     TM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, attribute, &bytes, sizeof(bytes)));
-  cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
   int returned = 0;
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(handle_, &desc.op, &desc.a, &desc.b, &desc.d, &desc.d, &pref,
-                                     tune_ ? kTuneCandidates : 1, results, &returned);
-  if (status != CUBLAS_STATUS_SUCCESS || returned == 0 || results[0].state != CUBLAS_STATUS_SUCCESS) {
-    const cublasStatus_t why = status != CUBLAS_STATUS_SUCCESS ? status : results[0].state;
-    fail(
-        "matmul: cuBLASLt has no algorithm for the product {} ({}); report this with the output of "
-        "`tokenmill doctor`",
-        describe(key), why != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusName(why) : "no candidate");
-  }
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      handle_.get(), &desc.op, &desc.a, &desc.b, &desc.d, &desc.d, &pref, count, results, &returned);
+  // NOT_SUPPORTED is cuBLASLt's answer when no algorithm fits; anything else is an error.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return 0;
+  TM_CUBLAS_CHECK(status);
+  int usable = 0;
+  while (usable < returned && results[usable].state == CUBLAS_STATUS_SUCCESS) ++usable;
+  return usable;
+}
+
+std::optional<GemmAlgorithm> GemmEngine::choose(const GemmKey& key, Descriptors& desc, const void* a,
+                                                const void* b, float beta) {
+  cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
+  const int returned = heuristic(key, desc, tune_ ? kTuneCandidates : 1, results);
+  if (returned == 0) return std::nullopt;
   if (!tune_ || returned == 1) return to_words(results[0].algo, tune_);
   return to_words(fastest(results, returned, desc, a, b, beta), true);
 }
@@ -212,10 +258,9 @@ cublasLtMatmulAlgo_t GemmEngine::fastest(const cublasLtMatmulHeuristicResult_t* 
   float best_ms = std::numeric_limits<float>::infinity();
   int best = 0;
   for (int c = 0; c < count; ++c) {
-    if (candidates[c].state != CUBLAS_STATUS_SUCCESS) continue;
     const auto run = [&] {
-      return cublasLtMatmul(handle_, &desc.op, &alpha, a, &desc.a, b, &desc.b, &beta, scratch.data(), &desc.d,
-                            scratch.data(), &desc.d, &candidates[c].algo, workspace_.data(),
+      return cublasLtMatmul(handle_.get(), &desc.op, &alpha, a, &desc.a, b, &desc.b, &beta, scratch.data(),
+                            &desc.d, scratch.data(), &desc.d, &candidates[c].algo, workspace_.data(),
                             workspace_.bytes(), stream_);
     };
     if (run() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate that cannot run is not chosen

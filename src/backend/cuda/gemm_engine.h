@@ -8,14 +8,23 @@
 // TOKENMILL_GEMM_TUNE=1, by timing its top candidates (the host then waits for the GPU,
 // once per new kind of product), and cached in memory and, between runs, in a file
 // (gemm_algorithm_cache.h) written when the engine is destroyed.
+//
+// A product cuBLASLt has no algorithm for as it is (an odd leading dimension or a buffer
+// only 2-byte aligned, which the conformance suite passes on purpose) is computed on
+// 16-byte-aligned copies (gemm_layout.h's padded_layout): A and B copied in, D copied in
+// when accumulating and out after; the algorithm for those copies is cuBLASLt's first
+// answer, kept in memory only.
 #pragma once
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <set>
 
+#include "backend/cuda/cuda_owners.h"
 #include "backend/cuda/device_pool.h"
 #include "backend/cuda/gemm_algorithm_cache.h"
 #include "backend/cuda/gemm_layout.h"
@@ -39,24 +48,34 @@ class GemmEngine {
 
  private:
   struct Descriptors;
-  // The algorithm for `key`: cached (and accepted by cuBLASLt in this process), else chosen now.
-  cublasLtMatmulAlgo_t algorithm_for(const GemmKey& key, Descriptors& desc, const void* a, const void* b,
-                                     float beta);
+  // The algorithm for `key`: cached (and accepted by cuBLASLt in this process), else chosen
+  // now; none when cuBLASLt has none for this product.
+  std::optional<cublasLtMatmulAlgo_t> algorithm_for(const GemmKey& key, Descriptors& desc, const void* a,
+                                                    const void* b, float beta);
   bool usable(Descriptors& desc, const GemmAlgorithm& algorithm);
-  GemmAlgorithm choose(const GemmKey& key, Descriptors& desc, const void* a, const void* b, float beta);
+  std::optional<GemmAlgorithm> choose(const GemmKey& key, Descriptors& desc, const void* a, const void* b,
+                                      float beta);
+  // Up to `count` of cuBLASLt's candidates for buffers aligned as `key` says, best first.
+  int heuristic(const GemmKey& key, Descriptors& desc, int count, cublasLtMatmulHeuristicResult_t* results);
+  // The product `key` (cuBLASLt has no algorithm for it as it is) on 16-byte-aligned copies.
+  void multiply_padded(const GemmKey& key, const GemmLayout& layout, const void* a, const void* b, DType type,
+                       float* d, bool accumulate);
+  void run(Descriptors& desc, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b, float beta,
+           float* d);
   // The fastest of `candidates` for this product, timed into a scratch D.
   cublasLtMatmulAlgo_t fastest(const cublasLtMatmulHeuristicResult_t* candidates, int count,
                                Descriptors& desc, const void* a, const void* b, float beta);
 
   cudaStream_t stream_;
   DevicePool& pool_;
-  cublasLtHandle_t handle_ = nullptr;
+  CublasLtOwner handle_;
   DeviceBuffer workspace_;
   bool tune_ = false;
   std::filesystem::path cache_path_;  // empty: not persisted
   GemmAlgorithmCache cache_;
   std::set<GemmKey> checked_;  // keys whose cached algorithm cuBLASLt accepted in this process
-  bool dirty_ = false;         // cache_ has entries the file lacks
+  std::map<GemmKey, cublasLtMatmulAlgo_t> padded_;  // products computed on aligned copies
+  bool dirty_ = false;                              // cache_ has entries the file lacks
 };
 
 }  // namespace tokenmill::cuda

@@ -16,6 +16,24 @@ GemmLayout row_major_product(int64_t rows, int64_t cols, int64_t inner, bool p_t
   return g;
 }
 
+namespace {
+
+// n rounded up to a whole number of 16-byte groups of `element_bytes` elements.
+int64_t padded(int64_t n, size_t element_bytes) {
+  const auto group = static_cast<int64_t>(element_bytes >= 16 ? 1 : 16 / element_bytes);
+  return (n + group - 1) / group * group;
+}
+
+}  // namespace
+
+GemmLayout padded_layout(const GemmLayout& layout, size_t element_bytes) {
+  GemmLayout p = layout;
+  p.lda = padded(layout.a_rows(), element_bytes);
+  p.ldb = padded(layout.b_rows(), element_bytes);
+  p.ldd = padded(layout.m, sizeof(float));
+  return p;
+}
+
 uint32_t address_alignment(const void* address) {
   constexpr uint32_t kMax = 256;
   const auto bits = reinterpret_cast<uintptr_t>(address);

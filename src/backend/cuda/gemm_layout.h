@@ -7,6 +7,7 @@
 // P, each read transposed (op T) when it is stored transposed in row-major terms.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace tokenmill::cuda {
@@ -33,6 +34,12 @@ struct GemmLayout {
 //   dx[n, k]  = dy[n, m] . w[m, k]     row_major_product(n, k, m, false, false)
 //   dw[m, k] += dy[n, m]^T . x[n, k]   row_major_product(m, k, n, true, false)
 GemmLayout row_major_product(int64_t rows, int64_t cols, int64_t inner, bool p_transposed, bool q_transposed);
+
+// `layout` with every leading dimension rounded up so that each column of A and B (elements
+// of `element_bytes`) and of D (f32) starts 16 bytes after the previous one: the layout of
+// 16-byte-aligned copies of the operands, for products cuBLASLt has no algorithm for as
+// they are (odd leading dimensions or misaligned addresses).
+GemmLayout padded_layout(const GemmLayout& layout, size_t element_bytes);
 
 // The alignment cuBLASLt may assume for a buffer at `address`: the largest power of two
 // dividing it, at most 256 (a null address counts as 256).

@@ -6,20 +6,9 @@
 
 namespace tokenmill::cuda {
 
-HostStaging::HostStaging(cudaStream_t stream) : stream_(stream), done_(kSlots, nullptr) {
-  void* pinned = nullptr;
-  TM_CUDA_CHECK(cudaMallocHost(&pinned, kSlots * kSlotBytes));
-  pinned_ = static_cast<char*>(pinned);
-  for (cudaEvent_t& event : done_) TM_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-}
-
-HostStaging::~HostStaging() {
-  for (cudaEvent_t event : done_)
-    if (event != nullptr) {
-      cudaEventSynchronize(event);
-      cudaEventDestroy(event);
-    }
-  cudaFreeHost(pinned_);
+HostStaging::HostStaging(cudaStream_t stream) : stream_(stream), pinned_(make_pinned(kSlots * kSlotBytes)) {
+  done_.reserve(kSlots);
+  for (int i = 0; i < kSlots; ++i) done_.push_back(make_event());
 }
 
 void HostStaging::copy_to_device(void* device_dst, const void* src, size_t bytes) {
@@ -28,8 +17,8 @@ void HostStaging::copy_to_device(void* device_dst, const void* src, size_t bytes
     TM_CUDA_CHECK(cudaMemcpyAsync(device_dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     return;
   }
-  char* slot = pinned_ + static_cast<size_t>(next_) * kSlotBytes;
-  cudaEvent_t done = done_[static_cast<size_t>(next_)];
+  char* slot = pinned_.get() + static_cast<size_t>(next_) * kSlotBytes;
+  cudaEvent_t done = done_[static_cast<size_t>(next_)].get();
   next_ = (next_ + 1) % kSlots;
   TM_CUDA_CHECK(cudaEventSynchronize(done));  // the slot's previous copy has finished
   std::memcpy(slot, src, bytes);

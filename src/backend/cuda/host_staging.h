@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "backend/cuda/cuda_owners.h"
+
 namespace tokenmill::cuda {
 
 class HostStaging {
@@ -22,9 +24,6 @@ class HostStaging {
   static constexpr int kSlots = 32;
 
   explicit HostStaging(cudaStream_t stream);
-  ~HostStaging();
-  HostStaging(const HostStaging&) = delete;
-  HostStaging& operator=(const HostStaging&) = delete;
 
   // Queues a copy of `bytes` from host `src` to `device_dst` on the stream; `src` may be
   // reused as soon as this returns.
@@ -32,8 +31,8 @@ class HostStaging {
 
  private:
   cudaStream_t stream_;
-  char* pinned_ = nullptr;  // kSlots * kSlotBytes
-  std::vector<cudaEvent_t> done_;
+  PinnedOwner pinned_;            // kSlots * kSlotBytes
+  std::vector<EventOwner> done_;  // destroyed first: each waits for its slot's last copy
   int next_ = 0;
 };
 

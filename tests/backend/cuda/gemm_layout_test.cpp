@@ -105,6 +105,46 @@ TEST(GemmLayout, MatmulAndItsBackwardMapAsDocumented) {
   EXPECT_TRUE(dw.trans_b);
 }
 
+// `cols` columns of `rows` values, ld `from_ld`, copied to columns ld `to_ld` (the
+// cudaMemcpy2DAsync the engine issues; the padding is garbage).
+std::vector<double> restaged(const std::vector<double>& m, int64_t rows, int64_t cols, int64_t from_ld,
+                             int64_t to_ld) {
+  std::vector<double> out(static_cast<size_t>(to_ld * cols), -12345.0);
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r)
+      out[static_cast<size_t>(c * to_ld + r)] = m[static_cast<size_t>(c * from_ld + r)];
+  return out;
+}
+
+// Every column of the padded layout starts 16 bytes after a 16-byte boundary, and the
+// product over restaged copies, read back column by column, is the original product.
+TEST(GemmLayout, PaddedLayoutAlignsEveryColumnAndKeepsTheProduct) {
+  std::mt19937_64 rng(2);
+  for (const size_t element_bytes : {size_t{2}, size_t{4}}) {
+    for (const bool p_transposed : {false, true}) {
+      for (const bool q_transposed : {false, true}) {
+        const int64_t rows = 3, cols = 7, inner = 5;
+        const GemmLayout g = row_major_product(rows, cols, inner, p_transposed, q_transposed);
+        const GemmLayout p = padded_layout(g, element_bytes);
+        EXPECT_TRUE(p.m == g.m && p.n == g.n && p.k == g.k && p.trans_a == g.trans_a &&
+                    p.trans_b == g.trans_b)
+            << "only the leading dimensions change";
+        EXPECT_EQ(p.lda * static_cast<int64_t>(element_bytes) % 16, 0);
+        EXPECT_EQ(p.ldb * static_cast<int64_t>(element_bytes) % 16, 0);
+        EXPECT_EQ(p.ldd * 4 % 16, 0);
+        EXPECT_GE(p.lda, g.a_rows());
+        EXPECT_LT(p.lda - g.a_rows(), 16 / static_cast<int64_t>(element_bytes));
+        const std::vector<double> pm = random_matrix(rng, rows, inner), qm = random_matrix(rng, inner, cols);
+        const std::vector<double> a = q_transposed ? transposed(qm, inner, cols) : qm;
+        const std::vector<double> b = p_transposed ? transposed(pm, rows, inner) : pm;
+        const std::vector<double> d = column_major_gemm(p, restaged(a, g.a_rows(), g.a_cols(), g.lda, p.lda),
+                                                        restaged(b, g.b_rows(), g.b_cols(), g.ldb, p.ldb));
+        EXPECT_EQ(restaged(d, g.m, g.n, p.ldd, g.ldd), row_major(pm, qm, rows, cols, inner));
+      }
+    }
+  }
+}
+
 TEST(GemmLayout, AddressAlignmentIsTheLargestPowerOfTwoUpTo256) {
   alignas(256) static unsigned char buffer[1024];
   EXPECT_EQ(address_alignment(buffer), 256u);
