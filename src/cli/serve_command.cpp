@@ -1,9 +1,11 @@
+#include <cmath>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/device_flag.h"
 #include "core/error.h"
 #include "serve/serve_app.h"
 
@@ -16,6 +18,7 @@ struct ServeFlags {
   std::string api_key_file;
   int64_t request_timeout = 600;
   int64_t read_timeout = 10;
+  double receive_timeout = 30;
   int64_t shutdown_grace = 30;
   bool no_prefix_caching = false;
 };
@@ -41,6 +44,7 @@ void run_serve(ServeFlags& f) {
   }
   c.http.request_timeout = std::chrono::seconds(f.request_timeout);
   c.http.read_timeout = std::chrono::seconds(f.read_timeout);
+  c.http.receive_timeout = std::chrono::milliseconds(std::llround(f.receive_timeout * 1000));
   c.shutdown_grace = std::chrono::seconds(f.shutdown_grace);
   c.engine.prefix_caching = !f.no_prefix_caching;
   run_server(c);
@@ -66,12 +70,14 @@ void add_serve_command(CLI::App& app) {
                   "File with one API key per line (keeps keys off the command line)");
   cmd->add_option("--served-model-name", c.served_model_name,
                   "Model id in the API (default: the model's name)");
+  add_device_flag(*cmd, c.device);
   cmd->add_option("--context", c.engine.context,
                   "Longest sequence, prompt + completion (default: the model's)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-cache-memory", c.engine.kv_cache_bytes,
-                  "KV cache size in bytes (default: --kv-cache-fraction of available memory)");
-  cmd->add_option("--kv-cache-fraction", c.kv_cache_fraction, "Share of available memory for the KV cache")
+                  "KV cache size in bytes (default: --kv-cache-fraction of the device's free memory)");
+  cmd->add_option("--kv-cache-fraction", c.kv_cache_fraction,
+                  "Share of the device's free memory for the KV cache")
       ->capture_default_str();
   cmd->add_option("--block-size", c.engine.block_size, "Tokens per KV cache block (a power of two)")
       ->capture_default_str();
@@ -92,7 +98,13 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--read-timeout", f->read_timeout, "Seconds a client may stall while sending a request")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--http-threads", c.http.threads, "Connections served at once")->capture_default_str();
+  cmd->add_option("--receive-timeout", f->receive_timeout,
+                  "Seconds a client may take to send a whole request, head and body (slow clients are cut)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--http-threads", c.http.threads, "Connections served at once")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--shutdown-grace", f->shutdown_grace,
                   "Seconds in-flight requests get to finish on SIGTERM")
       ->capture_default_str()

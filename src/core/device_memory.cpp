@@ -1,9 +1,12 @@
 #include "core/device_memory.h"
 
+#include <sys/sysinfo.h>
+
 #include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/host_available_memory.h"
 
 namespace tokenmill {
 
@@ -25,6 +28,13 @@ class HostMemory final : public DeviceMemory {
   }
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override {
     if (bytes > 0) std::memcpy(host_dst, src, bytes);
+  }
+  uint64_t available() const override {
+    if (const std::optional<uint64_t> bytes = host_available_memory("/")) return *bytes;
+    struct sysinfo info {};
+    if (sysinfo(&info) != 0)
+      fail("cannot tell how much host memory is free: /proc and sysinfo() both failed");
+    return static_cast<uint64_t>(info.freeram) * info.mem_unit;
   }
 };
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace tokenmill {
 
@@ -23,9 +24,14 @@ class DeviceMemory {
   virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
   // Copies `bytes` of this memory to the host, after every op queued before it has finished.
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  // Bytes that allocate() can still hand out now, as the operating system or the driver sees
+  // it (memory the process keeps in its own caches counts as taken); Error when it cannot be
+  // asked. What `tokenmill serve` sizes its KV cache from.
+  virtual uint64_t available() const = 0;
 };
 
-// The host's memory: aligned_alloc, memcpy.
+// The host's memory: aligned_alloc, memcpy; available() is host_available_memory("/")
+// (core/host_available_memory.h), or the kernel's count of free pages when /proc cannot be read.
 DeviceMemory& host_memory();
 
 }  // namespace tokenmill

@@ -5,10 +5,13 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <map>
 #include <optional>
 #include <utility>
 
 #include "serve/generation.h"
+#include "serve/guarded_server.h"
 #include "serve/web_ui.h"
 
 namespace tokenmill {
@@ -38,9 +41,15 @@ bool same_secret(std::string_view given, std::string_view key) {
 
 struct HttpServer::Impl {
   Impl(Engine& e, const ServedModel& m, ServerMetrics& me, HttpServerOptions o)
-      : engine(e), model(m), metrics(me), options(std::move(o)) {}
+      : engine(e),
+        model(m),
+        metrics(me),
+        options(std::move(o)),
+        server(static_cast<size_t>(std::max(options.threads, 1)), options.receive_timeout) {}
 
   void configure();
+  // Registers a route and records its method for the 405 answers.
+  void route(const std::string& method, const std::string& path, httplib::Server::Handler handler);
   bool authorized(const httplib::Request& req) const;
   void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
   void handle_errors(const httplib::Request& req, httplib::Response& res);
@@ -49,7 +58,8 @@ struct HttpServer::Impl {
   const ServedModel& model;
   ServerMetrics& metrics;
   HttpServerOptions options;
-  httplib::Server server;
+  GuardedServer server;
+  std::map<std::string, std::string> allowed_methods;  // path -> "GET, HEAD" or "POST"
   int listening_socket = -1;
 };
 
@@ -103,7 +113,17 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
 void HttpServer::Impl::handle_errors(const httplib::Request& req, httplib::Response& res) {
   if (!res.body.empty()) return;
   switch (res.status) {
-    case 404: send_error(res, api_error(404, "no route " + req.method + " " + req.path)); break;
+    case 404: {
+      const auto known = allowed_methods.find(req.path);
+      if (known == allowed_methods.end()) {
+        send_error(res, api_error(404, "no route " + req.method + " " + req.path));
+        break;
+      }
+      res.set_header("Allow", known->second);
+      send_error(res, api_error(405, fmt::format("{} does not take {}: use {}", req.path, req.method,
+                                                 known->second)));
+      break;
+    }
     case 413:
       send_error(res, api_error(413, fmt::format("the request body exceeds the limit of {} bytes",
                                                  options.max_body_bytes)));
@@ -114,8 +134,18 @@ void HttpServer::Impl::handle_errors(const httplib::Request& req, httplib::Respo
   }
 }
 
+void HttpServer::Impl::route(const std::string& method, const std::string& path,
+                             httplib::Server::Handler handler) {
+  if (method == "GET") {
+    server.Get(path, std::move(handler));
+    allowed_methods[path] = "GET, HEAD";  // cpp-httplib answers HEAD with the GET handler
+  } else {
+    server.Post(path, std::move(handler));
+    allowed_methods[path] = "POST";
+  }
+}
+
 void HttpServer::Impl::configure() {
-  server.new_task_queue = [n = options.threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
   server.set_payload_max_length(options.max_body_bytes);
   server.set_read_timeout(options.read_timeout.count(), 0);
   server.set_keep_alive_timeout(5);
@@ -156,32 +186,30 @@ void HttpServer::Impl::configure() {
     spdlog::info("{} {} {}", req.method, req.path, res.status);  // never headers: they hold the API key
   });
 
-  server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+  route("GET", "/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(std::string(web_ui_html()), "text/html; charset=utf-8");
   });
-  server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+  route("GET", "/health", [](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"status", "ok"}});
   });
-  server.Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
+  route("GET", "/ready", [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"status", "ready"}, {"model", model.id}});
   });
-  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  route("GET", "/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.render(engine.snapshot()), "text/plain; version=0.0.4; charset=utf-8");
   });
-  server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, models_list(model));
-  });
-  server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+  route("GET", "/v1/models",
+        [this](const httplib::Request&, httplib::Response& res) { send_json(res, 200, models_list(model)); });
+  route("POST", "/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     generate(req, res, Endpoint::Completions);
   });
-  server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    generate(req, res, Endpoint::Chat);
-  });
-  server.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  route("POST", "/v1/chat/completions",
+        [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, Endpoint::Chat); });
+  route("POST", "/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     send_json(res, 200,
               tokenize_response(parse_tokenize(parse_json_body(req.body), model), model.context_length));
   });
-  server.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  route("POST", "/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     send_json(res, 200,
               detokenize_response(model.tokenizer, parse_detokenize(parse_json_body(req.body), model)));
   });

@@ -6,11 +6,14 @@
 // Routes: GET / (web UI), /health, /ready, /metrics, /v1/models; POST /v1/completions,
 // /v1/chat/completions, /tokenize, /detokenize. With API keys, every /v1/ route needs
 // "Authorization: Bearer <key>" (401 otherwise); keys are never logged. Every error is an
-// OpenAI-shaped JSON body: 400 naming the field, 401, 404, 413 (body over the limit), 429
-// with Retry-After (queue full), 503 (shutting down), 500 (a bug: the server keeps serving).
-// A streaming client that disconnects cancels its requests at once (the engine frees their
-// KV blocks at its next step); a client that stalls mid-request is dropped after the read
-// timeout.
+// OpenAI-shaped JSON body: 400 naming the field, 401, 404 (unknown path), 405 with an Allow
+// header (a known path, another method), 413 (body over the limit), 429 with Retry-After
+// (queue full), 503 (shutting down), 500 (a bug: the server keeps serving). A streaming
+// client that disconnects cancels its requests at once (the engine frees their KV blocks at
+// its next step). Slow clients (see GuardedServer): a client that stalls mid-request is
+// dropped after the read timeout, one that takes longer than the receive timeout to send a
+// request is cut, and when every thread is busy the connection that has waited longest
+// without sending a whole request is cut for the newcomer.
 #pragma once
 
 #include <chrono>
@@ -30,9 +33,10 @@ struct HttpServerOptions {
   int port = 8000;                    // 0: any free port (see bind())
   std::vector<std::string> api_keys;  // empty: no authentication
   size_t max_body_bytes = 4u << 20;
-  std::chrono::seconds request_timeout{600};  // per generation request
-  std::chrono::seconds read_timeout{10};      // per read of a request's headers or body
-  int threads = 512;                          // connections served at once
+  std::chrono::seconds request_timeout{600};         // per generation request
+  std::chrono::seconds read_timeout{10};             // per read of a request's headers or body
+  std::chrono::milliseconds receive_timeout{30000};  // to send a whole request, head and body
+  int threads = 512;                                 // connections served at once
 };
 
 class HttpServer {

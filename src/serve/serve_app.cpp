@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "backend/backend.h"
-#include "doctor/host_facts.h"
 #include "model/paged_transformer.h"
+#include "runtime/device_choice.h"
 #include "runtime/text_model.h"
 #include "serve/server_metrics.h"
 
@@ -57,19 +57,18 @@ void run_server(ServeConfig config) {
   const sigset_t stop_signals = block_stop_signals();
   const TextModel model = TextModel::load(config.model);
   const Tokenizer& tokenizer = model.require_tokenizer("serving");
-  const auto backend = make_cpu_backend();
-  if (config.engine.kv_cache_bytes == 0) {
-    const doctor::HostFacts host = doctor::probe_host({});
-    config.engine.kv_cache_bytes =
-        kv_cache_budget(config, *model.model, host.memory_available_bytes.value_or(1ull << 30));
-  }
+  const DeviceChoice device = choose_device(config.device, *model.model);
+  if (!device.note.empty()) spdlog::info("{}", device.note);
+  Backend& backend = *device.backend;
+  if (config.engine.kv_cache_bytes == 0)
+    config.engine.kv_cache_bytes = kv_cache_budget(config, *model.model, backend.memory().available());
   ServerMetrics metrics;
-  Engine engine(model, *backend, config.engine, &metrics);
+  Engine engine(model, backend, config.engine, &metrics);
   const Engine::Capacity& kv = engine.capacity();
   spdlog::info(
-      "KV cache: {} blocks of {} tokens = {} tokens ({:.1f} MiB, {}); {} sequences of the full {}-token "
-      "context fit at once",
-      kv.blocks, kv.block_size, kv.tokens, static_cast<double>(kv.bytes) / (1 << 20),
+      "KV cache on {}: {} blocks of {} tokens = {} tokens ({:.1f} MiB, {}); {} sequences of the full "
+      "{}-token context fit at once",
+      backend.name(), kv.blocks, kv.block_size, kv.tokens, static_cast<double>(kv.bytes) / (1 << 20),
       dtype_name(model.model->default_kv_dtype()), kv.full_context_sequences, engine.context());
 
   ServedModel served{served_name(config), tokenizer,          std::nullopt,
@@ -78,7 +77,7 @@ void run_server(ServeConfig config) {
   HttpServer server(engine, served, metrics, config.http);
   const int port = server.bind();
   spdlog::info("serving {} on http://{}:{} (backend {}, {} API key{})", served.id, config.http.host, port,
-               backend->name(), config.http.api_keys.size(), config.http.api_keys.size() == 1 ? "" : "s");
+               backend.name(), config.http.api_keys.size(), config.http.api_keys.size() == 1 ? "" : "s");
   std::thread http([&server] { server.serve(); });
 
   int signal = 0;

@@ -1,7 +1,8 @@
-// run_server(): `tokenmill serve` as a library call. Loads the model, sizes the KV cache,
-// starts the engine and the HTTP server, logs what fits, serves until SIGINT or SIGTERM,
-// then shuts down gracefully: no new connections or requests (503), requests in flight
-// finish within the grace period or are cut (finish_reason "length"), and it returns.
+// run_server(): `tokenmill serve` as a library call. Loads the model onto the chosen device
+// (its weights and KV cache in the device's memory; sampling stays on the host), sizes the
+// KV cache, starts the engine and the HTTP server, logs what fits, serves until SIGINT or
+// SIGTERM, then shuts down gracefully: no new connections or requests (503), requests in
+// flight finish within the grace period or are cut (finish_reason "length"), and it returns.
 #pragma once
 
 #include <chrono>
@@ -19,7 +20,8 @@ namespace tokenmill {
 struct ServeConfig {
   std::filesystem::path model;
   std::string served_model_name;  // "": the model directory's or file's name
-  EngineOptions engine;           // engine.kv_cache_bytes 0: kv_cache_fraction of available memory
+  std::string device = "auto";    // where the model and its KV cache live (runtime/device_choice.h)
+  EngineOptions engine;           // engine.kv_cache_bytes 0: kv_cache_fraction of the device's free memory
   double kv_cache_fraction = 0.2;
   HttpServerOptions http;
   ServeLimits limits;

@@ -52,6 +52,8 @@ class FencedMemory final : public DeviceMemory {
     std::memcpy(host_dst, src, bytes);
     bytes_out_ += bytes;
   }
+  // Its pages come from the host's memory.
+  uint64_t available() const override { return host_memory().available(); }
 
   // Every region readable and writable while alive.
   class Open {

@@ -2,18 +2,19 @@
 
     python3 tests/serve/bad_input_test.py BUILD/tokenmill tests/fixtures [unittest args]
 
-One server on tests/fixtures/hf/smollm_chat with an API key, --read-timeout 2 and 8 HTTP
-threads (so that a handful of slow clients could occupy them all). Every bad request must get
+One server on tests/fixtures/hf/smollm_chat with an API key, --read-timeout 2,
+--receive-timeout 4 and 8 HTTP threads (so that a handful of slow clients could occupy them all). Every bad request must get
 a 4xx with an OpenAI-shaped JSON body {"error": {"message": "...", "type": "..."}} (naming the
 field in "param" where there is one), and GET /health must answer 200 right after it:
 malformed JSON, a body that is not an object, wrong types, negative numbers, NaN (not JSON)
 and 1e999 (overflows a double), huge n, integers beyond 64 bits, invalid UTF-8 and lone
 surrogate escapes, a 10 MB body and a 10 MB Content-Length (413), unknown routes and models
-(404), a missing or wrong API key (401), a prompt longer than the context. Huge max_tokens is
+(404), a known route with another method (405 with Allow), a missing or wrong API key (401), a
+prompt longer than the context. Huge max_tokens is
 not an error: it is clamped to the room left in the context (200). Slow clients: half a
 request line and then nothing is dropped within a few seconds while other clients are served;
-headers trickled a byte per second on every HTTP thread must not lock other clients out
-(slowloris).
+headers trickled a byte per second on twice as many connections as HTTP threads must not lock
+other clients out, and are cut within the receive timeout (slowloris).
 At the end the server has answered no 5xx and still generates.
 """
 
@@ -33,6 +34,7 @@ API_KEY = "sk-bad-input-test-7d2e"
 AUTH = {"Authorization": "Bearer " + API_KEY}
 CONTEXT = 256
 READ_TIMEOUT = 2
+RECEIVE_TIMEOUT = 4
 HTTP_THREADS = 8
 
 server = None
@@ -43,6 +45,7 @@ def setUpModule():
     global server, _server_context
     binary, fixtures = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
     _server_context = serve(binary, fixtures / "hf" / "smollm_chat", "--read-timeout", READ_TIMEOUT,
+                            "--receive-timeout", RECEIVE_TIMEOUT,
                             "--http-threads", HTTP_THREADS, threads=2, api_key=API_KEY)
     server = _server_context.__enter__()
 
@@ -184,10 +187,19 @@ class BadInput(unittest.TestCase):
 
     def test_unknown_routes(self):
         for method, path in [("GET", "/v2/models"), ("GET", "/v1/engines"), ("POST", "/v1/embeddings"),
-                             ("GET", "/nothing/here"), ("PUT", "/health")]:
+                             ("GET", "/nothing/here"), ("PUT", "/healthz")]:
             with self.subTest(method=method, path=path):
                 status, body, _ = request(method, path, b"{}", AUTH)
                 self.assert_error(status, body, 404)
+                self.assert_serving()
+
+    def test_known_routes_with_another_method(self):
+        for method, path, allow in [("GET", "/v1/completions", "POST"), ("PUT", "/v1/chat/completions", "POST"),
+                                    ("POST", "/health", "GET, HEAD"), ("DELETE", "/v1/models", "GET, HEAD")]:
+            with self.subTest(method=method, path=path):
+                status, body, headers = request(method, path, b"{}", AUTH)
+                self.assert_error(status, body, 405)
+                self.assertEqual(headers.get("Allow"), allow)
                 self.assert_serving()
 
     def test_unknown_model(self):
@@ -233,21 +245,21 @@ class BadInput(unittest.TestCase):
         self.assert_dropped(b"POST /v1/compl", within=READ_TIMEOUT + 3)
 
     def test_stalled_body_is_dropped(self):
-        # The 400 for the cut body may keep the connection for the keep-alive timeout (5 s).
+        # The read timeout cuts the body; the connection is closed after the 400.
         self.assert_dropped(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                             b"Authorization: Bearer " + API_KEY.encode() + b"\r\nContent-Length: 100\r\n\r\n"
                             b'{"prompt":', within=READ_TIMEOUT + 8)
 
-    def test_trickled_headers_hold_only_their_own_threads(self):
-        """Slowloris: clients sending their headers one byte a second (never stalling for the
-        read timeout) each hold one HTTP thread, and no more: with all threads but one taken
-        by them, another client must still be served. Known limit (cpp-httplib 0.11 times
-        out each read, not the whole header): --http-threads such clients do lock the others
-        out until they finish; a reverse proxy with a header deadline belongs in front of a
-        server exposed to untrusted clients (README)."""
-        header = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 30 + b"\r\n\r\n"
-        sockets = [socket.create_connection(host_port()) for _ in range(HTTP_THREADS - 1)]
+    def test_trickled_headers_do_not_lock_others_out(self):
+        """Slowloris: twice as many clients as HTTP threads send their headers one byte a second
+        (never stalling for the read timeout; the headers would take 45 s). Another client is
+        still served at once (connections accepted while every thread is busy cut the
+        longest-waiting unfinished requests), and every trickling client is cut within the
+        receive timeout."""
+        header = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 10 + b"\r\n\r\n"
+        sockets = [socket.create_connection(host_port()) for _ in range(2 * HTTP_THREADS)]
         cut = [False] * len(sockets)  # the server closed it
+        start = time.monotonic()
 
         def trickle():
             for byte in header:
@@ -265,17 +277,17 @@ class BadInput(unittest.TestCase):
         dripper.start()
         try:
             time.sleep(1.5)
-            served = None
             try:
                 status, _, _ = request("GET", "/health", timeout=READ_TIMEOUT + 8)
-                served = status == 200
-            except OSError:
-                served = False
-            self.assertTrue(served, f"GET /health was not answered within {READ_TIMEOUT + 8} s while "
-                                    f"{HTTP_THREADS - 1} clients trickled their headers")
+            except OSError as e:
+                status = e
+            self.assertEqual(status, 200, f"GET /health was not answered within {READ_TIMEOUT + 8} s while "
+                                          f"{len(sockets)} clients trickled their headers")
+            dripper.join(timeout=RECEIVE_TIMEOUT + 10)
+            self.assertTrue(all(cut), f"{cut.count(False)} trickling clients were not cut after "
+                                      f"{time.monotonic() - start:.0f} s")
         finally:
             for s in sockets:
-                s.shutdown(socket.SHUT_RDWR)
                 s.close()
             dripper.join()
         self.assert_serving()

@@ -4,10 +4,11 @@
 // The reference for every greedy request is the single-sequence generate() on a fresh
 // Transformer. With the Q4_1 GGUF model every op is row-wise exact, so each request must
 // give exactly those tokens whatever else runs beside it (the batch invariance guarantee);
-// the f32 model is checked the same way where the batch keeps the matmul regime (at most
-// kGemvMaxTokens rows per step) and, beyond it, on the fixture's prompts.
+// with float weights (f32, bf16) the guarantee is weaker (FloatBatchInvariance).
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
 #include <random>
@@ -142,6 +143,81 @@ TEST_F(EngineTest, ConcurrentQuantizedRequestsGiveTheirSoloTokens) {
   EXPECT_EQ(s.kv_blocks_used, 0);
   EXPECT_LT(s.steps, 200) << "requests ran one after another instead of batched";
 }
+
+// Float weights: each matmul of a step runs the GEMV kernel (at most kGemvMaxTokens rows) or
+// the GEMM kernel (more rows). Each gives a row the same bits whatever the other rows, but the
+// two sum in different orders, so a request alone (one-row decode steps) and among 64 others
+// (steps of many rows) sees logits that differ in the last bits, and an f16 KV cache (GGUF
+// models) can round such a difference up to an f16 step. The guarantee, with the tolerance
+// measured on these fixtures (largest difference seen: 3.6e-6 with the f32 cache, 1.4e-3 with
+// the f16 cache): each logprob differs by less than `tolerance` while the tokens agree, and
+// the greedy tokens agree up to the first step where the solo run's two most likely tokens
+// are within 2 * tolerance of each other; there the batched run may take the second one.
+struct FloatFixture {
+  const char* path;
+  float tolerance;
+};
+
+class FloatBatchInvariance : public EngineTest, public ::testing::WithParamInterface<FloatFixture> {};
+
+std::vector<TokenLogprob> logprobs_of(const Collected& c) {
+  std::vector<TokenLogprob> all;
+  for (const StreamEvent& e : c.events) all.insert(all.end(), e.logprobs.begin(), e.logprobs.end());
+  return all;
+}
+
+TEST_P(FloatBatchInvariance, GreedyTokensAloneAndAmong64OthersAgreeUpToANearTie) {
+  const FloatFixture fixture = GetParam();
+  load(fixture.path);
+  EngineOptions options;
+  options.max_running = 65;
+  options.prefix_caching = false;
+  std::vector<EngineRequest> requests;
+  for (uint32_t i = 0; i < 65; ++i) {
+    requests.push_back(greedy(random_prompt(1 + 37 * i % 80, vocab(), 200 + i), 8 + 5 * i % 33));
+    requests.back().top_logprobs = 2;
+  }
+  Engine batched_engine(model_, *backend_, options);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& r : requests) streams.push_back(batched_engine.submit(r));
+  std::vector<Collected> batched;
+  for (auto& s : streams) batched.push_back(collect(*s));
+  EXPECT_LT(settled_snapshot(batched_engine).steps, 120) << "the requests did not run together";
+
+  Engine solo_engine(model_, *backend_, options);
+  int identical = 0, parted = 0;
+  double largest_difference = 0;
+  for (size_t i = 0; i < requests.size(); i += 4) {
+    const Collected alone = collect(*solo_engine.submit(requests[i]));
+    const std::vector<TokenLogprob> solo = logprobs_of(alone), together = logprobs_of(batched[i]);
+    ASSERT_EQ(solo.size(), together.size()) << i;
+    size_t j = 0;
+    for (; j < solo.size() && solo[j].token == together[j].token; ++j) {
+      const double difference = std::abs(static_cast<double>(solo[j].logprob) - together[j].logprob);
+      EXPECT_LT(difference, fixture.tolerance) << "request " << i << ", token " << j;
+      largest_difference = std::max(largest_difference, difference);
+    }
+    if (j == solo.size()) {
+      ++identical;
+      continue;
+    }
+    ++parted;
+    const float gap = solo[j].top[0].logprob - solo[j].top[1].logprob;
+    EXPECT_LT(gap, 2 * fixture.tolerance)
+        << "request " << i << " parted at token " << j << " of " << solo.size()
+        << " where the solo run's top two were " << gap << " apart";
+    EXPECT_EQ(together[j].token, solo[j].top[1].token) << "request " << i << " took neither of the near tie";
+  }
+  std::printf(
+      "%s: %d of %d requests gave the same tokens alone and among 64 others, %d parted at a near tie; "
+      "largest logprob difference %g\n",
+      fixture.path, identical, identical + parted, parted, largest_difference);
+}
+
+INSTANTIATE_TEST_SUITE_P(FloatWeights, FloatBatchInvariance,
+                         ::testing::Values(FloatFixture{"hf/smollm_chat", 1e-4f},
+                                           FloatFixture{"gguf/llama_bf16.gguf", 1e-2f},
+                                           FloatFixture{"gguf/llama_f16.gguf", 1e-2f}));
 
 TEST_F(EngineTest, PreemptsWhenTheCacheIsFullAndStillCompletesEveryRequest) {
   load("gguf/llama_q4_1.gguf");

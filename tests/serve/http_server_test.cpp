@@ -1,66 +1,23 @@
-// The HTTP front end in process: a real engine on the tiny smollm_chat fixture (real
-// tokenizer and chat template, random weights), a real server on a free port, and
-// cpp-httplib's client. Checks routing, authentication, the OpenAI error shapes and limits,
-// server-sent events, and that a client leaving mid-stream frees its KV blocks at once.
+// The HTTP front end in process (HttpServerTest) with cpp-httplib's client. Checks routing
+// (404 for unknown paths, 405 with Allow for a known path and another method),
+// authentication, the OpenAI error shapes and limits, server-sent events, and that a client
+// leaving mid-stream frees its KV blocks at once.
 #include <httplib.h>
 
 #include <chrono>
-#include <filesystem>
+#include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "backend/backend.h"
-#include "runtime/text_model.h"
-#include "serve/http_server.h"
+#include "http_test_server.h"
 
 namespace tokenmill {
 namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-
-const std::filesystem::path kModel = std::filesystem::path(TOKENMILL_FIXTURES_DIR) / "hf" / "smollm_chat";
-constexpr const char* kKey = "sk-test-1234";
-
-class HttpServerTest : public ::testing::Test {
- protected:
-  void start(EngineOptions engine_options = {}, HttpServerOptions http = {},
-             EngineObserver* observer = nullptr) {
-    model_ = TextModel::load(kModel);
-    backend_ = make_cpu_backend();
-    engine_ = std::make_unique<Engine>(model_, *backend_, engine_options, observer ? observer : &metrics_);
-    served_.emplace(ServedModel{"tiny", *model_.tokenizer, ChatTemplate(model_.tokenizer->chat_template()),
-                                engine_->context(), 0, ServeLimits{}});
-    http.port = 0;
-    http.api_keys = {kKey};
-    http.max_body_bytes = 1 << 16;
-    server_ = std::make_unique<HttpServer>(*engine_, *served_, metrics_, http);
-    port_ = server_->bind();
-    thread_ = std::thread([this] { server_->serve(); });
-  }
-  void TearDown() override {
-    if (server_) server_->stop();
-    if (thread_.joinable()) thread_.join();
-  }
-  httplib::Client client(bool with_key = true) const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60, 0);
-    if (with_key) c.set_bearer_token_auth(kKey);
-    return c;
-  }
-  static json body_of(const httplib::Result& r) { return json::parse(r->body); }
-
-  TextModel model_;
-  std::unique_ptr<Backend> backend_;
-  ServerMetrics metrics_;
-  std::unique_ptr<Engine> engine_;
-  std::optional<ServedModel> served_;
-  std::unique_ptr<HttpServer> server_;
-  std::thread thread_;
-  int port_ = 0;
-};
 
 TEST_F(HttpServerTest, ServesHealthModelsMetricsAndThePage) {
   start();
@@ -139,6 +96,33 @@ TEST_F(HttpServerTest, AnswersErrorsInOpenAIShape) {
   const auto big = c.Post("/v1/completions", std::string(1 << 17, ' '), "application/json");
   EXPECT_EQ(big->status, 413);
   EXPECT_TRUE(body_of(big).contains("error"));
+  EXPECT_EQ(c.Get("/health")->status, 200);
+}
+
+TEST_F(HttpServerTest, AKnownPathWithAnotherMethodIs405) {
+  start();
+  auto c = client();
+  const auto expect_405 = [](const httplib::Result& r, const std::string& allow) {
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 405);
+    EXPECT_EQ(r->get_header_value("Allow"), allow);
+    const json error = body_of(r)["error"];
+    EXPECT_EQ(error["type"], "invalid_request_error");
+    EXPECT_NE(error["message"].get<std::string>().find(allow), std::string::npos) << error;
+  };
+  expect_405(c.Get("/v1/completions"), "POST");
+  expect_405(c.Get("/v1/chat/completions"), "POST");
+  expect_405(c.Delete("/tokenize"), "POST");
+  expect_405(c.Post("/health", "{}", "application/json"), "GET, HEAD");
+  expect_405(c.Put("/v1/models", "{}", "application/json"), "GET, HEAD");
+  // Authentication comes first on /v1/ routes, and unknown paths stay 404 whatever the method.
+  EXPECT_EQ(client(false).Get("/v1/completions")->status, 401);
+  for (const auto& r : {c.Get("/v1/complete"), c.Post("/healthz", "{}", "application/json")}) {
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404);
+    EXPECT_FALSE(r->has_header("Allow"));
+    EXPECT_EQ(body_of(r)["error"]["type"], "not_found_error");
+  }
   EXPECT_EQ(c.Get("/health")->status, 200);
 }
 

@@ -43,6 +43,13 @@ void CudaMemory::copy_to_host(void* host_dst, const void* src, size_t bytes) {
   TM_CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
+uint64_t CudaMemory::available() const {
+  TM_CUDA_CHECK(cudaSetDevice(device_));
+  size_t free = 0, total = 0;
+  TM_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return free;
+}
+
 CudaMemory& device_memory(int device) {
   static std::mutex mutex;
   static auto* memories = new std::map<int, CudaMemory>();  // never destroyed: outlives every tensor

@@ -18,6 +18,8 @@ class CudaMemory final : public DeviceMemory {
   void free(void* memory) noexcept override;
   void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  // The GPU's free memory as the driver reports it (cudaMemGetInfo).
+  uint64_t available() const override;
 
  private:
   int device_;

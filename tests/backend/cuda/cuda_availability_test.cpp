@@ -1,7 +1,7 @@
 // The CUDA backend on whatever this machine has: without a usable GPU (CI) it must say why
 // and refuse cleanly, so the CLI can fall back to the CPU; with one (scripts/gpu-check.sh) it
-// must start, name the GPU, and turn an impossible allocation into an out-of-memory Error
-// that says what was asked and what is free.
+// must start, name the GPU, report its free memory, and turn an impossible allocation into
+// an out-of-memory Error that says what was asked and what is free.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -33,6 +33,20 @@ TEST(CudaAvailability, WithAGpuTheBackendStartsAndNamesIt) {
   if (!cuda::unavailable_reason().empty()) GTEST_SKIP() << cuda::unavailable_reason();
   const auto backend = make_cuda_backend();
   EXPECT_EQ(backend->name().substr(0, 7), "cuda:0 ");
+}
+
+TEST(CudaAvailability, AvailableMemoryShrinksByWhatIsAllocated) {
+  if (!cuda::unavailable_reason().empty()) GTEST_SKIP() << cuda::unavailable_reason();
+  const auto backend = make_cuda_backend();
+  DeviceMemory& memory = backend->memory();
+  constexpr uint64_t kBytes = uint64_t{512} << 20;
+  const uint64_t before = memory.available();
+  void* buffer = memory.allocate(kBytes);
+  const uint64_t during = memory.available();
+  memory.free(buffer);
+  ASSERT_LT(during, before);
+  EXPECT_GE(before - during, kBytes);  // the driver rounds allocations up, never down
+  EXPECT_GT(memory.available(), during);
 }
 
 TEST(CudaAvailability, AnImpossibleAllocationIsAClearOutOfMemoryError) {
