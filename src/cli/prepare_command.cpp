@@ -38,16 +38,22 @@ void run_prepare(const PrepareFlags& f) {
       "prepared {} documents: {} train tokens in {} shard(s), {} validation tokens in {} shard(s) -> {} "
       "({:.1f} s)\n",
       s.documents, s.train_tokens, s.train_shards.size(), s.val_tokens, s.val_shards.size(), f.out, seconds);
+  if (s.chat_documents > 0)
+    fmt::print(
+        "{} chat documents: the loss covers their assistant turns ({} train, {} validation tokens scored)\n",
+        s.chat_documents, s.train_scored_tokens, s.val_scored_tokens);
 }
 
 }  // namespace
 
 void add_prepare_command(CLI::App& app) {
   auto flags = std::make_shared<PrepareFlags>();
-  CLI::App* cmd =
-      app.add_subcommand("prepare", "Tokenize text (.txt, .jsonl with \"text\") into training shards");
+  CLI::App* cmd = app.add_subcommand(
+      "prepare", "Tokenize text (.txt, .jsonl with \"text\" or chat \"messages\") into training shards");
   add_tokenizer_source(*cmd, flags->source);
-  cmd->add_option("--input", flags->inputs, "Input files: .txt (one document each) or .jsonl")->required();
+  cmd->add_option("--input", flags->inputs,
+                  "Input files: .txt (one document each) or .jsonl (\"text\" or \"messages\" per line)")
+      ->required();
   cmd->add_option("--out", flags->out, "Output directory (shards + meta.json)")->required();
   cmd->add_option("--val-fraction", flags->val_fraction, "Share of each input's tokens kept for validation");
   cmd->add_option("--shard-tokens", flags->shard_tokens, "Tokens per shard file");

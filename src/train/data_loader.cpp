@@ -1,5 +1,6 @@
 #include "train/data_loader.h"
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 
@@ -7,11 +8,25 @@
 
 namespace tokenmill {
 
+namespace {
+
+// Whether the window at `start` has a scored target (tokens start + 1 .. start + seq_len);
+// `scored` holds seq_len entries of scratch.
+bool has_scored_target(const TokenShard& shard, int64_t start, std::span<uint8_t> scored) {
+  if (!shard.info().loss_mask) return true;
+  shard.read_scored(start + 1, scored);
+  return std::find(scored.begin(), scored.end(), uint8_t{1}) != scored.end();
+}
+
+}  // namespace
+
 DataLoader::DataLoader(const std::vector<std::filesystem::path>& shards, int64_t seq_len, bool shuffle,
                        uint64_t seed)
     : seq_len_(seq_len), shuffle_(shuffle), seed_(seed) {
   if (shards.empty()) fail("data: no token shards given");
   if (seq_len < 1) fail("data: the sequence length must be positive, got {}", seq_len);
+  int64_t whole_windows = 0;
+  std::vector<uint8_t> scored(static_cast<size_t>(seq_len));
   for (const auto& path : shards) {
     shards_.emplace_back(path);
     const TokenShard& shard = shards_.back();
@@ -20,14 +35,21 @@ DataLoader::DataLoader(const std::vector<std::filesystem::path>& shards, int64_t
       fail("{}: vocabulary size {} differs from {} of {} (shards of different tokenizers)", path.string(),
            shard.info().vocab_size, vocab_size_, shards.front().string());
     const auto index = static_cast<int32_t>(shards_.size() - 1);
-    for (int64_t w = 0; w < (shard.size() - 1) / seq_len; ++w) windows_.push_back({index, w * seq_len});
+    const int64_t grid = (shard.size() - 1) / seq_len;
+    whole_windows += grid;
+    for (int64_t w = 0; w < grid; ++w)
+      if (has_scored_target(shard, w * seq_len, scored)) windows_.push_back({index, w * seq_len});
   }
-  if (windows_.empty())
+  if (whole_windows == 0)
     fail(
         "data: no shard holds {} tokens (one window of sequence length {} plus its last target); use a "
-        "shorter "
-        "--seq-len or more data",
+        "shorter --seq-len or more data",
         seq_len + 1, seq_len);
+  if (windows_.empty())
+    fail(
+        "data: none of the {} windows of {} tokens has a scored target (the loss mask leaves out every "
+        "token: chat records need assistant turns)",
+        whole_windows, seq_len);
   order_epoch();
 }
 
@@ -44,16 +66,19 @@ void DataLoader::next_batch(int64_t batch, std::span<int32_t> inputs, std::span<
   if (batch < 1 || inputs.size() != need || targets.size() != need)
     fail("data: batch buffers must hold {} x {} tokens", batch, seq_len_);
   std::vector<int32_t> window(static_cast<size_t>(seq_len_ + 1));
+  std::vector<uint8_t> scored(window.size());
   for (int64_t b = 0; b < batch; ++b) {
     if (position_.window == windows_per_epoch()) {
       position_ = {position_.epoch + 1, 0};
       order_epoch();
     }
     const Window& w = windows_[static_cast<size_t>(order_[static_cast<size_t>(position_.window++)])];
-    shards_[static_cast<size_t>(w.shard)].read(w.start, window);
+    const TokenShard& shard = shards_[static_cast<size_t>(w.shard)];
+    shard.read(w.start, window);
+    shard.read_scored(w.start, scored);
     const auto row = static_cast<size_t>(b * seq_len_);
     std::copy(window.begin(), window.end() - 1, inputs.begin() + static_cast<std::ptrdiff_t>(row));
-    std::copy(window.begin() + 1, window.end(), targets.begin() + static_cast<std::ptrdiff_t>(row));
+    for (size_t j = 1; j < window.size(); ++j) targets[row + j - 1] = scored[j] != 0 ? window[j] : -1;
   }
 }
 

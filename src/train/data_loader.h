@@ -2,10 +2,15 @@
 //
 // Each shard of n tokens holds floor((n - 1) / seq_len) windows: window w is tokens
 // [w * seq_len, w * seq_len + seq_len + 1) of its shard (inputs = the first seq_len,
-// targets = the last seq_len, shifted by one). With shuffling, every epoch visits all
-// windows of all shards once, in the order of a Fisher-Yates permutation drawn from
-// mt19937_64(seed + epoch) with j = draw mod (i + 1) (portable: the same order on every
-// platform and standard library). Without shuffling (validation) windows come in shard
+// targets = the last seq_len, shifted by one). A target whose token the shard's loss mask
+// marks as not scored (chat/SFT data: everything but the assistant turns) is -1, which the
+// training pass leaves out of the loss; inputs always hold the real tokens, and shards
+// without a mask score every target. A window whose targets are all unscored has nothing to
+// learn and is left out (so every served row scores at least one target); the others keep
+// their places on the grid above. With shuffling, every epoch visits all windows of all
+// shards once, in the order of a Fisher-Yates permutation drawn from mt19937_64(seed + epoch)
+// with j = draw mod (i + 1) (portable: the same order on every platform and standard
+// library). Without shuffling (validation) windows come in shard
 // order. The position (epoch, next window) is the whole state: restore() it from a
 // checkpoint and the batches continue exactly where they stopped.
 #pragma once
@@ -26,11 +31,12 @@ struct LoaderPosition {
 
 class DataLoader {
  public:
-  // Throws Error if there are no shards, seq_len < 1, or no shard holds a whole window.
+  // Throws Error if there are no shards, seq_len < 1, no shard holds a whole window, or no
+  // window has a scored target.
   DataLoader(const std::vector<std::filesystem::path>& shards, int64_t seq_len, bool shuffle, uint64_t seed);
 
-  // The next `batch` windows: inputs and targets are [batch, seq_len] row-major. Crossing
-  // the end of an epoch starts the next one.
+  // The next `batch` windows: inputs and targets are [batch, seq_len] row-major, targets -1
+  // where not scored. Crossing the end of an epoch starts the next one.
   void next_batch(int64_t batch, std::span<int32_t> inputs, std::span<int32_t> targets);
 
   int64_t seq_len() const { return seq_len_; }

@@ -1,29 +1,41 @@
 #include "train/prepare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
+#include "train/chat_sft.h"
 #include "train/token_shard.h"
 
 namespace tokenmill {
 
 namespace {
 
-// Appends tokens to numbered shards of one split, cutting a shard every `limit` tokens.
+// The tokens of one input file with their loss mask (1: scored).
+struct TokenStream {
+  std::vector<int32_t> tokens;
+  std::vector<uint8_t> scored;
+};
+
+// Appends tokens to numbered shards of one split, cutting a shard every `limit` tokens. A
+// shard gets a loss-mask section only when some token in it is not scored.
 class ShardWriter {
  public:
   ShardWriter(const PrepareOptions& options, std::string split, uint32_t vocab, uint32_t eod,
               std::vector<std::string>& names)
       : options_(options), split_(std::move(split)), vocab_(vocab), eod_(eod), names_(names) {}
 
-  void append(std::span<const int32_t> tokens) {
-    for (const int32_t t : tokens) {
-      pending_.push_back(t);
+  void append(std::span<const int32_t> tokens, std::span<const uint8_t> scored) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      pending_.push_back(tokens[i]);
+      pending_scored_.push_back(scored[i]);
+      scored_total_ += scored[i];
       if (static_cast<int64_t>(pending_.size()) == options_.shard_tokens) flush();
     }
     total_ += static_cast<int64_t>(tokens.size());
@@ -31,11 +43,15 @@ class ShardWriter {
   void flush() {
     if (pending_.empty()) return;
     const std::string name = fmt::format("{}_{:03}.tmshard", split_, names_.size());
-    write_token_shard(options_.out_dir / name, pending_, vocab_, eod_);
+    const bool masked = std::find(pending_scored_.begin(), pending_scored_.end(), 0) != pending_scored_.end();
+    write_token_shard(options_.out_dir / name, pending_, vocab_, eod_,
+                      masked ? std::optional<std::span<const uint8_t>>(pending_scored_) : std::nullopt);
     names_.push_back(name);
     pending_.clear();
+    pending_scored_.clear();
   }
   int64_t total() const { return total_; }
+  int64_t scored_total() const { return scored_total_; }
 
  private:
   const PrepareOptions& options_;
@@ -43,7 +59,8 @@ class ShardWriter {
   uint32_t vocab_, eod_;
   std::vector<std::string>& names_;
   std::vector<int32_t> pending_;
-  int64_t total_ = 0;
+  std::vector<uint8_t> pending_scored_;
+  int64_t total_ = 0, scored_total_ = 0;
 };
 
 std::string read_text(const std::filesystem::path& path) {
@@ -56,38 +73,57 @@ std::string read_text(const std::filesystem::path& path) {
 }
 
 // The documents of one input file, each as its tokens followed by eod; counts documents.
-std::vector<int32_t> tokenize_input(const Tokenizer& tokenizer, const std::filesystem::path& path,
-                                    int32_t eod, int64_t& documents) {
+// Text documents are scored whole; a chat record scores its assistant turns (chat_sft.h) but
+// not the eod after it (the template's end-of-turn already teaches where a reply stops).
+TokenStream tokenize_input(const Tokenizer& tokenizer, const std::filesystem::path& path, int32_t eod,
+                           std::optional<ChatSftEncoder>& chat, PrepareSummary& summary) {
   EncodeOptions plain;
   plain.add_special_tokens = false;
-  std::vector<int32_t> out;
-  const auto add_document = [&](std::string_view text) {
-    const std::vector<int32_t> ids = tokenizer.encode(text, plain);
-    out.insert(out.end(), ids.begin(), ids.end());
-    out.push_back(eod);
-    ++documents;
+  TokenStream out;
+  const auto add_document = [&](std::span<const int32_t> ids,
+                                std::optional<std::span<const uint8_t>> scored) {
+    out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
+    if (scored) {
+      out.scored.insert(out.scored.end(), scored->begin(), scored->end());
+    } else {
+      out.scored.insert(out.scored.end(), ids.size(), 1);
+    }
+    out.tokens.push_back(eod);
+    out.scored.push_back(scored ? 0 : 1);
+    ++summary.documents;
   };
   const std::string text = read_text(path);
   if (path.extension() != ".jsonl") {
-    add_document(text);
+    add_document(tokenizer.encode(text, plain), std::nullopt);
     return out;
   }
   std::istringstream lines(text);
   std::string line;
   for (int64_t number = 1; std::getline(lines, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("{}:{}", path.string(), number);
     nlohmann::json doc;
     try {
       doc = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
-      fail("{}:{}: not valid JSON ({})", path.string(), number, e.what());
+      fail("{}: not valid JSON ({})", where, e.what());
     }
-    if (doc.is_object() && doc.contains("messages"))
-      fail("{}:{}: chat (\"messages\") records are not supported yet; give {{\"text\": ...}} records",
-           path.string(), number);
-    if (!doc.is_object() || !doc.contains("text") || !doc["text"].is_string())
-      fail("{}:{}: each line must be a JSON object with a \"text\" string", path.string(), number);
-    add_document(doc["text"].get_ref<const std::string&>());
+    const bool is_chat = doc.is_object() && doc.contains("messages");
+    if (is_chat == (doc.is_object() && doc.contains("text")))
+      fail(
+          "{}: each line must be a JSON object with either a \"text\" string or a \"messages\" array (not "
+          "both)",
+          where);
+    if (is_chat) {
+      if (!chat) chat.emplace(ChatSftEncoder::from_tokenizer(tokenizer, where));
+      const ChatDocument c = chat->encode(parse_chat_messages(doc["messages"], where), where);
+      add_document(c.tokens, c.scored);
+      ++summary.chat_documents;
+      continue;
+    }
+    if (!doc["text"].is_string())
+      fail("{}: \"text\" is not a string (a line needs a \"text\" string or a \"messages\" array)", where);
+    add_document(tokenizer.encode(doc["text"].get_ref<const std::string&>(), plain), std::nullopt);
   }
   return out;
 }
@@ -102,10 +138,18 @@ void write_meta(const PrepareOptions& options, const Tokenizer& tokenizer, uint3
       {"vocab_size", tokenizer.vocab_size()},
       {"eod_token", eod},
       {"documents", summary.documents},
+      {"chat_documents", summary.chat_documents},
+      {"loss_mask", summary.chat_documents > 0},
       {"inputs", inputs},
       {"val_fraction", options.val_fraction},
-      {"train", {{"tokens", summary.train_tokens}, {"shards", summary.train_shards}}},
-      {"val", {{"tokens", summary.val_tokens}, {"shards", summary.val_shards}}},
+      {"train",
+       {{"tokens", summary.train_tokens},
+        {"scored_tokens", summary.train_scored_tokens},
+        {"shards", summary.train_shards}}},
+      {"val",
+       {{"tokens", summary.val_tokens},
+        {"scored_tokens", summary.val_scored_tokens},
+        {"shards", summary.val_shards}}},
   };
   const std::string text = meta.dump(2) + "\n";
   AtomicFile file(options.out_dir / "meta.json");
@@ -138,18 +182,22 @@ PrepareSummary prepare_dataset(const Tokenizer& tokenizer, const PrepareOptions&
   PrepareSummary summary;
   ShardWriter train(options, "train", vocab, eod, summary.train_shards);
   ShardWriter val(options, "val", vocab, eod, summary.val_shards);
+  std::optional<ChatSftEncoder> chat;  // made at the first "messages" record
   for (const auto& input : options.inputs) {
-    const std::vector<int32_t> tokens = tokenize_input(tokenizer, input, *eos, summary.documents);
-    const auto n = static_cast<int64_t>(tokens.size());
-    const auto n_val = static_cast<int64_t>(std::ceil(options.val_fraction * static_cast<double>(n)));
-    const std::span<const int32_t> all(tokens);
-    train.append(all.first(static_cast<size_t>(n - n_val)));
-    val.append(all.last(static_cast<size_t>(n_val)));
+    const TokenStream stream = tokenize_input(tokenizer, input, *eos, chat, summary);
+    const auto n = stream.tokens.size();
+    const auto n_val = static_cast<size_t>(std::ceil(options.val_fraction * static_cast<double>(n)));
+    const std::span<const int32_t> tokens(stream.tokens);
+    const std::span<const uint8_t> scored(stream.scored);
+    train.append(tokens.first(n - n_val), scored.first(n - n_val));
+    val.append(tokens.last(n_val), scored.last(n_val));
   }
   train.flush();
   val.flush();
   summary.train_tokens = train.total();
   summary.val_tokens = val.total();
+  summary.train_scored_tokens = train.scored_total();
+  summary.val_scored_tokens = val.scored_total();
   write_meta(options, tokenizer, eod, summary);
   return summary;
 }

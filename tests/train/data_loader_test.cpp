@@ -1,4 +1,5 @@
-// DataLoader: window arithmetic, one visit per window per epoch, seeded order, exact resume.
+// DataLoader: window arithmetic, one visit per window per epoch, seeded order, exact resume,
+// and targets of -1 exactly where a shard's loss mask leaves a token unscored.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -78,6 +79,32 @@ TEST(DataLoader, RestoredPositionContinuesExactly) {
   expect_error([&] { resumed.restore({0, 7}); }, {"does not fit this data"});
 }
 
+TEST(DataLoader, UnscoredTargetsAreMinusOne) {
+  const TempDir dir;
+  std::vector<int32_t> tokens(31);
+  std::iota(tokens.begin(), tokens.end(), 0);
+  std::vector<uint8_t> mask(31);
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i * 7 % 5 < 2) ? 1 : 0;
+  for (size_t i = 11; i <= 15; ++i) mask[i] = 0;  // window 2's targets (tokens 11..15): none scored
+  write_token_shard(dir.path() / "masked", tokens, 100, 0, mask);
+  std::vector<int32_t> plain(11);
+  std::iota(plain.begin(), plain.end(), 50);
+  write_token_shard(dir.path() / "plain", plain, 100, 0);
+  DataLoader loader({dir.path() / "masked", dir.path() / "plain"}, 5, /*shuffle=*/false, 0);
+  EXPECT_EQ(loader.windows_per_epoch(), 5 + 2);  // 6 on the masked shard's grid, less the unscored one
+  std::vector<int32_t> in(35), tgt(35);
+  loader.next_batch(7, in, tgt);
+  const std::vector<int32_t> starts = {0, 5, 15, 20, 25, 50, 55};
+  for (size_t b = 0; b < starts.size(); ++b) {
+    for (size_t j = 0; j < 5; ++j) {
+      const int32_t token = starts[b] + static_cast<int32_t>(j);
+      EXPECT_EQ(in[b * 5 + j], token);
+      const bool scored = token + 1 >= 50 || mask[static_cast<size_t>(token + 1)] != 0;
+      EXPECT_EQ(tgt[b * 5 + j], scored ? token + 1 : -1) << "row " << b << " column " << j;
+    }
+  }
+}
+
 TEST(DataLoader, RefusesUnusableData) {
   const TempDir dir;
   write_token_shard(dir.path() / "tiny", std::vector<int32_t>{1, 2, 3}, 10, 0);
@@ -89,6 +116,10 @@ TEST(DataLoader, RefusesUnusableData) {
       },
       {"vocabulary size 20 differs"});
   expect_error([&] { DataLoader({}, 5, false, 0); }, {"no token shards"});
+  const std::vector<uint8_t> unscored = {1, 0, 0, 0};
+  write_token_shard(dir.path() / "unscored", std::vector<int32_t>{1, 2, 3, 4}, 10, 0, unscored);
+  expect_error([&] { DataLoader({dir.path() / "unscored"}, 3, false, 0); },
+               {"none of the 1 windows of 3 tokens has a scored target"});
 }
 
 }  // namespace

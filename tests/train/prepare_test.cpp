@@ -1,9 +1,12 @@
-// prepare: .txt and .jsonl to shards + meta.json, the validation split arithmetic, and
-// malformed input refused with the file and line.
+// prepare: .txt and .jsonl to shards + meta.json, the validation split arithmetic, chat
+// ("messages") records with their loss mask next to text, malformed input refused with the
+// file and line, and `prepare` + `train` on chat data through the CLI.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -11,6 +14,7 @@
 #include "support/expect_error.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
+#include "train/chat_sft.h"
 #include "train/prepare.h"
 #include "train/token_shard.h"
 
@@ -23,15 +27,26 @@ using testing::TempDir;
 const std::filesystem::path kModelDir = std::filesystem::path(TOKENMILL_FIXTURES_DIR) / "hf" / "smollm_chat";
 const std::filesystem::path kTokenizer = kModelDir / "tokenizer.json";  // alone: no eos
 
-std::vector<int32_t> all_tokens(const std::vector<std::filesystem::path>& shards) {
-  std::vector<int32_t> out;
+// Every token of `shards`, in order, and whether each is scored.
+struct ShardContents {
+  std::vector<int32_t> tokens;
+  std::vector<uint8_t> scored;
+};
+ShardContents read_shards(const std::vector<std::filesystem::path>& shards) {
+  ShardContents out;
   for (const auto& p : shards) {
     const TokenShard s(p);
     std::vector<int32_t> t(static_cast<size_t>(s.size()));
+    std::vector<uint8_t> m(t.size());
     s.read(0, t);
-    out.insert(out.end(), t.begin(), t.end());
+    s.read_scored(0, m);
+    out.tokens.insert(out.tokens.end(), t.begin(), t.end());
+    out.scored.insert(out.scored.end(), m.begin(), m.end());
   }
   return out;
+}
+std::vector<int32_t> all_tokens(const std::vector<std::filesystem::path>& shards) {
+  return read_shards(shards).tokens;
 }
 
 TEST(Prepare, SplitsEachInputAndRecordsMeta) {
@@ -75,6 +90,9 @@ TEST(Prepare, SplitsEachInputAndRecordsMeta) {
   EXPECT_EQ(meta["vocab_size"], tok.vocab_size());
   EXPECT_EQ(meta["eod_token"], eod);
   EXPECT_EQ(meta["val"]["tokens"], val.size());
+  EXPECT_EQ(meta["loss_mask"], false);
+  for (const auto& shard : dataset_shards(opt.out_dir, "train"))
+    EXPECT_FALSE(TokenShard(shard).info().loss_mask);
 }
 
 TEST(Prepare, RefusesBadInputWithFileAndLine) {
@@ -92,13 +110,63 @@ TEST(Prepare, RefusesBadInputWithFileAndLine) {
   expect_error([&] { prepare_dataset(tok, opt); }, {"bad.jsonl:2", "\"text\" string"});
   opt.inputs = {dir.write("bad2.jsonl", "{\"text\": \"ok\"\n")};
   expect_error([&] { prepare_dataset(tok, opt); }, {"bad2.jsonl:1", "not valid JSON"});
-  opt.inputs = {dir.write("chat.jsonl", "{\"messages\": []}\n")};
-  expect_error([&] { prepare_dataset(tok, opt); }, {"chat.jsonl:1", "not supported yet"});
+  opt.inputs = {dir.write("both.jsonl", "{\"text\": \"ok\"}\n{\"text\": \"a\", \"messages\": []}\n")};
+  expect_error([&] { prepare_dataset(tok, opt); },
+               {"both.jsonl:2", "either a \"text\" string or a \"messages\""});
+  opt.inputs = {dir.write("neither.jsonl", "{\"txt\": \"a\"}\n")};
+  expect_error([&] { prepare_dataset(tok, opt); }, {"neither.jsonl:1", "either a \"text\""});
+  opt.inputs = {dir.write("chat.jsonl", "\n{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}\n")};
+  expect_error([&] { prepare_dataset(tok, opt); },
+               {"chat.jsonl:2", "needs a chat template", "tokenizer.json"});
   opt.inputs = {dir.path() / "missing.txt"};
   expect_error([&] { prepare_dataset(tok, opt); }, {"missing.txt", "cannot open"});
   opt.inputs = {dir.write("ok.txt", "text")};
   opt.val_fraction = 1.0;
   expect_error([&] { prepare_dataset(tok, opt); }, {"--val-fraction"});
+}
+
+TEST(Prepare, ChatRecordsScoreTheirAssistantTurns) {
+  const TempDir dir;
+  const Tokenizer tok = Tokenizer::from_model_dir(kModelDir);
+  const int32_t eod = *tok.eos_id();
+  const nlohmann::json messages = {{{"role", "system"}, {"content", "Be brief."}},
+                                   {{"role", "user"}, {"content", "Speak."}},
+                                   {{"role", "assistant"}, {"content", "Speak, speak."}}};
+  const auto jsonl = dir.write(
+      "mixed.jsonl", "{\"text\": \"All: Speak.\"}\n" + nlohmann::json{{"messages", messages}}.dump() + "\n");
+  PrepareOptions opt;
+  opt.inputs = {jsonl};
+  opt.out_dir = dir.path() / "data";
+  opt.val_fraction = 0.0;
+  opt.shard_tokens = 10;  // the text document's shard gets a mask only where chat tokens share it
+  const PrepareSummary s = prepare_dataset(tok, opt);
+
+  std::vector<int32_t> tokens = tok.encode("All: Speak.", {.add_special_tokens = false});
+  tokens.push_back(eod);
+  std::vector<uint8_t> scored(tokens.size(), 1);
+  const ChatDocument chat =
+      ChatSftEncoder::from_tokenizer(tok, "test").encode(parse_chat_messages(messages, "test"), "test");
+  tokens.insert(tokens.end(), chat.tokens.begin(), chat.tokens.end());
+  tokens.push_back(eod);
+  scored.insert(scored.end(), chat.scored.begin(), chat.scored.end());
+  scored.push_back(0);
+  const auto shards = dataset_shards(opt.out_dir, "train");
+  const ShardContents contents = read_shards(shards);
+  EXPECT_EQ(contents.tokens, tokens);
+  EXPECT_EQ(contents.scored, scored);
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const auto first = scored.begin() + static_cast<std::ptrdiff_t>(10 * i);
+    const auto last = scored.begin() + static_cast<std::ptrdiff_t>(std::min(scored.size(), 10 * i + 10));
+    EXPECT_EQ(TokenShard(shards[i]).info().loss_mask, std::find(first, last, 0) != last) << i;
+  }
+  const auto n_scored = std::count(scored.begin(), scored.end(), 1);
+  EXPECT_EQ(s.documents, 2);
+  EXPECT_EQ(s.chat_documents, 1);
+  EXPECT_EQ(s.train_scored_tokens, n_scored);
+  const nlohmann::json meta = read_json_file(opt.out_dir / "meta.json");
+  EXPECT_EQ(meta["loss_mask"], true);
+  EXPECT_EQ(meta["chat_documents"], 1);
+  EXPECT_EQ(meta["train"]["scored_tokens"], n_scored);
 }
 
 TEST(Prepare, DatasetShardsValidatesMeta) {
@@ -123,6 +191,47 @@ TEST(PrepareCommand, WritesShardsAndSummarises) {
       testing::run_tokenmill("prepare --input " + txt.string() + " --out " + dir.path().string());
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("give the tokenizer"), std::string::npos) << bad.output;
+}
+
+TEST(PrepareCommand, ChatDataPreparesAndTrains) {
+  const TempDir dir;
+  std::string lines;
+  for (int i = 0; i < 12; ++i)
+    lines +=
+        nlohmann::json{
+            {"messages",
+             {{{"role", "user"}, {"content", "Speak " + std::to_string(i) + "."}},
+              {{"role", "assistant"}, {"content", "You are all resolved rather to die than to famish?"}}}}}
+            .dump() +
+        "\n";
+  const auto jsonl = dir.write("chat.jsonl", lines);
+  const std::string data = (dir.path() / "data").string();
+  const auto prepared = testing::run_tokenmill("prepare -m " + kModelDir.string() + " --input " +
+                                               jsonl.string() + " --out " + data + " --val-fraction 0.25");
+  ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
+  EXPECT_NE(prepared.output.find("12 chat documents: the loss covers their assistant turns"),
+            std::string::npos)
+      << prepared.output;
+  EXPECT_EQ(read_json_file(dir.path() / "data" / "meta.json")["loss_mask"], true);
+  const auto trained =
+      testing::run_tokenmill("-t 1 train --data " + data + " --out " + (dir.path() / "run").string() +
+                             " --layers 1 --hidden 32 --heads 2 --batch 2 --seq-len 16 --steps 2"
+                             " --eval-every 2 --eval-batches 1 --sample-tokens 4");
+  EXPECT_EQ(trained.exit_code, 0) << trained.output;
+  for (const char* part : {"step     2/2 | loss", "eval step     2 | val loss"})
+    EXPECT_NE(trained.output.find(part), std::string::npos) << "missing: " << part << "\n" << trained.output;
+  // Every step's loss (over the assistant tokens only) is a finite cross-entropy.
+  std::istringstream metrics(dir.read("run/metrics.jsonl"));
+  int losses = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json m = nlohmann::json::parse(line);
+    if (!m.contains("loss")) continue;
+    EXPECT_TRUE(m["loss"].is_number() && std::isfinite(m["loss"].get<double>()) &&
+                m["loss"].get<double>() > 0)
+        << line;
+    ++losses;
+  }
+  EXPECT_EQ(losses, 2);
 }
 
 }  // namespace
