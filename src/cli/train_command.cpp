@@ -168,6 +168,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints (0: at the end only)");
   cmd->add_option("--keep-checkpoints", o.keep_checkpoints, "Checkpoints kept");
   cmd->add_flag("--resume", o.resume, "Continue from the newest checkpoint in --out");
+  cmd->add_flag("--recompute-activations", o.recompute_activations,
+                "Keep only each layer's input and recompute its activations in the backward: less "
+                "memory, about a third more compute, the same results");
   cmd->add_option("--lora-rank", f->lora_rank, "LoRA: adapter rank r (0: full fine-tuning); needs --from");
   auto* alpha = cmd->add_option("--lora-alpha", f->lora_alpha,
                                 "LoRA: alpha; the update is scaled by alpha / r (default: r)");

@@ -28,10 +28,11 @@ class TrainingPass::Plan {
 };
 
 TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t batch, int64_t seq_len,
-                           const LoraConfig& lora)
+                           const LoraConfig& lora, Activations activations)
     : config_(config),
       backend_(backend),
       lora_(lora),
+      recompute_(activations == Activations::Recomputed),
       batch_(batch),
       seq_len_(seq_len),
       rows_(batch * seq_len) {
@@ -68,7 +69,7 @@ void TrainingPass::plan(Plan& p) {
   inv_freq_tensor_ = p.take({std::max<int64_t>(1, c.head_dim / 2)});
   residual_.clear();
   for (int64_t l = 0; l <= c.num_hidden_layers; ++l) residual_.push_back(p.take({n, hidden}));
-  layers_.assign(static_cast<size_t>(c.num_hidden_layers), {});
+  layers_.assign(recompute_ ? 1 : static_cast<size_t>(c.num_hidden_layers), {});
   for (LayerActivations& a : layers_) {
     a.h1 = p.take({n, hidden});
     a.q = p.take({n, q_width});
@@ -124,7 +125,6 @@ Tensor TrainingPass::sequence(const Tensor& rows, int64_t b, int64_t heads) cons
 
 void TrainingPass::forward(const ModelWeights& w, std::span<const int32_t> inputs) {
   const ModelConfig& c = config_;
-  const int64_t n = rows_, q_width = c.num_attention_heads * c.head_dim;
   if (c.positions == PositionKind::Rotary) {
     const std::vector<float> inv_freq = model_rope_frequencies(c, w);
     std::copy(inv_freq.begin(), inv_freq.end(), inv_freq_tensor_.as<float>());
@@ -136,39 +136,47 @@ void TrainingPass::forward(const ModelWeights& w, std::span<const int32_t> input
   }
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-    LayerActivations& a = layers_[static_cast<size_t>(l)];
-    const Tensor& x = residual_[static_cast<size_t>(l)];
-    // Attention: mid = x + o(attention(rope(q), rope(k), v)) of h1 = norm(x).
-    apply_norm(backend_, config_, x, lw.attn_norm_weight, lw.attn_norm_bias, a.h1);
-    linear(a.h1, lw.q, lw.q_bias, a.q, l, LoraTarget::Q);
-    linear(a.h1, lw.k, lw.k_bias, a.k, l, LoraTarget::K);
-    linear(a.h1, lw.v, lw.v_bias, a.v, l, LoraTarget::V);
-    const Tensor q = a.q.reshaped({n, c.num_attention_heads, c.head_dim});
-    const Tensor k = a.k.reshaped({n, c.num_key_value_heads, c.head_dim});
-    if (c.positions == PositionKind::Rotary) {
-      backend_.rope(q, positions_, inv_freq_tensor_, c.rope_layout);
-      backend_.rope(k, positions_, inv_freq_tensor_, c.rope_layout);
-    }
-    const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
-    for (int64_t b = 0; b < batch_; ++b)
-      backend_.attention(sequence(a.q, b, h), sequence(a.k, b, kvh), sequence(a.v, b, kvh), 0,
-                         attention_scale_, sequence(a.attended, b, h));
-    linear(a.attended.reshaped({n, q_width}), lw.o, lw.o_bias, dtmp_, l, LoraTarget::O);
-    backend_.add(x, dtmp_, a.mid);
-    // MLP: next = mid + down(act(h2 W_gate) * h2 W_up) or mid + down(gelu(h2 W_up)), h2 = norm(mid).
-    apply_norm(backend_, config_, a.mid, lw.mlp_norm_weight, lw.mlp_norm_bias, a.h2);
-    if (c.mlp == MlpKind::SwiGlu) {
-      linear(a.h2, lw.gate, lw.gate_bias, a.a, l, LoraTarget::Gate);
-      linear(a.h2, lw.up, lw.up_bias, a.b, l, LoraTarget::Up);
-      backend_.swiglu(a.a, a.b, a.act);
-    } else {
-      linear(a.h2, lw.up, lw.up_bias, a.a, l, LoraTarget::Up);
-      backend_.gelu(a.a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, a.act);
-    }
-    linear(a.act, lw.down, lw.down_bias, dtmp_, l, LoraTarget::Down);
-    backend_.add(a.mid, dtmp_, residual_[static_cast<size_t>(l + 1)]);
+    forward_activations(w, l);
+    linear(acts(l).act, lw.down, lw.down_bias, dtmp_, l, LoraTarget::Down);
+    backend_.add(acts(l).mid, dtmp_, residual_[static_cast<size_t>(l + 1)]);
   }
   apply_norm(backend_, config_, residual_.back(), w.final_norm_weight, w.final_norm_bias, final_);
+}
+
+void TrainingPass::forward_activations(const ModelWeights& w, int64_t layer) {
+  const ModelConfig& c = config_;
+  const int64_t n = rows_, q_width = c.num_attention_heads * c.head_dim;
+  const LayerWeights& lw = w.layers[static_cast<size_t>(layer)];
+  LayerActivations& a = acts(layer);
+  const Tensor& x = residual_[static_cast<size_t>(layer)];
+  // Attention: mid = x + o(attention(rope(q), rope(k), v)) of h1 = norm(x).
+  apply_norm(backend_, config_, x, lw.attn_norm_weight, lw.attn_norm_bias, a.h1);
+  linear(a.h1, lw.q, lw.q_bias, a.q, layer, LoraTarget::Q);
+  linear(a.h1, lw.k, lw.k_bias, a.k, layer, LoraTarget::K);
+  linear(a.h1, lw.v, lw.v_bias, a.v, layer, LoraTarget::V);
+  const Tensor q = a.q.reshaped({n, c.num_attention_heads, c.head_dim});
+  const Tensor k = a.k.reshaped({n, c.num_key_value_heads, c.head_dim});
+  if (c.positions == PositionKind::Rotary) {
+    backend_.rope(q, positions_, inv_freq_tensor_, c.rope_layout);
+    backend_.rope(k, positions_, inv_freq_tensor_, c.rope_layout);
+  }
+  const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
+  for (int64_t b = 0; b < batch_; ++b)
+    backend_.attention(sequence(a.q, b, h), sequence(a.k, b, kvh), sequence(a.v, b, kvh), 0, attention_scale_,
+                       sequence(a.attended, b, h));
+  linear(a.attended.reshaped({n, q_width}), lw.o, lw.o_bias, dtmp_, layer, LoraTarget::O);
+  backend_.add(x, dtmp_, a.mid);
+  // MLP: next = mid + down(act(h2 W_gate) * h2 W_up) or mid + down(gelu(h2 W_up)), h2 =
+  // norm(mid); the caller applies down.
+  apply_norm(backend_, config_, a.mid, lw.mlp_norm_weight, lw.mlp_norm_bias, a.h2);
+  if (c.mlp == MlpKind::SwiGlu) {
+    linear(a.h2, lw.gate, lw.gate_bias, a.a, layer, LoraTarget::Gate);
+    linear(a.h2, lw.up, lw.up_bias, a.b, layer, LoraTarget::Up);
+    backend_.swiglu(a.a, a.b, a.act);
+  } else {
+    linear(a.h2, lw.up, lw.up_bias, a.a, layer, LoraTarget::Up);
+    backend_.gelu(a.a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, a.act);
+  }
 }
 
 double TrainingPass::score(const ModelWeights& w, const ModelWeights* grads, std::span<const int32_t> targets,
@@ -196,8 +204,12 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
   const ModelConfig& c = config_;
   const LayerWeights& lw = w.layers[static_cast<size_t>(layer)];
   const LayerWeights& lg = g.layers[static_cast<size_t>(layer)];
-  const LayerActivations& a = layers_[static_cast<size_t>(layer)];
   const int64_t n = rows_, q_width = c.num_attention_heads * c.head_dim;
+  if (recompute_) {  // dtmp_ and the LoRA scratch are free here; dx_ is left alone
+    forward_activations(w, layer);
+    lora_u(acts(layer).act, layer, LoraTarget::Down);
+  }
+  const LayerActivations& a = acts(layer);
   // dx_ holds d(next residual). MLP: next = mid + down(act).
   linear_backward(a.act, lw.down, dx_, dact_, lg.down, lg.down_bias, layer, LoraTarget::Down);
   if (c.mlp == MlpKind::SwiGlu) {
@@ -238,14 +250,19 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
 void TrainingPass::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
                           int64_t layer, LoraTarget target) {
   backend_.matmul(x, w, optional_tensor(bias), y);
-  if (adapter_ == nullptr || !lora_.targets_layer(target)) return;
-  const LoraLinear& ad = adapter_->at(layer, target);
-  const Tensor& u = layers_[static_cast<size_t>(layer)].lora_u[static_cast<size_t>(target)];
-  backend_.matmul(x, ad.a, nullptr, lora_t_);         // t = x A^T
-  backend_.matmul(lora_t_, lora_scale_, nullptr, u);  // u = s t
+  if (!lora_u(x, layer, target)) return;
+  const Tensor& u = acts(layer).lora_u[static_cast<size_t>(target)];
   const Tensor delta(lora_wide_.data, DType::F32, {rows_, y.cols()});
-  backend_.matmul(u, ad.b, nullptr, delta);  // u B^T
+  backend_.matmul(u, adapter_->at(layer, target).b, nullptr, delta);  // u B^T
   backend_.add(y, delta, y);
+}
+
+bool TrainingPass::lora_u(const Tensor& x, int64_t layer, LoraTarget target) {
+  if (adapter_ == nullptr || !lora_.targets_layer(target)) return false;
+  const Tensor& u = acts(layer).lora_u[static_cast<size_t>(target)];
+  backend_.matmul(x, adapter_->at(layer, target).a, nullptr, lora_t_);  // t = x A^T
+  backend_.matmul(lora_t_, lora_scale_, nullptr, u);                    // u = s t
+  return true;
 }
 
 void TrainingPass::linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
@@ -254,7 +271,7 @@ void TrainingPass::linear_backward(const Tensor& x, const Tensor& w, const Tenso
   if (adapter_ == nullptr || !lora_.targets_layer(target)) return;
   const LoraLinear& ad = adapter_->at(layer, target);
   const LoraLinear& g = adapter_grads_->at(layer, target);
-  const Tensor& u = layers_[static_cast<size_t>(layer)].lora_u[static_cast<size_t>(target)];
+  const Tensor& u = acts(layer).lora_u[static_cast<size_t>(target)];
   backend_.matmul_backward(u, ad.b, dy, &lora_du_, &g.b, nullptr);  // du = dy B, dB += dy^T u
   backend_.matmul(lora_du_, lora_scale_, nullptr, lora_t_);         // dt = s du
   const Tensor dx_adapter(lora_wide_.data, DType::F32, {rows_, x.cols()});

@@ -19,6 +19,19 @@
 //   u = s (x A^T)          (kept from the forward; s applied as a product with s I [rank, rank],
 //                           the backend having no scale op: rank^2 flops per row)
 //   dB += dy^T u,  du = dy B,  dA += (s du)^T x,  dx += (s du) A.
+//
+// Activation memory (activation_bytes()). Kept (Activations::Kept): every layer's residual
+// input and its activations (h1, q, k, v after RoPE, attended, mid, h2, the MLP's a, b, act,
+// the LoRA u's): (L + 1) x rows x hidden + L x one layer's activations, plus the backward's
+// buffers (one layer's gradients, the logit chunk). Recomputed (Activations::Recomputed): the
+// forward keeps only the residual stream, (L + 1) x rows x hidden, and writes every layer's
+// activations into ONE layer's buffers; the backward of layer l first reruns l's forward
+// from its kept input into those buffers, up to the MLP's act (the down projection's output
+// is not differentiated through, only its LoRA u is recomputed), then differentiates it. So
+// (L - 1) x one layer's activations are saved, for about one more forward of every layer
+// (+33% of the training flops: forward 1, backward 2, recomputation 1, less the down
+// projections). The ops and their inputs are the same, so the loss and every gradient are
+// bit-identical to Kept.
 #pragma once
 
 #include <array>
@@ -39,11 +52,13 @@ class TrainingPass {
  public:
   static constexpr size_t kLogitChunkBytes = size_t{32} << 20;
 
+  enum class Activations : uint8_t { Kept, Recomputed };  // see "Activation memory" above
+
   // Buffers for batch x seq_len tokens are allocated here, once (with those of `lora`'s
   // targets when it is enabled). Throws Error if seq_len exceeds the model's context or
   // batch/seq_len < 1.
   TrainingPass(const ModelConfig& config, Backend& backend, int64_t batch, int64_t seq_len,
-               const LoraConfig& lora = {});
+               const LoraConfig& lora = {}, Activations activations = Activations::Kept);
 
   struct Result {
     double loss = 0.0;   // mean cross-entropy over the scored targets
@@ -63,6 +78,7 @@ class TrainingPass {
   Result evaluate(const ModelWeights& weights, std::span<const int32_t> inputs,
                   std::span<const int32_t> targets, const LoraWeights* adapter = nullptr);
 
+  // Every buffer of the pass: the activations as above, one layer's gradients, the logit chunk.
   size_t activation_bytes() const { return arena_->capacity(); }
 
  private:
@@ -74,6 +90,10 @@ class TrainingPass {
   void plan(Plan& p);
   int64_t check(std::span<const int32_t> inputs, std::span<const int32_t> targets) const;
   void forward(const ModelWeights& w, std::span<const int32_t> inputs);
+  // Layer l's activations, from residual_[l] through the MLP's act, into acts(l).
+  void forward_activations(const ModelWeights& w, int64_t layer);
+  // The buffers of layer l's activations (one set for every layer when Recomputed).
+  LayerActivations& acts(int64_t layer) { return layers_[recompute_ ? 0 : static_cast<size_t>(layer)]; }
   // Sets the adapter of the coming call (null: none), checking its shapes against lora_.
   void use_adapter(const LoraWeights* adapter, const LoraWeights* adapter_grads);
   // grads == nullptr: the model is frozen (only the adapter, if any, gets gradients).
@@ -86,6 +106,9 @@ class TrainingPass {
   // dA, dB accumulated.
   void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx, const Tensor& dw,
                        const Tensor& db, int64_t layer, LoraTarget target);
+  // The adapter's u = s (x A^T) of `target` of `layer` into acts(layer); false (nothing
+  // done) when that target is not adapted in this call.
+  bool lora_u(const Tensor& x, int64_t layer, LoraTarget target);
   // A norm's weight (which = 0) or bias (1) gradient, or a scratch sink when the model is
   // frozen (the backend's norm backward always accumulates them).
   Tensor norm_grad(const Tensor& grad, int64_t which) const {
@@ -102,6 +125,7 @@ class TrainingPass {
   const ModelConfig& config_;
   Backend& backend_;
   LoraConfig lora_;
+  bool recompute_;
   const LoraWeights* adapter_ = nullptr;        // of the current call
   const LoraWeights* adapter_grads_ = nullptr;  // of the current forward_backward
   ModelWeights frozen_;                         // all-null gradients of a frozen model
@@ -110,8 +134,8 @@ class TrainingPass {
   std::vector<int32_t> positions_;  // [rows]: t of each row
   std::optional<Arena> arena_;      // sized by a first pass of plan()
   Tensor inv_freq_tensor_;
-  std::vector<Tensor> residual_;  // num_layers + 1 residual streams [rows, hidden]
-  std::vector<LayerActivations> layers_;
+  std::vector<Tensor> residual_;          // num_layers + 1 residual streams [rows, hidden]
+  std::vector<LayerActivations> layers_;  // L of them, or 1 when Recomputed
   Tensor final_, logits_, losses_;
   Tensor dx_, dh_, dtmp_, dq_, dk_, dv_, dattended_, da_, db_, dact_;
   Tensor norm_sinks_;                                 // [2, hidden]

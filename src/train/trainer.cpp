@@ -185,7 +185,9 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
         "{}: the data's vocabulary ({}) is larger than the model's ({}): prepare it with the model's "
         "tokenizer",
         o_.data_dir.string(), train_->vocab_size(), config.vocab_size);
-  pass_ = std::make_unique<TrainingPass>(config, backend_, o_.batch, o_.seq_len, o_.lora);
+  pass_ = std::make_unique<TrainingPass>(
+      config, backend_, o_.batch, o_.seq_len, o_.lora,
+      o_.recompute_activations ? TrainingPass::Activations::Recomputed : TrainingPass::Activations::Kept);
   optimizer_ = std::make_unique<AdamWOptimizer>(o_.adamw);
   std::error_code ec;
   std::filesystem::create_directories(o_.run_dir, ec);
@@ -220,9 +222,10 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
   if (!metrics_) fail("{}: cannot open for writing", metrics_path.string());
   info(fmt::format(
       "model: {} parameters, {} layers, hidden {}, vocab {}; data: {} train windows of {} tokens; "
-      "activations {:.1f} MB",
+      "activations {:.1f} MB{}",
       summary.parameters, config.num_hidden_layers, config.hidden_size, config.vocab_size,
-      train_->windows_per_epoch(), o_.seq_len, static_cast<double>(pass_->activation_bytes()) / 1e6));
+      train_->windows_per_epoch(), o_.seq_len, static_cast<double>(pass_->activation_bytes()) / 1e6,
+      o_.recompute_activations ? " (recomputed layer by layer in the backward)" : ""));
   info(
       o_.lora.enabled()
           ? fmt::format("trainable: {} parameters ({:.3f}% of the model): LoRA rank {}, alpha {}, targets {}",
@@ -328,7 +331,8 @@ nlohmann::json TrainOptions::to_json() const {
           {"seed", seed},
           {"lora_rank", lora.rank},
           {"lora_alpha", lora.alpha},
-          {"lora_targets", lora.targets_string()}};
+          {"lora_targets", lora.targets_string()},
+          {"recompute_activations", recompute_activations}};
 }
 
 TrainSummary train(const TrainOptions& options, Backend& backend, const TrainObserver& observer,

@@ -11,6 +11,10 @@
 // checkpoint bit-exactly (same data order, same RNG, same optimizer state).
 // run_dir also gets metrics.jsonl (one JSON object per step / eval) and loss.svg.
 // Precision: FP32 master weights, FP32 math and optimizer state on the CPU.
+// recompute_activations: the TrainingPass keeps only each layer's input and recomputes its
+// activations in the backward (model/training_pass.h: less memory, about +33% flops, the
+// same numbers bit for bit), so a run may resume with the other setting. The MFU counts the
+// model's flops only, not the recomputation.
 //
 // LoRA (options.lora enabled, from_model required): the pretrained model stays as loaded
 // (frozen, never copied, never checkpointed); only the adapter (train/lora_parameters.h,
@@ -49,6 +53,7 @@ struct TrainOptions {
   int keep_checkpoints = 2;
   bool resume = false;
   LoraConfig lora;  // rank 0: full fine-tuning (or from scratch)
+  bool recompute_activations = false;
   // The device's peak FLOP/s (measure/roofline.h), for the MFU of each step; 0: not reported.
   double peak_flops = 0.0;
 

@@ -1,7 +1,8 @@
 // LoRA in the TrainingPass (model/lora.h): an adapter with B = 0 leaves the model as it
 // is, the adapter's gradients equal finite differences of the loss tensor by tensor (Llama
 // with every target, GPT-2 and Qwen2 with f16 base weights), the merged weights W + s B A
-// give the adapter forward's loss, and mismatched adapters and targets are refused.
+// give the adapter forward's loss, activation recomputation gives the same adapter gradients
+// bit for bit, and mismatched adapters and targets are refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -56,6 +57,19 @@ void randomise_b(LoraParameters& adapter, uint64_t seed) {
   }
 }
 
+// One forward_backward of `pass` into the adapter's zeroed gradients: its loss and a copy of them.
+struct AdapterGradients {
+  double loss = 0.0;
+  std::vector<float> grads;
+};
+AdapterGradients adapter_gradients(TrainingPass& pass, Fixture& f) {
+  LoraParameters& ad = *f.adapter;
+  ad.zero_grads();
+  const double loss =
+      pass.forward_backward(f.model->weights, ad.weights(), ad.grads(), f.inputs, f.targets, 1.0f).loss;
+  return {loss, {ad.gradients().begin(), ad.gradients().end()}};
+}
+
 const char* all_targets(const std::string& model) {
   return model == "gpt2" ? "q,k,v,o,up,down" : "q,k,v,o,gate,up,down";
 }
@@ -86,13 +100,11 @@ TEST_P(LoraPassTest, InitialAdapterLeavesTheModelUnchanged) {
 
 TEST_P(LoraPassTest, AdapterGradientsMatchFiniteDifferencesPerTensor) {
   Fixture f = make_fixture(GetParam(), all_targets(GetParam()));
-  LoraParameters& ad = *f.adapter;
-  randomise_b(ad, 3);
+  randomise_b(*f.adapter, 3);
   auto backend = make_cpu_backend();
   TrainingPass pass(f.model->config, *backend, kBatch, kSeq, f.lora);
-  ad.zero_grads();
-  pass.forward_backward(f.model->weights, ad.weights(), ad.grads(), f.inputs, f.targets, 1.0f);
-  const std::vector<float> grads(ad.gradients().begin(), ad.gradients().end());
+  const std::vector<float> grads = adapter_gradients(pass, f).grads;
+  LoraParameters& ad = *f.adapter;
   const int measurable = testing::expect_gradients_match_finite_differences(
       ad, grads, [&] { return pass.evaluate(f.model->weights, f.inputs, f.targets, &ad.weights()).loss; },
       GetParam());
@@ -113,6 +125,18 @@ TEST_P(LoraPassTest, MergedWeightsGiveTheAdapterForwardsLoss) {
   const double with_merged = plain.evaluate(merged, f.inputs, f.targets).loss;
   EXPECT_GT(std::fabs(with_adapter - base), 1e-3);  // the adapter matters
   EXPECT_NEAR(with_merged, with_adapter, 1e-5 * with_adapter);
+}
+
+TEST_P(LoraPassTest, RecomputedActivationsGiveTheSameAdapterGradients) {
+  Fixture f = make_fixture(GetParam(), all_targets(GetParam()));
+  randomise_b(*f.adapter, 5);
+  auto backend = make_cpu_backend();
+  TrainingPass kept(f.model->config, *backend, kBatch, kSeq, f.lora);
+  TrainingPass recomputed(f.model->config, *backend, kBatch, kSeq, f.lora,
+                          TrainingPass::Activations::Recomputed);
+  const AdapterGradients expected = adapter_gradients(kept, f);
+  EXPECT_EQ(adapter_gradients(recomputed, f).loss, expected.loss);
+  EXPECT_GT(testing::expect_bit_identical_gradients(*f.adapter, expected.grads), f.adapter->count() / 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, LoraPassTest, ::testing::Values("llama", "gpt2", "qwen2"));

@@ -1,7 +1,9 @@
 // TrainingPass: its forward loss equals the inference Transformer's cross-entropy, and its
 // gradients equal finite differences of that loss, tensor by tensor, for a Llama (RMSNorm,
 // SwiGLU, RoPE, GQA), a GPT-2 (LayerNorm, GELU, learned positions, biases) and a Qwen2
-// (q/k/v biases, f16 weights loaded into the f32 master copy) fixture model.
+// (q/k/v biases, f16 weights loaded into the f32 master copy) fixture model. With activation
+// recomputation, the loss, the gradients and the evaluation are the same bits, and the
+// activation memory is (layers - 1) x one layer's activations smaller.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/arena.h"
 #include "model/gradient_check.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "model/training_pass.h"
 #include "model/transformer.h"
@@ -104,6 +108,49 @@ TEST_P(TrainingPassTest, AccumulatedHalvesEqualOneFullStep) {
   const std::vector<float> halves = gradients(pass, f, {0.5f, 0.5f});
   for (size_t i = 0; i < once.size(); ++i)
     ASSERT_NEAR(halves[i], once[i], 1e-6f + 1e-5f * std::fabs(once[i]));
+}
+
+TEST_P(TrainingPassTest, RecomputedActivationsGiveTheSameBits) {
+  Fixture f = make_fixture(GetParam());
+  auto backend = make_cpu_backend();
+  TrainingPass kept(f.model->config, *backend, kBatch, kSeq);
+  TrainingPass recomputed(f.model->config, *backend, kBatch, kSeq, {}, TrainingPass::Activations::Recomputed);
+  ParameterSet& ps = *f.params;
+  ps.zero_grads();
+  const double loss = kept.forward_backward(ps.weights(), ps.grads(), f.inputs, f.targets, 0.5f).loss;
+  const std::vector<float> expected(ps.gradients().begin(), ps.gradients().end());
+  ps.zero_grads();
+  EXPECT_EQ(recomputed.forward_backward(ps.weights(), ps.grads(), f.inputs, f.targets, 0.5f).loss, loss);
+  EXPECT_GT(testing::expect_bit_identical_gradients(ps, expected), ps.count() / 2);
+  EXPECT_EQ(recomputed.evaluate(ps.weights(), f.inputs, f.targets).loss,
+            kept.evaluate(ps.weights(), f.inputs, f.targets).loss);
+}
+
+// One layer's activation buffers (training_pass.h): h1, mid, h2 [rows, hidden]; q and
+// attended [rows, heads x head_dim]; k, v [rows, kv_heads x head_dim]; a, act and SwiGLU's b
+// [rows, ff]; a LoRA u [rows, rank] per target.
+size_t layer_activation_bytes(const ModelConfig& c, int64_t rows, const LoraConfig& lora) {
+  const auto f32 = [&](int64_t cols) {
+    return Arena::footprint(static_cast<size_t>(rows * cols) * sizeof(float));
+  };
+  const int64_t q_width = c.num_attention_heads * c.head_dim, kv_width = c.num_key_value_heads * c.head_dim;
+  return 3 * f32(c.hidden_size) + 2 * f32(q_width) + 2 * f32(kv_width) +
+         (c.mlp == MlpKind::SwiGlu ? 3 : 2) * f32(c.intermediate_size) + lora.targets.size() * f32(lora.rank);
+}
+
+TEST_P(TrainingPassTest, RecomputationKeepsOneLayersActivations) {
+  const Fixture f = make_fixture(GetParam());
+  const ModelConfig& c = f.model->config;
+  auto backend = make_cpu_backend();
+  const LoraConfig lora{4, 8.0, parse_lora_targets(GetParam() == "gpt2" ? "q,v,up" : "q,v,gate,down")};
+  for (const LoraConfig& l : {LoraConfig{}, lora}) {
+    const TrainingPass kept(c, *backend, kBatch, kSeq, l);
+    const TrainingPass recomputed(c, *backend, kBatch, kSeq, l, TrainingPass::Activations::Recomputed);
+    ASSERT_GE(c.num_hidden_layers, 2);
+    EXPECT_EQ(kept.activation_bytes() - recomputed.activation_bytes(),
+              static_cast<size_t>(c.num_hidden_layers - 1) * layer_activation_bytes(c, kBatch * kSeq, l))
+        << "LoRA rank " << l.rank;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, TrainingPassTest, ::testing::Values("llama", "gpt2", "qwen2"));

@@ -59,12 +59,15 @@ inline std::map<int64_t, double> metrics_losses(const std::filesystem::path& run
 
 // Runs `options` straight into dir/straight, then into dir/interrupted stopped after step 3
 // (as SIGINT does) and resumed: the resumed run's losses must equal the straight run's, bit
-// for bit.
-inline void expect_resume_is_bit_exact(TrainOptions options, const TempDir& dir, Backend& backend) {
+// for bit. flip_recompute: the interrupted run's first part flips recompute_activations
+// (which must change no bit), its resumed part is back to `options`.
+inline void expect_resume_is_bit_exact(TrainOptions options, const TempDir& dir, Backend& backend,
+                                       bool flip_recompute = false) {
   options.run_dir = dir.path() / "straight";
   train(options, backend, {});
   const auto straight = metrics_losses(options.run_dir);
   options.run_dir = dir.path() / "interrupted";
+  options.recompute_activations = options.recompute_activations != flip_recompute;
   std::atomic<bool> stop{false};
   TrainObserver observer;
   observer.on_step = [&](const StepReport& r) {
@@ -74,6 +77,7 @@ inline void expect_resume_is_bit_exact(TrainOptions options, const TempDir& dir,
   EXPECT_TRUE(first.stopped_early);
   EXPECT_EQ(first.last_step, 3);
   options.resume = true;
+  options.recompute_activations = options.recompute_activations != flip_recompute;
   EXPECT_EQ(train(options, backend, {}).first_step, 4);
   const auto resumed = metrics_losses(options.run_dir);
   ASSERT_EQ(resumed.size(), straight.size());

@@ -1,5 +1,6 @@
 // `tokenmill prepare` + `tokenmill train` as a user runs them: progress, evaluation, a
-// sample and the summary; then clear errors for missing data and bad flags.
+// sample and the summary; --recompute-activations changes no printed loss; then clear errors
+// for missing data and bad flags.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -15,23 +16,57 @@ using testing::TempDir;
 
 const std::string kModelDir = std::string(TOKENMILL_FIXTURES_DIR) + "/hf/smollm_chat";
 
-TEST(TrainCommand, TrainsATinyModelFromScratch) {
-  const TempDir dir;
+// dir/data: a small corpus prepared with the fixture's tokenizer.
+std::string prepare_data(const TempDir& dir) {
   std::string text;
   for (int i = 0; i < 30; ++i) text += "Speak, speak. You are all resolved rather to die than to famish?\n";
   const auto corpus = dir.write("corpus.txt", text);
-  const std::string data = (dir.path() / "data").string(), run = (dir.path() / "run").string();
-  ASSERT_EQ(
+  const std::string data = (dir.path() / "data").string();
+  EXPECT_EQ(
       run_tokenmill("prepare -m " + kModelDir + " --input " + corpus.string() + " --out " + data).exit_code,
       0);
-  const auto r =
-      run_tokenmill("-t 1 train --data " + data + " --out " + run +
-                    " --layers 1 --hidden 32 --heads 2 --batch 2 --seq-len 16 --steps 3 --eval-every 2"
-                    " --eval-batches 1 --sample-tokens 8 --lr 1e-2");
+  return data;
+}
+
+// `tokenmill train` of a tiny model on `data` into dir/run, plus `flags`.
+testing::CommandResult train_tiny(const TempDir& dir, const std::string& data, const std::string& flags) {
+  return run_tokenmill("-t 1 train --data " + data + " --out " + (dir.path() / "run").string() +
+                       " --layers 2 --hidden 32 --heads 2 --batch 2 --seq-len 16 --steps 3 --eval-every 2"
+                       " --eval-batches 1 --sample-tokens 8 --lr 1e-2 " +
+                       flags);
+}
+
+// The text of `output` from `from` to the end of its line, or to its timing (the " | "
+// after "grad norm") in a step's line.
+std::string line_from(const std::string& output, const std::string& from) {
+  const size_t at = output.find(from);
+  if (at == std::string::npos) return {};
+  const std::string line = output.substr(at, output.find('\n', at) - at);
+  const size_t grad_norm = line.find("grad norm");
+  return grad_norm == std::string::npos ? line : line.substr(0, line.find(" | ", grad_norm));
+}
+
+TEST(TrainCommand, TrainsATinyModelFromScratch) {
+  const TempDir dir;
+  const auto r = train_tiny(dir, prepare_data(dir), "");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   for (const char* part : {"step     3/3 | loss", "eval step     2 | val loss", "sample at step 3",
                            "== summary ==", "val loss at end", "step_00000003.tmckpt"})
     EXPECT_NE(r.output.find(part), std::string::npos) << "missing: " << part << "\n" << r.output;
+}
+
+TEST(TrainCommand, RecomputedActivationsGiveTheSameLosses) {
+  const TempDir kept_dir, recomputed_dir;
+  const auto kept = train_tiny(kept_dir, prepare_data(kept_dir), "");
+  const auto recomputed = train_tiny(recomputed_dir, prepare_data(recomputed_dir), "--recompute-activations");
+  ASSERT_EQ(recomputed.exit_code, 0) << recomputed.output;
+  EXPECT_NE(recomputed.output.find("(recomputed layer by layer in the backward)"), std::string::npos)
+      << recomputed.output;
+  for (const char* step : {"step     1/3 | loss", "step     3/3 | loss", "val loss at end"}) {
+    const std::string expected = line_from(kept.output, step);
+    ASSERT_FALSE(expected.empty()) << step << "\n" << kept.output;
+    EXPECT_EQ(line_from(recomputed.output, step), expected);
+  }
 }
 
 TEST(TrainCommand, BadInputIsAClearError) {

@@ -1,5 +1,6 @@
 // The training loop end to end on a tiny Llama-style model: it learns, an interrupted and
-// resumed run continues bit-exactly, and damaged checkpoints are refused.
+// resumed run continues bit-exactly (also when activation recomputation is switched on or
+// off across the resume), and damaged checkpoints are refused.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -53,6 +54,16 @@ TEST_F(TrainerTest, LearnsAndWritesItsRunDirectory) {
 TEST_F(TrainerTest, InterruptedRunResumesBitExactly) {
   auto backend = make_cpu_backend();
   testing::expect_resume_is_bit_exact(options_, dir_, *backend);
+}
+
+TEST_F(TrainerTest, RecomputedActivationsChangeNoLossAcrossAResume) {
+  auto backend = make_cpu_backend();
+  // Straight without, interrupted with, resumed without; then the other way round (in other
+  // run directories, the data staying in dir_).
+  testing::expect_resume_is_bit_exact(options_, dir_, *backend, true);
+  options_.recompute_activations = true;
+  const TempDir runs;
+  testing::expect_resume_is_bit_exact(options_, runs, *backend, true);
 }
 
 TEST_F(TrainerTest, DamagedOrForeignCheckpointsAreRefused) {
