@@ -15,12 +15,6 @@ namespace tokenmill {
 
 namespace {
 
-// What the report says about what this run cannot measure yet.
-constexpr const char* kBatchNote =
-    "Batch 1 only: the Transformer runs one sequence; batch sizes > 1 arrive with the serving engine (#6).";
-constexpr const char* kTrainingNote =
-    "No training step: bench does not time training yet; `tokenmill train` reports its tokens/s (#4).";
-
 nlohmann::json compare_json(const BenchRun& run, const Comparison& compare) {
   nlohmann::json phases = nlohmann::json::array();
   for (const PeerPhase& peer : compare.phases) {
@@ -65,9 +59,9 @@ std::string ceilings_line(const Ceilings& c) {
 }
 
 std::string model_line(const ModelSummary& m) {
-  return fmt::format("{} ({}), {} parameters, {}B of weights ({})", m.name, m.architecture,
+  return fmt::format("{} ({}), {} parameters, {}B of {}weights ({})", m.name, m.architecture,
                      si(static_cast<double>(m.parameters)), si(static_cast<double>(m.weight_bytes)),
-                     m.weight_dtype);
+                     m.synthetic ? "seeded random " : "", m.weight_dtype);
 }
 
 std::string device_line(const DeviceSummary& d) {
@@ -159,7 +153,8 @@ nlohmann::json bench_json(const BenchRun& run, const std::optional<Comparison>& 
                            {"architecture", run.model.architecture},
                            {"parameters", run.model.parameters},
                            {"weight_bytes", run.model.weight_bytes},
-                           {"weight_dtype", run.model.weight_dtype}}},
+                           {"weight_dtype", run.model.weight_dtype},
+                           {"synthetic", run.model.synthetic}}},
                          {"phases", phases},
                          {"peak_memory_bytes",
                           run.peak_memory_bytes ? nlohmann::json(*run.peak_memory_bytes) : nlohmann::json()},
@@ -197,12 +192,19 @@ std::string bench_markdown(const BenchRun& run, const std::optional<Comparison>&
     }
   }
   md += "\n## Notes\n\n";
-  md += fmt::format("- {}\n- {}\n", kBatchNote, kTrainingNote);
   for (const std::string& note : run.notes) md += fmt::format("- {}\n", note);
   for (const std::string& note : reading_notes(run)) md += fmt::format("- {}\n", note);
   md +=
       "- FLOPs: weight matmuls (lm_head for the tokens whose logits are computed) and causal attention; "
-      "bytes: the minimum a forward must read (weights once per chunk, the KV cache it attends).\n";
+      "bytes: the minimum a forward must read (weights once per chunk or decode step, the KV cache it "
+      "attends).\n";
+  md +=
+      "- decode at batch b: b sequences decoded together by the serving engine's PagedTransformer, one step "
+      "per token for all of them; tokens/s counts every sequence's tokens.\n";
+  md +=
+      "- train: one step of forward, backward and AdamW on the f32 master copy (mean of the timed steps); "
+      "FLOPs 3 x forward with every token's logits; bytes: the f32 weights read twice, the gradients and "
+      "AdamW's state (activations not counted).\n";
   md += "\n![throughput vs batch size](throughput.svg)\n\n![roofline](roofline.svg)\n";
   return md;
 }
@@ -228,7 +230,6 @@ std::string bench_table(const BenchRun& run, const std::optional<Comparison>& co
     out += fmt::format("peak memory {}B\n", si(static_cast<double>(*run.peak_memory_bytes)));
   for (const std::string& note : run.notes) out += fmt::format("note: {}\n", note);
   for (const std::string& note : reading_notes(run)) out += fmt::format("note: {}\n", note);
-  out += fmt::format("note: {}\nnote: {}\n", kBatchNote, kTrainingNote);
   return out;
 }
 

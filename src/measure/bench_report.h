@@ -37,7 +37,7 @@ nlohmann::json bench_json(const BenchRun& run, const std::optional<Comparison>& 
 std::string utc_now();
 
 // The report as markdown: setting, ceilings, one row per phase, the peer's ratios, the notes
-// (caps; batch sizes and the training step that do not exist yet), links to the charts.
+// (caps, phases skipped, how each phase is counted), links to the charts.
 std::string bench_markdown(const BenchRun& run, const std::optional<Comparison>& compare);
 
 // The terminal summary: per phase tokens/s, MFU, achieved bandwidth and roofline fraction,

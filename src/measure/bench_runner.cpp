@@ -1,7 +1,6 @@
 #include "measure/bench_runner.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <fstream>
@@ -13,8 +12,11 @@
 #include "backend/cpu/cpu_features.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "measure/bench_model.h"
+#include "measure/decode_sweep.h"
 #include "measure/flops.h"
 #include "measure/traffic.h"
+#include "measure/train_step_bench.h"
 #include "model/transformer.h"
 
 namespace tokenmill {
@@ -46,29 +48,6 @@ DeviceSummary cpu_device() {
           std::string(cpu_isa_name(best_cpu_isa()))};
 }
 
-ModelSummary summarize(const Model& model) {
-  ModelSummary s;
-  s.name = model.path.filename().string();
-  s.architecture = model.config.architecture;
-  s.parameters = model.parameter_count();
-  uint64_t largest = 0;
-  for (const auto& [dtype, bytes] : model.weight_bytes_by_type()) {
-    s.weight_bytes += bytes;
-    if (bytes > largest) {
-      largest = bytes;
-      s.weight_dtype = dtype;
-    }
-  }
-  std::transform(s.weight_dtype.begin(), s.weight_dtype.end(), s.weight_dtype.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-  return s;
-}
-
-int32_t argmax(const Tensor& logits) {
-  const float* v = logits.as<float>();
-  return static_cast<int32_t>(std::max_element(v, v + logits.cols()) - v);
-}
-
 // Caps prompt + decode to the context, decode first keeping at least one prompt token.
 void fit_context(int64_t context, int64_t& prompt, int64_t& decode, std::vector<std::string>& notes) {
   if (decode > context - 1) {
@@ -96,51 +75,152 @@ std::optional<uint64_t> peak_resident_bytes() {
   return kib * 1024;
 }
 
-BenchRun run_bench(const Model& model, const BenchOptions& options) {
+namespace {
+
+// Splits "a,b,c" at commas (an empty item included).
+std::vector<std::string_view> split(std::string_view list) {
+  std::vector<std::string_view> items;
+  for (size_t begin = 0;;) {
+    const size_t comma = list.find(',', begin);
+    items.push_back(
+        list.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin));
+    if (comma == std::string_view::npos) return items;
+    begin = comma + 1;
+  }
+}
+
+// The prefill phase: one forward_last over the prompt, after a warm-up chunk.
+PhaseMeasurement time_prefill(const Model& model, Backend& backend, std::span<const int32_t> prompt,
+                              int64_t context, MemoryBudget& budget) {
+  const int64_t chunk = Transformer::kDefaultChunkTokens;
+  const DType kv_dtype = model.default_kv_dtype();
+  const uint64_t cache_bytes =
+      static_cast<uint64_t>(model.config.kv_floats_per_token() * context) * dtype_size(kv_dtype);
+  budget.reserve(cache_bytes, fmt::format("the KV cache of the prefill ({} positions)", context),
+                 "use shorter --prompt-tokens/--decode-tokens");
+  Transformer transformer(model, backend, context, chunk, kv_dtype);
+  // Warm-up, one chunk: pages of the mapped weights, kernel scratch, caches.
+  transformer.forward_last(prompt.first(std::min(prompt.size(), static_cast<size_t>(chunk))));
+  transformer.reset();
+  const auto start = Clock::now();
+  transformer.forward_last(prompt);
+  const double seconds = seconds_since(start);
+  budget.release(cache_bytes);
+  const auto tokens = static_cast<int64_t>(prompt.size());
+  return {"prefill",
+          1,
+          tokens,
+          seconds,
+          forward_flops(model.config, 0, tokens, 1),
+          forward_bytes(weight_traffic(model, kv_dtype), 0, tokens, chunk)};
+}
+
+// Why the automatic train phase cannot run on `model`, or "" when it can.
+std::string auto_train_obstacle(const BenchModel& model, uint64_t activation_bytes,
+                                const MemoryBudget& budget) {
+  const std::string& dtype = model.summary.weight_dtype;
+  if (model.params == nullptr && dtype != "f32" && dtype != "bf16" && dtype != "f16")
+    return fmt::format("the weights are {}; training needs f32, bf16 or f16 weights", dtype);
+  const uint64_t master = model.params == nullptr ? 16 * static_cast<uint64_t>(model.summary.parameters) : 0;
+  if (master + activation_bytes > budget.left() / 2)
+    return fmt::format(
+        "its training state ({} of f32 weights, gradients and AdamW moments, {} of activations) would take "
+        "more than half of the {} left",
+        gib(master), gib(activation_bytes), gib(budget.left()));
+  return "";
+}
+
+// The train phase, or nullopt (with a note) when Auto finds it cannot run.
+std::optional<PhaseMeasurement> time_training(BenchModel& model, Backend& backend,
+                                              const BenchOptions& options, int64_t seq_len,
+                                              MemoryBudget& budget, std::vector<std::string>& notes) {
+  const ModelConfig& config = model.model->config;
+  TrainStepBench bench(config, backend, {options.train_batch, seq_len, 2, options.seed});
+  if (options.train == TrainPhase::Auto) {
+    const std::string obstacle = auto_train_obstacle(model, bench.activation_bytes(), budget);
+    if (!obstacle.empty()) {
+      notes.push_back(fmt::format("no train phase: {} (--phases prefill,decode,train forces it)", obstacle));
+      return std::nullopt;
+    }
+  }
+  budget.reserve(bench.activation_bytes(),
+                 fmt::format("the training activations ({} x {} tokens)", options.train_batch, seq_len),
+                 "lower --train-batch or --prompt-tokens, or leave train out of --phases");
+  if (model.params == nullptr) {
+    budget.reserve(16 * static_cast<uint64_t>(model.summary.parameters),
+                   "the f32 weights, gradients and AdamW moments of training", "leave train out of --phases");
+    model.params = std::make_unique<ParameterSet>(config);
+    model.params->load(model.model->weights);
+  }
+  return bench.run(*model.params);
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_batch_sizes(std::string_view list) {
+  std::vector<int64_t> sizes;
+  for (const std::string_view item : split(list)) {
+    int64_t n = 0;
+    const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), n);
+    if (item.empty() || error != std::errc() || end != item.data() + item.size() || n < 1 || n > 4096)
+      fail("--batch: '{}' is not a batch size from 1 to 4096; give a comma-separated list such as 1,2,4,8",
+           item);
+    sizes.push_back(n);
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
+void parse_phases(std::string_view list, BenchOptions& options) {
+  options.prefill = options.decode = false;
+  options.train = TrainPhase::Off;
+  for (const std::string_view item : split(list)) {
+    bool* flag = item == "prefill" ? &options.prefill : item == "decode" ? &options.decode : nullptr;
+    const bool repeated = flag != nullptr ? *flag : item == "train" && options.train == TrainPhase::On;
+    if ((flag == nullptr && item != "train") || repeated)
+      fail("--phases: '{}' is {}; give a comma-separated list of prefill, decode and train, each once", item,
+           repeated ? "repeated" : "not a phase");
+    if (flag != nullptr)
+      *flag = true;
+    else
+      options.train = TrainPhase::On;
+  }
+}
+
+BenchRun run_bench(BenchModel& bench_model, const BenchOptions& options, MemoryBudget& budget) {
   if (options.prompt_tokens < 1 || options.decode_tokens < 1)
     fail("bench needs at least one prompt token and one decode token (got {} and {})", options.prompt_tokens,
          options.decode_tokens);
+  if (!options.prefill && !options.decode && options.train == TrainPhase::Off)
+    fail("bench: no phase to run; --phases takes prefill, decode and train");
+  const Model& model = *bench_model.model;
   const ModelConfig& config = model.config;
   const auto backend = make_cpu_backend();
-  const int64_t chunk = Transformer::kDefaultChunkTokens;
-  Transformer transformer(model, *backend, 0, chunk);
   BenchRun run;
   run.device = cpu_device();
-  run.model = summarize(model);
+  run.model = bench_model.summary;
 
-  if (transformer.context() < 2)
+  const int64_t context = config.context_length();
+  if (context < 2)
     fail("bench needs a model context of at least 2 tokens (one prompt token, one decode step); {} has {}",
-         model.path.string(), transformer.context());
+         model.path.string(), context);
   int64_t prompt_tokens = options.prompt_tokens, decode_tokens = options.decode_tokens;
-  fit_context(transformer.context(), prompt_tokens, decode_tokens, run.notes);
+  fit_context(context, prompt_tokens, decode_tokens, run.notes);
   std::mt19937_64 rng(options.seed);
   std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(config.vocab_size - 1));
   std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens));
   for (int32_t& t : prompt) t = id(rng);
 
-  // Warm-up, one chunk and two steps: pages of the mapped weights, kernel scratch, caches.
-  const auto warm_up = std::span(prompt).first(std::min(prompt.size(), static_cast<size_t>(chunk)));
-  int32_t token = argmax(transformer.forward_last(warm_up));
-  for (int step = 0; step < 2 && transformer.position() < transformer.context(); ++step)
-    token = argmax(transformer.forward_last({&token, 1}));
-  transformer.reset();
-
-  auto start = Clock::now();
-  token = argmax(transformer.forward_last(prompt));
-  const double prefill_seconds = seconds_since(start);
-  start = Clock::now();
-  for (int64_t step = 0; step < decode_tokens; ++step) token = argmax(transformer.forward_last({&token, 1}));
-  const double decode_seconds = seconds_since(start);
-
-  const WeightTraffic traffic = weight_traffic(model, model.default_kv_dtype());
-  run.phases.push_back({"prefill", 1, prompt_tokens, prefill_seconds,
-                        forward_flops(config, 0, prompt_tokens, 1),
-                        forward_bytes(traffic, 0, prompt_tokens, chunk)});
-  double decode_bytes = 0;
-  for (int64_t p = prompt_tokens; p < prompt_tokens + decode_tokens; ++p)
-    decode_bytes += forward_bytes(traffic, p, 1, chunk);
-  run.phases.push_back({"decode", 1, decode_tokens, decode_seconds,
-                        forward_flops(config, prompt_tokens, decode_tokens, decode_tokens), decode_bytes});
+  if (options.prefill)
+    run.phases.push_back(time_prefill(model, *backend, prompt, prompt_tokens + decode_tokens, budget));
+  if (options.decode) {
+    auto decodes = decode_sweep(model, *backend, prompt, decode_tokens, options.batch_sizes, budget);
+    run.phases.insert(run.phases.end(), decodes.begin(), decodes.end());
+  }
+  if (options.train != TrainPhase::Off)
+    if (auto train = time_training(bench_model, *backend, options, prompt_tokens, budget, run.notes))
+      run.phases.push_back(*train);
 
   run.peak_memory_bytes = peak_resident_bytes();
   run.ceilings = measure_ceilings(*backend, options.calibration);

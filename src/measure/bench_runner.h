@@ -1,31 +1,56 @@
 // The `tokenmill bench` suite: one model, one device, its ceilings measured in the same run.
 //
-// Phases (batch 1: the Transformer runs one sequence; batches arrive with the serving
-// engine, issue #6; a training step is not timed yet, `tokenmill train` reports it):
-//  - prefill: one forward_last call over a prompt of seeded random in-vocabulary ids;
-//  - decode: greedy single-token steps after that prompt, each a forward_last call.
-// Both follow a warm-up (a short prompt and two steps, then the cache is reset) and are
-// timed with steady_clock. FLOPs come from measure/flops.h, minimum bytes read from
-// measure/traffic.h. The ceilings (measure/roofline.h) are measured after the phases, so the
-// peak memory (VmHWM, read before them) is the model's and not the calibration buffer's.
+// Phases (each optional, --phases):
+//  - prefill: one Transformer::forward_last call over a prompt of seeded random
+//    in-vocabulary ids, after a warm-up (one chunk of it, then the cache is reset);
+//  - decode: greedy decode steps after that prompt at each batch size of the sweep, through
+//    the serving engine's PagedTransformer (measure/decode_sweep.h);
+//  - train: full training steps (forward, backward, AdamW) over batches of sequences of the
+//    prompt's length (measure/train_step_bench.h), on the f32 master copy of the weights.
+//    Auto (the default) runs it for a synthetic model (whose master copy exists anyway) and
+//    for a loaded model with f32/bf16/f16 weights whose training state (16 bytes per
+//    parameter, plus the activations) takes at most half of the memory budget; otherwise it
+//    is skipped with a note saying why. Asked for explicitly, a train phase that cannot run
+//    is an Error.
+// Timed with steady_clock. FLOPs come from measure/flops.h, minimum bytes read from
+// measure/traffic.h. Every large buffer is reserved in the run's MemoryBudget first. The
+// ceilings (measure/roofline.h) are measured after the phases, so the peak memory (VmHWM,
+// read before them) is the phases' and not the calibration buffer's.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "measure/memory_budget.h"
 #include "measure/roofline.h"
-#include "model/model.h"
 
 namespace tokenmill {
+
+struct BenchModel;  // measure/bench_model.h
+
+enum class TrainPhase : uint8_t { Auto, On, Off };
 
 struct BenchOptions {
   int64_t prompt_tokens = 512;
   int64_t decode_tokens = 128;
-  uint64_t seed = 1234;  // of the random prompt
+  std::vector<int64_t> batch_sizes = {1, 2, 4, 8};  // of the decode sweep
+  bool prefill = true, decode = true;
+  TrainPhase train = TrainPhase::Auto;
+  int64_t train_batch = 1;  // sequences per training step
+  uint64_t seed = 1234;     // of the random prompt and training tokens
   CalibrationOptions calibration;
 };
+
+// "1,2,4,8" -> {1, 2, 4, 8}: positive integers up to 4096, sorted, duplicates dropped. Error
+// naming the bad item otherwise.
+std::vector<int64_t> parse_batch_sizes(std::string_view list);
+
+// "prefill,decode,train" (any non-empty subset) into options.prefill / decode / train.
+// Error on an unknown or repeated name.
+void parse_phases(std::string_view list, BenchOptions& options);
 
 struct DeviceSummary {
   std::string backend;  // "cpu"
@@ -35,18 +60,19 @@ struct DeviceSummary {
 };
 
 struct ModelSummary {
-  std::string name;  // file or directory name
+  std::string name;  // file or directory name; a shape's name
   std::string architecture;
   int64_t parameters = 0;
-  uint64_t weight_bytes = 0;  // of the weight files
+  uint64_t weight_bytes = 0;  // of the weight files, or of a synthetic model's inference weights
   std::string weight_dtype;   // the stored type holding the most bytes, lower case ("q4_1", "bf16")
+  bool synthetic = false;     // random weights of a --shape
 };
 
 // One timed phase, with what it had to compute and read.
 struct PhaseMeasurement {
-  std::string phase;  // "prefill", "decode"
+  std::string phase;  // "prefill", "decode", "train"
   int64_t batch = 1;
-  int64_t tokens = 0;  // tokens processed (prompt tokens, or decode steps)
+  int64_t tokens = 0;  // tokens processed (prompt tokens, decode steps x batch, tokens of one training step)
   double seconds = 0;
   double flops = 0;  // over the phase (measure/flops.h)
   double bytes = 0;  // minimum bytes read over the phase (measure/traffic.h)
@@ -60,13 +86,14 @@ struct BenchRun {
   ModelSummary model;
   std::vector<PhaseMeasurement> phases;
   std::optional<uint64_t> peak_memory_bytes;  // VmHWM; absent without /proc
-  std::vector<std::string> notes;             // caps applied to the requested sizes
+  std::vector<std::string> notes;             // caps applied to the requested sizes, phases skipped
 };
 
 // Runs the suite on the CPU backend. The prompt and decode lengths are capped so that
 // prompt + decode fits the model's context (each cap is recorded in `notes`). Throws Error
-// if prompt_tokens or decode_tokens < 1.
-BenchRun run_bench(const Model& model, const BenchOptions& options);
+// if prompt_tokens or decode_tokens < 1, no phase is selected, or a phase's buffers do not
+// fit in `budget`.
+BenchRun run_bench(BenchModel& model, const BenchOptions& options, MemoryBudget& budget);
 
 // Peak resident memory of this process (VmHWM of /proc/self/status), or nullopt.
 std::optional<uint64_t> peak_resident_bytes();

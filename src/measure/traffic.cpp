@@ -44,4 +44,19 @@ double forward_bytes(const WeightTraffic& traffic, int64_t first_position, int64
   return bytes;
 }
 
+double batched_decode_bytes(const WeightTraffic& traffic, int64_t position, int64_t batch) {
+  if (batch < 1 || position < 0)
+    fail("batched_decode_bytes: needs batch >= 1, position >= 0 (got {}, {})", batch, position);
+  const double per_sequence =
+      static_cast<double>(traffic.embedding_row_bytes) +
+      static_cast<double>(traffic.kv_bytes_per_position) * static_cast<double>(position + 1);
+  return static_cast<double>(traffic.layer_bytes + traffic.logits_bytes) +
+         per_sequence * static_cast<double>(batch);
+}
+
+double training_step_bytes(int64_t parameters) {
+  if (parameters < 1) fail("training_step_bytes: needs parameters >= 1 (got {})", parameters);
+  return 7.0 * sizeof(float) * static_cast<double>(parameters);
+}
+
 }  // namespace tokenmill

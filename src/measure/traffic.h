@@ -33,4 +33,17 @@ WeightTraffic weight_traffic(const Model& model, DType kv_dtype);
 // chunks of `chunk` tokens (see above).
 double forward_bytes(const WeightTraffic& traffic, int64_t first_position, int64_t tokens, int64_t chunk);
 
+// Minimum bytes one PagedTransformer step decoding `batch` sequences, each one token at
+// `position`, reads: the weights once for the whole step (layers, final norm, lm_head), and per
+// sequence one embedding row and the K and V of its position + 1 attended positions. Batch 1
+// equals forward_bytes(traffic, position, 1, chunk).
+double batched_decode_bytes(const WeightTraffic& traffic, int64_t position, int64_t batch);
+
+// Minimum bytes one full-model training step reads from its f32 master copy of `parameters`
+// parameters (train/parameters.h): the weights in the forward and again in the backward
+// (dx = dy W), the gradients they add into, and AdamW's values, gradients and two moments:
+// 7 x 4 bytes per parameter. The activations, which training writes and reads back, are not
+// counted, so the intensity this gives is an upper bound.
+double training_step_bytes(int64_t parameters);
+
 }  // namespace tokenmill

@@ -1,5 +1,6 @@
-// `tokenmill bench` as a user runs it, on the tiny Llama fixture with a short prompt, few
-// decode steps and a short calibration (fast), and with bad input.
+// `tokenmill bench` as a user runs it, on the tiny Llama fixture and on the smallest --shape
+// with a short prompt, few decode steps and a short calibration (fast), and with bad input.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -35,12 +36,19 @@ TEST(BenchCli, WritesTheReportAndMeasuresSomething) {
   EXPECT_EQ(json["model"]["architecture"], "LlamaForCausalLM");
   EXPECT_GT(json["roofline"]["peak_flops"].get<double>(), 0.0);
   EXPECT_GT(json["roofline"]["read_bandwidth"].get<double>(), 0.0);
-  ASSERT_EQ(json["phases"].size(), 2u);
+  // prefill, decode at batch 1, 2, 4, 8 (the default sweep), train (f32 weights, tiny model).
+  ASSERT_EQ(json["phases"].size(), 6u);
   for (const auto& phase : json["phases"]) {
-    EXPECT_EQ(phase["batch"], 1);
     EXPECT_GT(phase["tokens_per_s"].get<double>(), 0.0) << phase;
     EXPECT_GT(phase["mfu"].get<double>(), 0.0) << phase;
   }
+  for (size_t i = 1; i <= 4; ++i) {
+    EXPECT_EQ(json["phases"][i]["phase"], "decode");
+    EXPECT_EQ(json["phases"][i]["batch"], 1 << (i - 1));
+    EXPECT_EQ(json["phases"][i]["tokens"], 8 << (i - 1));
+  }
+  EXPECT_EQ(json["phases"][5]["phase"], "train");
+  EXPECT_EQ(json["phases"][5]["tokens"], 32);
   // Prefill runs the same f32 matmuls as the calibration GEMM, on smaller matrices: it cannot
   // beat it. (The fixture's decode can: its single-threaded matrix-vector products read
   // 400 kB of weights from cache, while the 2-thread GEMM peak suffers on a busy machine.)
@@ -75,6 +83,81 @@ TEST(BenchCli, BadInputIsAClearError) {
   r = run_tokenmill("bench -m " + kLlama + " --decode-tokens 0");
   EXPECT_GT(r.exit_code, 0);
   EXPECT_THAT(r.output, HasSubstr("--decode-tokens"));
+  r = run_tokenmill("bench -m " + kLlama + kQuick + " --batch 1,two");
+  EXPECT_GT(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: --batch: 'two' is not a batch size"));
+  r = run_tokenmill("bench -m " + kLlama + kQuick + " --phases prefill,sample");
+  EXPECT_GT(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: --phases: 'sample' is not a phase"));
+  r = run_tokenmill("bench -m " + kLlama + " --dtype bf16" + kQuick);
+  EXPECT_GT(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: --dtype applies to --shape only"));
+}
+
+TEST(BenchCli, ShapeErrors) {
+  CommandResult r = run_tokenmill("bench --shape llama-9000" + kQuick);
+  EXPECT_GT(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: unknown --shape 'llama-9000': the known shapes are gpt2-124m,"));
+  r = run_tokenmill("bench -m " + kLlama + " --shape gpt2-124m" + kQuick);
+  EXPECT_GT(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: give either -m MODEL or --shape NAME, not both"));
+  r = run_tokenmill("bench" + kQuick);
+  EXPECT_GT(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: bench needs a model: -m MODEL"));
+  r = run_tokenmill("bench --shape gpt2-124m --dtype f8" + kQuick);
+  EXPECT_GT(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: --dtype must be f32, bf16 or f16, got 'f8'"));
+  // 8B parameters at 18 bytes each (f32 master copy + bf16 weights): refused before allocating.
+  r = run_tokenmill("bench --shape llama-3-8b --dtype bf16 --max-memory-gib 64" + kQuick);
+  EXPECT_GT(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: bench: the random bf16 weights of llama-3-8b"));
+  EXPECT_THAT(r.output, HasSubstr("need 134.62 GiB but only 64.00 GiB of memory are available"));
+}
+
+TEST(BenchCli, ShapeListNamesThePresets) {
+  const CommandResult r = run_tokenmill("bench --shape list");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* name :
+       {"gpt2-124m", "smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b", "mistral-7b", "llama-3-8b"})
+    EXPECT_THAT(r.output, HasSubstr(name));
+  EXPECT_THAT(r.output, HasSubstr("124439808"));
+  EXPECT_THAT(r.output, HasSubstr("https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json"));
+}
+
+// The smallest preset end to end: random GPT-2 124M weights, a batch sweep and a train step.
+TEST(BenchCli, ShapeRunsEveryPhase) {
+  const CommandResult r = run_tokenmill(
+      "-t 2 bench --shape gpt2-124m --prompt-tokens 8 --decode-tokens 2 --batch 1,2 --calibration-seconds "
+      "0.02 "
+      "--json",
+      /*with_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto json = nlohmann::json::parse(r.output);
+  EXPECT_EQ(json["model"]["name"], "gpt2-124m");
+  EXPECT_EQ(json["model"]["synthetic"], true);
+  EXPECT_EQ(json["model"]["weight_dtype"], "f32");
+  EXPECT_EQ(json["model"]["parameters"], 124'439'808);
+  // f32: every tensor once (lm_head tied), 4 bytes a parameter.
+  EXPECT_EQ(json["model"]["weight_bytes"], 4 * 124'439'808);
+  ASSERT_EQ(json["phases"].size(), 4u);
+  const std::vector<std::pair<std::string, int>> expected = {
+      {"prefill", 1}, {"decode", 1}, {"decode", 2}, {"train", 1}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const auto& phase = json["phases"][i];
+    EXPECT_EQ(phase["phase"], expected[i].first);
+    EXPECT_EQ(phase["batch"], expected[i].second);
+    for (const char* field :
+         {"tokens_per_s", "mfu", "achieved_flops", "achieved_bandwidth", "roofline_fraction"}) {
+      const double v = phase[field].get<double>();
+      EXPECT_TRUE(std::isfinite(v) && v > 0) << field << " of " << phase;
+    }
+  }
+  EXPECT_EQ(json["phases"][2]["tokens"], 4);  // 2 sequences x 2 steps
+  EXPECT_EQ(json["phases"][3]["tokens"], 8);  // one sequence of the prompt's length
+  // A training step costs 3 x the forward of its 8 tokens, every token's logits included:
+  // 3 x (2 x 123,532,032 matmul parameters x 8 + 4 x 768 x (1 + ... + 8) x 12 layers) / 8
+  // = 3 x (1,976,512,512 + 1,327,104) / 8 = 741,689,856 per token.
+  EXPECT_DOUBLE_EQ(json["phases"][3]["flops_per_token"].get<double>(), 741'689'856.0);
 }
 
 }  // namespace

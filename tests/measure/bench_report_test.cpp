@@ -23,12 +23,19 @@ using ::testing::Not;
 //   50 FLOP/byte -> compute-bound, roofline fraction = MFU = 0.5.
 // decode: 128 tokens in 1 s, 2.56e10 FLOPs, 1.28e10 bytes: 128 tok/s, 2 FLOP/byte ->
 //   memory-bound, 12.8 GB/s of 40 = 0.32; MFU 2.56e10 / 2e11 = 0.128.
+// decode at batch 4: 512 tokens in 1.6 s, 1.024e11 FLOPs, 1.6e10 bytes: 320 tok/s, 6.4 FLOP/byte
+//   -> compute-bound, 6.4e10 FLOP/s = 0.32 of the peak.
+// train: 512 tokens a step of 2 s, 1.5e11 FLOPs, 5.6e9 bytes: 256 tok/s, 7.5e10 FLOP/s (MFU
+//   0.375), 26.8 FLOP/byte -> compute-bound.
 BenchRun hand_run() {
   BenchRun run;
   run.device = {"cpu", "Test CPU <1>", 2, "avx2"};
   run.ceilings = {2e11, 4e10, 1024, 256u << 20};
   run.model = {"tiny.gguf", "LlamaForCausalLM", 1000, 4000, "q4_1"};
-  run.phases = {{"prefill", 1, 512, 0.5, 5e10, 1e9}, {"decode", 1, 128, 1.0, 2.56e10, 1.28e10}};
+  run.phases = {{"prefill", 1, 512, 0.5, 5e10, 1e9},
+                {"decode", 1, 128, 1.0, 2.56e10, 1.28e10},
+                {"decode", 4, 512, 1.6, 1.024e11, 1.6e10},
+                {"train", 1, 512, 2.0, 1.5e11, 5.6e9}};
   run.peak_memory_bytes = 123'456'789;
   run.notes = {"prompt capped from 512 to 100 tokens"};
   return run;
@@ -64,7 +71,13 @@ TEST(BenchReport, JsonFollowsTheSchemaAndRoundTrips) {
   EXPECT_EQ(back["roofline"]["gemm"], "f32 1024x1024x1024");
   EXPECT_EQ(back["roofline"]["copy_bytes"], 256u << 20);
   EXPECT_EQ(back["model"]["weight_dtype"], "q4_1");
-  ASSERT_EQ(back["phases"].size(), 2u);
+  EXPECT_EQ(back["model"]["synthetic"], false);
+  ASSERT_EQ(back["phases"].size(), 4u);
+  EXPECT_EQ(back["phases"][2]["batch"], 4);
+  EXPECT_DOUBLE_EQ(back["phases"][2]["tokens_per_s"].get<double>(), 320.0);
+  EXPECT_EQ(back["phases"][3]["phase"], "train");
+  EXPECT_DOUBLE_EQ(back["phases"][3]["mfu"].get<double>(), 0.375);
+  EXPECT_EQ(back["phases"][3]["bound"], "compute");
   EXPECT_EQ(back["phases"][1]["phase"], "decode");
   EXPECT_DOUBLE_EQ(back["phases"][1]["tokens_per_s"].get<double>(), 128.0);
   EXPECT_DOUBLE_EQ(back["phases"][1]["roofline_fraction"].get<double>(), 0.32);
@@ -96,8 +109,11 @@ TEST(BenchReport, MarkdownHasARowPerPhaseTheRatiosAndTheNotes) {
   EXPECT_THAT(md, HasSubstr("| memory | 32.0 % |"));
   EXPECT_THAT(md, HasSubstr("| decode | 1 | 64.0 | 2.00x |"));
   EXPECT_THAT(md, HasSubstr("| decode | 8 | 900.0 | (no such phase here) |"));
-  EXPECT_THAT(md, HasSubstr("serving engine (#6)"));
-  EXPECT_THAT(md, HasSubstr("bench does not time training yet"));
+  EXPECT_THAT(md, HasSubstr("| decode | 4 | 512 | 1.600 | 320.0 |"));
+  EXPECT_THAT(md, HasSubstr("| train | 1 | 512 | 2.000 | 256.0 |"));
+  EXPECT_THAT(md, HasSubstr("| 37.5 % |"));
+  EXPECT_THAT(md, HasSubstr("decode at batch b: b sequences decoded together"));
+  EXPECT_THAT(md, HasSubstr("train: one step of forward, backward and AdamW"));
   EXPECT_THAT(md, HasSubstr("prompt capped from 512 to 100 tokens"));
   const std::string table = bench_table(hand_run(), std::nullopt);
   EXPECT_THAT(table, HasSubstr("decode"));
@@ -160,7 +176,9 @@ TEST(BenchCharts, ThroughputIsWellFormedAndShowsEachPhase) {
   expect_well_formed_svg(svg);
   EXPECT_THAT(svg, HasSubstr(">prefill</text>"));
   EXPECT_THAT(svg, HasSubstr(">decode</text>"));
+  EXPECT_THAT(svg, HasSubstr(">train</text>"));
   EXPECT_THAT(svg, HasSubstr(">1</text>"));  // the batch axis
+  EXPECT_THAT(svg, HasSubstr(">4</text>"));
 }
 
 TEST(BenchCharts, RooflineIsWellFormedAndPlacesEachPhase) {
@@ -170,6 +188,8 @@ TEST(BenchCharts, RooflineIsWellFormedAndPlacesEachPhase) {
   EXPECT_THAT(svg, HasSubstr("read 40.0 GB/s"));
   EXPECT_THAT(svg, HasSubstr("prefill (batch 1): 50 % of roof"));
   EXPECT_THAT(svg, HasSubstr("decode (batch 1): 32 % of roof"));
+  EXPECT_THAT(svg, HasSubstr("decode (batch 4): 32 % of roof"));
+  EXPECT_THAT(svg, HasSubstr("train (batch 1): 38 % of roof"));
   // Text is escaped: the model name could hold markup characters.
   BenchRun run = hand_run();
   run.model.name = "a<b>&c";

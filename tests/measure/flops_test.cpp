@@ -5,24 +5,14 @@
 
 #include "measure/flops.h"
 #include "model/model.h"
+#include "model/shape_presets.h"
 #include "support/expect_error.h"
 
 namespace tokenmill {
 namespace {
 
-// GPT-2 124M as in its config.json.
-ModelConfig gpt2_124m() {
-  return parse_model_config({{"architectures", {"GPT2LMHeadModel"}},
-                             {"vocab_size", 50257},
-                             {"n_embd", 768},
-                             {"n_layer", 12},
-                             {"n_head", 12},
-                             {"n_positions", 1024},
-                             {"n_inner", nullptr},
-                             {"activation_function", "gelu_new"},
-                             {"layer_norm_epsilon", 1e-5}},
-                            "gpt2.json");
-}
+// GPT-2 124M as in its config.json (the --shape preset; shape_presets_test checks its figures).
+const ModelConfig& gpt2_124m() { return shape_preset("gpt2-124m").config; }
 
 // A small Llama with GQA: hidden 256, 8 heads of 32, 2 kv heads, MLP 512, 2 layers,
 // vocab 1000, untied lm_head, context 512, no biases.

@@ -1,0 +1,61 @@
+#include "measure/train_step_bench.h"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "measure/flops.h"
+#include "measure/traffic.h"
+#include "train/optimizer.h"
+
+namespace tokenmill {
+
+namespace {
+
+constexpr double kLearningRate = 1e-4;  // any: the figures do not depend on it
+
+}  // namespace
+
+TrainStepBench::TrainStepBench(const ModelConfig& config, Backend& backend, const TrainStepOptions& options)
+    : config_(config),
+      backend_(backend),
+      options_(options),
+      pass_(config, backend, options.batch, options.seq_len) {
+  if (options.steps < 1) fail("bench: the train phase needs at least one timed step (got {})", options.steps);
+}
+
+PhaseMeasurement TrainStepBench::run(ParameterSet& params) {
+  const int64_t tokens = options_.batch * options_.seq_len;
+  std::mt19937_64 rng(options_.seed);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(config_.vocab_size - 1));
+  std::vector<int32_t> inputs(static_cast<size_t>(tokens)), targets(inputs.size());
+  for (int32_t& t : inputs) t = id(rng);
+  for (size_t i = 0; i < inputs.size(); ++i) targets[i] = i + 1 < inputs.size() ? inputs[i + 1] : id(rng);
+
+  AdamWOptimizer optimizer{AdamWOptions{}};
+  const auto step = [&] {
+    params.zero_grads();
+    const double loss = pass_.forward_backward(params.weights(), params.grads(), inputs, targets, 1.0f).loss;
+    if (!std::isfinite(loss))
+      fail(
+          "bench: the training loss of the random model is {}, not finite (a numerical defect; please report "
+          "it)",
+          loss);
+    optimizer.step(params, backend_, kLearningRate, 1.0);
+  };
+  step();  // warm-up
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t s = 0; s < options_.steps; ++s) step();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // One step's figures, its time the mean of the timed steps.
+  return {"train",
+          options_.batch,
+          tokens,
+          seconds / static_cast<double>(options_.steps),
+          static_cast<double>(options_.batch) * training_flops(config_, options_.seq_len),
+          training_step_bytes(params.count())};
+}
+
+}  // namespace tokenmill

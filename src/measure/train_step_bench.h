@@ -1,0 +1,47 @@
+// The train phase of `tokenmill bench`: full training steps as `tokenmill train` runs them
+// (train/trainer.cpp): zero the gradients, TrainingPass::forward_backward over a batch of
+// sequences (model/training_pass.h), one AdamW step (train/optimizer.h) on the f32 master
+// copy. The inputs are seeded random in-vocabulary ids, the targets the inputs shifted by one.
+// One untimed warm-up step (first touch of the activations, gradients and moments), then
+// `steps` timed ones; the phase reports one step: its tokens, FLOPs and bytes, and the mean
+// time of the timed steps.
+//
+// FLOPs: training_flops per sequence (measure/flops.h: 3 x forward, every token's logits);
+// AdamW's few operations per parameter are left out. Bytes: training_step_bytes
+// (measure/traffic.h).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "measure/bench_runner.h"
+#include "model/training_pass.h"
+#include "train/parameters.h"
+
+namespace tokenmill {
+
+struct TrainStepOptions {
+  int64_t batch = 1;    // sequences per step
+  int64_t seq_len = 0;  // tokens per sequence
+  int64_t steps = 2;    // timed
+  uint64_t seed = 1234;
+};
+
+class TrainStepBench {
+ public:
+  // Builds the TrainingPass; its activation buffers are allocated but not touched until run().
+  TrainStepBench(const ModelConfig& config, Backend& backend, const TrainStepOptions& options);
+
+  uint64_t activation_bytes() const { return pass_.activation_bytes(); }
+
+  // Runs the steps on `params` (whose values they update). Error if a loss is not finite.
+  PhaseMeasurement run(ParameterSet& params);
+
+ private:
+  const ModelConfig& config_;
+  Backend& backend_;
+  TrainStepOptions options_;
+  TrainingPass pass_;
+};
+
+}  // namespace tokenmill
