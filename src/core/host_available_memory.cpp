@@ -1,12 +1,10 @@
 #include "core/host_available_memory.h"
 
 #include <algorithm>
-#include <charconv>
-#include <fstream>
-#include <limits>
 #include <string>
-#include <string_view>
 #include <vector>
+
+#include "core/host_memory_files.h"
 
 namespace tokenmill {
 
@@ -14,52 +12,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The first line of `file` as a whole non-negative integer ("max" and garbage give nullopt).
-std::optional<uint64_t> read_count(const fs::path& file) {
-  std::ifstream in(file);
-  std::string line;
-  if (!std::getline(in, line)) return std::nullopt;
-  uint64_t value = 0;
-  const char* end = line.data() + line.size();
-  const auto [ptr, ec] = std::from_chars(line.data(), end, value);
-  if (line.empty() || ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
-}
-
-// "MemAvailable:   32768000 kB" of proc/meminfo, in bytes.
 std::optional<uint64_t> mem_available(const fs::path& root) {
-  std::ifstream in(root / "proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  while (in >> key >> kib) {
-    if (key == "MemAvailable:") return kib <= UINT64_MAX / 1024 ? std::optional(kib * 1024) : std::nullopt;
-    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');  // the unit
-  }
-  return std::nullopt;
+  const std::optional<std::string> meminfo = read_host_file(root / "proc/meminfo");
+  return meminfo ? meminfo_bytes(*meminfo, "MemAvailable") : std::nullopt;
 }
 
-// True when the comma-separated `list` has `item` as one of its items.
-bool lists(std::string_view list, std::string_view item) {
-  for (;;) {
-    const size_t comma = list.find(',');
-    if (list.substr(0, comma) == item) return true;
-    if (comma == std::string_view::npos) return false;
-    list.remove_prefix(comma + 1);
-  }
-}
-
-// This process's cgroup path ("/a/b") in the v2 hierarchy (the line "0::/a/b" of
-// proc/self/cgroup) or in the v1 hierarchy of the memory controller ("7:memory:/a/b").
+// This process's cgroup path ("/a/b") in the v2 hierarchy or in the v1 hierarchy of the
+// memory controller.
 std::optional<std::string> own_cgroup(const fs::path& root, bool v2) {
-  std::ifstream in(root / "proc/self/cgroup");
-  for (std::string line; std::getline(in, line);) {
-    const size_t first = line.find(':');
-    const size_t second = first == std::string::npos ? first : line.find(':', first + 1);
-    if (second == std::string::npos) continue;
-    const std::string_view controllers = std::string_view(line).substr(first + 1, second - first - 1);
-    if (v2 ? controllers.empty() : lists(controllers, "memory")) return line.substr(second + 1);
-  }
-  return std::nullopt;
+  const ProcSelfCgroup cgroup =
+      parse_proc_self_cgroup(read_host_file(root / "proc/self/cgroup").value_or(""));
+  if (v2) return cgroup.unified;
+  const auto memory = cgroup.controllers.find("memory");
+  return memory == cgroup.controllers.end() ? std::nullopt : std::optional(memory->second);
+}
+
+// The value in `file` parsed by `parse`, nullopt when the file is missing or malformed.
+std::optional<uint64_t> read_value(const fs::path& file, std::optional<uint64_t> (*parse)(std::string_view)) {
+  const std::optional<std::string> text = read_host_file(file);
+  return text ? parse(*text) : std::nullopt;
 }
 
 // The least limit - usage over the cgroup directories from this process's up to the mount.
@@ -75,9 +46,10 @@ std::optional<uint64_t> cgroup_headroom(const fs::path& root) {
   }
   std::optional<uint64_t> headroom;
   for (const fs::path& dir : levels) {
-    const auto limit = read_count(dir / (v2 ? "memory.max" : "memory.limit_in_bytes"));
-    const auto usage = read_count(dir / (v2 ? "memory.current" : "memory.usage_in_bytes"));
-    if (!limit || !usage) continue;
+    const auto limit =
+        read_value(dir / (v2 ? "memory.max" : "memory.limit_in_bytes"), parse_cgroup_memory_limit);
+    const auto usage = read_value(dir / (v2 ? "memory.current" : "memory.usage_in_bytes"), parse_decimal_u64);
+    if (!limit || *limit == kNoCgroupMemoryLimit || !usage) continue;
     const uint64_t left = *limit > *usage ? *limit - *usage : 0;
     headroom = std::min(headroom.value_or(left), left);
   }

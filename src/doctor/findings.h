@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/byte_units.h"
 #include "doctor/build_expectations.h"
 #include "doctor/cpu_facts.h"
 #include "doctor/gpu_stack.h"
@@ -35,8 +36,5 @@ std::vector<Finding> gpu_findings(const GpuStack& gpu, const HostFacts& host,
 // cudart, cuBLASLt, cuDNN and NCCL against what the build expects; NVML's per-GPU state and
 // the links between GPUs.
 std::vector<Finding> gpu_library_findings(const GpuStack& gpu, const BuildExpectations& expected);
-
-// "23.5 GiB"
-std::string gib(double bytes);
 
 }  // namespace tokenmill::doctor

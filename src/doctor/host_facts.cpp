@@ -4,12 +4,11 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <charconv>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <sstream>
 #include <string_view>
+
+#include "core/host_memory_files.h"
 
 namespace tokenmill::doctor {
 
@@ -17,25 +16,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::optional<std::string> read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 std::string trim(std::string_view s) {
   const auto first = s.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos) return "";
   return std::string(s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1));
-}
-
-// A whole string (spaces around allowed) as a non-negative integer.
-std::optional<uint64_t> parse_u64(std::string_view text) {
-  const std::string t = trim(text);
-  uint64_t v = 0;
-  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (t.empty() || ec != std::errc() || end != t.data() + t.size()) return std::nullopt;
-  return v;
 }
 
 std::vector<std::string> lines(const std::string& text) {
@@ -47,7 +31,7 @@ std::vector<std::string> lines(const std::string& text) {
 
 std::string os_release(const fs::path& root) {
   for (const char* file : {"etc/os-release", "usr/lib/os-release"}) {
-    const auto text = read_text(root / file);
+    const auto text = read_host_file(root / file);
     if (!text) continue;
     std::map<std::string, std::string> keys;
     for (const std::string& line : lines(*text)) {
@@ -65,26 +49,6 @@ std::string os_release(const fs::path& root) {
   return "";
 }
 
-// The value after "key:" on the first line that starts with `key` (cpuinfo, meminfo style).
-std::optional<std::string> field(const std::string& text, std::string_view key) {
-  for (const std::string& line : lines(text)) {
-    if (!line.starts_with(key)) continue;
-    const auto colon = line.find(':');
-    if (colon == std::string::npos || trim(std::string_view(line).substr(0, colon)) != key) continue;
-    return trim(std::string_view(line).substr(colon + 1));
-  }
-  return std::nullopt;
-}
-
-// "24683568 kB" -> bytes.
-std::optional<uint64_t> meminfo_bytes(const std::string& text, std::string_view key) {
-  auto value = field(text, key);
-  if (!value || !value->ends_with(" kB")) return std::nullopt;
-  const auto kib = parse_u64(std::string_view(*value).substr(0, value->size() - 3));
-  if (!kib || *kib > UINT64_MAX / 1024) return std::nullopt;
-  return *kib * 1024;
-}
-
 int affinity_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -92,91 +56,62 @@ int affinity_cpus() {
   return CPU_COUNT(&set);
 }
 
-// proc/self/cgroup: the unified (v2) path and each v1 controller's path.
-struct CgroupPaths {
-  std::optional<std::string> unified;
-  std::map<std::string, std::string> controllers;
-  std::vector<std::string> all;
-};
-
-CgroupPaths cgroup_paths(const fs::path& root) {
-  CgroupPaths paths;
-  const auto text = read_text(root / "proc/self/cgroup");
-  if (!text) return paths;
-  for (const std::string& line : lines(*text)) {
-    const auto first = line.find(':');
-    const auto second = first == std::string::npos ? first : line.find(':', first + 1);
-    if (second == std::string::npos) continue;
-    const std::string controllers = line.substr(first + 1, second - first - 1);
-    const std::string path = line.substr(second + 1);
-    paths.all.push_back(path);
-    if (controllers.empty()) {
-      paths.unified = path;
-      continue;
-    }
-    std::istringstream in(controllers);
-    for (std::string c; std::getline(in, c, ',');) paths.controllers[c] = path;
-  }
-  return paths;
-}
-
 // The first of `mount_dir/path/file` and `mount_dir/file` that can be read: the process's own
 // cgroup, or the mount's root when the container sees its cgroup as the root.
 std::optional<std::string> read_cgroup_file(const fs::path& mount_dir, const std::string& path,
                                             const char* file) {
-  if (auto text = read_text(mount_dir / fs::path(path).relative_path() / file)) return text;
-  return read_text(mount_dir / file);
+  if (auto text = read_host_file(mount_dir / fs::path(path).relative_path() / file)) return text;
+  return read_host_file(mount_dir / file);
 }
 
 CgroupLimit limit(std::optional<double> value) { return {.known = true, .value = value}; }
 
+// A memory.max / memory.limit_in_bytes file's limit, unknown when malformed.
+CgroupLimit memory_limit(const std::string& text) {
+  const std::optional<uint64_t> bytes = parse_cgroup_memory_limit(text);
+  if (!bytes) return {};
+  return limit(*bytes == kNoCgroupMemoryLimit ? std::nullopt : std::optional(static_cast<double>(*bytes)));
+}
+
 // cgroup v2: memory.max is "max" or bytes; cpu.max is "max PERIOD" or "QUOTA PERIOD".
 void read_cgroup_v2(const fs::path& mount, const std::string& path, HostFacts& host) {
-  if (auto text = read_cgroup_file(mount, path, "memory.max")) {
-    if (trim(*text) == "max")
-      host.memory_limit_bytes = limit(std::nullopt);
-    else if (auto bytes = parse_u64(*text))
-      host.memory_limit_bytes = limit(static_cast<double>(*bytes));
-  }
+  if (auto text = read_cgroup_file(mount, path, "memory.max")) host.memory_limit_bytes = memory_limit(*text);
   if (auto text = read_cgroup_file(mount, path, "cpu.max")) {
     std::istringstream in(*text);
     std::string quota, period_text;
     in >> quota >> period_text;
-    const auto period = parse_u64(period_text);
+    const auto period = parse_decimal_u64(period_text);
     if (quota == "max" && period)
       host.cpu_limit = limit(std::nullopt);
-    else if (auto q = parse_u64(quota); q && period && *period > 0)
+    else if (auto q = parse_decimal_u64(quota); q && period && *period > 0)
       host.cpu_limit = limit(static_cast<double>(*q) / static_cast<double>(*period));
   }
 }
 
 // cgroup v1: memory.limit_in_bytes (a value near 2^63 means none); cpu.cfs_quota_us (-1 = none)
 // over cpu.cfs_period_us.
-void read_cgroup_v1(const fs::path& cgroup_root, const CgroupPaths& paths, HostFacts& host) {
+void read_cgroup_v1(const fs::path& cgroup_root, const ProcSelfCgroup& paths, HostFacts& host) {
   if (auto it = paths.controllers.find("memory"); it != paths.controllers.end())
-    if (auto text = read_cgroup_file(cgroup_root / "memory", it->second, "memory.limit_in_bytes")) {
-      constexpr uint64_t kUnlimited = uint64_t{1} << 62;
-      if (auto bytes = parse_u64(*text))
-        host.memory_limit_bytes = limit(*bytes >= kUnlimited ? std::nullopt : std::optional(double(*bytes)));
-    }
+    if (auto text = read_cgroup_file(cgroup_root / "memory", it->second, "memory.limit_in_bytes"))
+      host.memory_limit_bytes = memory_limit(*text);
   const auto it = paths.controllers.find("cpu");
   if (it == paths.controllers.end()) return;
   for (const char* mount : {"cpu", "cpu,cpuacct", "cpuacct,cpu"}) {
     const auto quota = read_cgroup_file(cgroup_root / mount, it->second, "cpu.cfs_quota_us");
     const auto period = read_cgroup_file(cgroup_root / mount, it->second, "cpu.cfs_period_us");
     if (!quota || !period) continue;
-    const auto p = parse_u64(*period);
+    const auto p = parse_decimal_u64(*period);
     if (trim(*quota) == "-1" && p)
       host.cpu_limit = limit(std::nullopt);
-    else if (auto q = parse_u64(*quota); q && p && *p > 0)
+    else if (auto q = parse_decimal_u64(*quota); q && p && *p > 0)
       host.cpu_limit = limit(static_cast<double>(*q) / static_cast<double>(*p));
     return;
   }
 }
 
-void detect_container(const fs::path& root, const CgroupPaths& paths, HostFacts& host) {
+void detect_container(const fs::path& root, const ProcSelfCgroup& paths, HostFacts& host) {
   const auto cgroup_says = [&](std::string_view word) -> const std::string* {
-    for (const std::string& p : paths.all)
+    for (const std::string& p : paths.paths)
       if (p.find(word) != std::string::npos) return &p;
     return nullptr;
   };
@@ -219,8 +154,8 @@ std::optional<int> count_cpu_list(const std::string& list) {
   std::istringstream in(text);
   for (std::string range; std::getline(in, range, ',');) {
     const auto dash = range.find('-');
-    const auto first = parse_u64(range.substr(0, dash));
-    const auto last = dash == std::string::npos ? first : parse_u64(range.substr(dash + 1));
+    const auto first = parse_decimal_u64(range.substr(0, dash));
+    const auto last = dash == std::string::npos ? first : parse_decimal_u64(range.substr(dash + 1));
     if (!first || !last || *last < *first || *last - *first >= 1u << 20) return std::nullopt;
     count += static_cast<int>(*last - *first + 1);
   }
@@ -231,18 +166,18 @@ HostFacts probe_host(const HostProbeOptions& options) {
   const fs::path& root = options.root;
   HostFacts host;
   host.os = os_release(root);
-  host.kernel = trim(read_text(root / "proc/sys/kernel/osrelease").value_or(""));
+  host.kernel = trim(read_host_file(root / "proc/sys/kernel/osrelease").value_or(""));
   host.glibc = gnu_get_libc_version();
-  if (auto cpuinfo = read_text(root / "proc/cpuinfo"))
-    host.cpu_model = field(*cpuinfo, "model name").value_or("");
-  if (auto online = read_text(root / "sys/devices/system/cpu/online"))
+  if (auto cpuinfo = read_host_file(root / "proc/cpuinfo"))
+    host.cpu_model = proc_field(*cpuinfo, "model name").value_or("");
+  if (auto online = read_host_file(root / "sys/devices/system/cpu/online"))
     host.online_cpus = count_cpu_list(*online).value_or(0);
   host.affinity_cpus = affinity_cpus();
-  if (auto meminfo = read_text(root / "proc/meminfo")) {
+  if (auto meminfo = read_host_file(root / "proc/meminfo")) {
     host.memory_total_bytes = meminfo_bytes(*meminfo, "MemTotal");
     host.memory_available_bytes = meminfo_bytes(*meminfo, "MemAvailable");
   }
-  const CgroupPaths paths = cgroup_paths(root);
+  const ProcSelfCgroup paths = parse_proc_self_cgroup(read_host_file(root / "proc/self/cgroup").value_or(""));
   const fs::path cgroup_root = root / "sys/fs/cgroup";
   std::error_code ec;
   if (fs::exists(cgroup_root / "cgroup.controllers", ec)) {

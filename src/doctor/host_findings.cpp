@@ -18,8 +18,6 @@ std::string_view status_name(Status status) {
   return "?";
 }
 
-std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / double(1ull << 30)); }
-
 std::vector<Finding> host_findings(const HostFacts& host) {
   std::vector<Finding> out;
   if (!host.container.empty())

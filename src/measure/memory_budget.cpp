@@ -6,8 +6,6 @@
 
 namespace tokenmill {
 
-std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1u << 30)); }
-
 void MemoryBudget::reserve(uint64_t bytes, std::string_view what, std::string_view remedy) {
   if (!fits(bytes))
     fail(

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/byte_units.h"
+
 namespace tokenmill {
 
 class MemoryBudget {
@@ -23,8 +25,5 @@ class MemoryBudget {
  private:
   uint64_t left_;
 };
-
-// "1.25 GiB"
-std::string gib(uint64_t bytes);
 
 }  // namespace tokenmill

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/byte_units.h"
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -181,7 +182,7 @@ std::string human_bytes(uint64_t n) {
   if (n < 10 * 1024) return fmt::format("{} B", n);
   if (n < 10 * 1024 * 1024) return fmt::format("{:.1f} KiB", static_cast<double>(n) / 1024);
   if (n < 10ull * 1024 * 1024 * 1024) return fmt::format("{:.1f} MiB", static_cast<double>(n) / (1 << 20));
-  return fmt::format("{:.2f} GiB", static_cast<double>(n) / (1 << 30));
+  return gib(n);
 }
 
 }  // namespace

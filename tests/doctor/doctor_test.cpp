@@ -119,7 +119,7 @@ TEST(DoctorHostFindings, SmallContainerLimitsWarnWithTheFix) {
   const Finding* memory = find_area(findings, "memory");
   ASSERT_NE(memory, nullptr);
   EXPECT_EQ(memory->status, Status::Warn);
-  EXPECT_THAT(memory->found, HasSubstr("4.0 GiB of 64.0 GiB"));
+  EXPECT_THAT(memory->found, HasSubstr("4.00 GiB of 64.00 GiB"));
   EXPECT_THAT(memory->fix, HasSubstr("--memory"));
   const Finding* quota = find_area(findings, "cpu quota");
   ASSERT_NE(quota, nullptr);
