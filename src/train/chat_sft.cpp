@@ -68,32 +68,47 @@ std::string ChatSftEncoder::render(const std::vector<ChatMessage>& messages, siz
 }
 
 ChatDocument ChatSftEncoder::encode(const std::vector<ChatMessage>& messages, std::string_view where) const {
-  ChatDocument doc;
-  const auto append = [&](std::string_view text, uint8_t scored) {
-    if (text.empty()) return;
-    const std::vector<int32_t> ids =
-        tokenizer_.encode(text, {.add_special_tokens = false, .parse_special = true});
-    doc.tokens.insert(doc.tokens.end(), ids.begin(), ids.end());
-    doc.scored.insert(doc.scored.end(), ids.size(), scored);
-  };
-  // `done` is the rendered text already cut into segments; each render must extend it.
+  // `done` is the rendered text so far; each render must extend it. `cuts` are the byte
+  // offsets where the text turns from unscored to scored (cuts 0, 2, ...) or back (1, 3, ...).
   std::string done;
-  const auto extend = [&](const std::string& text, size_t index, uint8_t scored) {
+  std::vector<size_t> cuts;
+  const auto extend = [&](const std::string& text, size_t index, bool scored) {
     if (!text.starts_with(done))
       fail(
           "{}: the chat template is not prefix-stable at message {}: rendering the conversation up to it "
           "changes the text rendered before it, so its assistant turns cannot be cut out for the loss mask "
           "(use a template that renders earlier turns the same whatever follows them)",
           where, index);
-    append(std::string_view(text).substr(done.size()), scored);
+    if (text.size() > done.size() && scored != (cuts.size() % 2 == 1)) cuts.push_back(done.size());
     done = text;
   };
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].role != "assistant") continue;
-    extend(render(messages, i, true, where), i, 0);
-    extend(render(messages, i + 1, false, where), i, 1);
+    extend(render(messages, i, true, where), i, false);
+    extend(render(messages, i + 1, false, where), i, true);
   }
-  extend(render(messages, messages.size(), false, where), messages.size() - 1, 0);
+  extend(render(messages, messages.size(), false, where), messages.size() - 1, false);
+
+  const EncodeOptions options{.add_special_tokens = false, .parse_special = true};
+  ChatDocument doc;
+  doc.tokens = tokenizer_.encode(done, options);
+  doc.scored.assign(doc.tokens.size(), 0);
+  // A cut's token index: how many leading tokens the text before the cut encodes to on its own
+  // that agree with the whole text's (so a token merged across the cut starts the later part).
+  const auto tokens_before = [&](size_t cut) {
+    const std::vector<int32_t> head = tokenizer_.encode(std::string_view(done).substr(0, cut), options);
+    return static_cast<size_t>(
+        std::mismatch(head.begin(), head.end(), doc.tokens.begin(), doc.tokens.end()).first - head.begin());
+  };
+  // Part c of the text (before cut 0, between cuts 0 and 1, ...) is scored iff c is odd.
+  size_t begin = 0;
+  for (size_t c = 0; c <= cuts.size(); ++c) {
+    const size_t end = c == cuts.size() ? doc.tokens.size() : std::max(begin, tokens_before(cuts[c]));
+    if (c % 2 == 1)
+      std::fill(doc.scored.begin() + static_cast<std::ptrdiff_t>(begin),
+                doc.scored.begin() + static_cast<std::ptrdiff_t>(end), uint8_t{1});
+    begin = end;
+  }
   return doc;
 }
 

@@ -11,13 +11,14 @@
 // conversation is refused. What follows the last assistant turn in render(messages,
 // add_generation_prompt=false) is a last unscored segment.
 //
-// Tokenization is segment-wise: the rendered text is cut into segments (non-assistant text,
-// assistant turn, ...) and each is encoded on its own (no added BOS/EOS, special tokens
-// parsed, as the chat session encodes a prompt), so every token lies wholly in one segment
-// and the scored tokens are exactly those of the assistant segments. The ids equal those of
-// encoding the whole text when no pre-tokenizer chunk spans a segment boundary (true of
-// byte-level BPE templates whose turns meet at special tokens or newlines); a SentencePiece
-// tokenizer that adds a dummy-prefix space to every encode call gets one per segment.
+// Tokenization is of the whole rendered text at once (no added BOS/EOS, special tokens
+// parsed, as the chat session encodes a prompt), so the ids are those of Hugging Face's
+// encode(text, add_special_tokens=False) also for SentencePiece tokenizers that put a "▁"
+// before every piece of text they encode (Llama 2, Mistral): encoding segment by segment
+// would add one at every turn. The token index of each cut between scored and unscored
+// text is the number of leading tokens that the text before the cut, encoded on its own,
+// shares with the whole text's; a token merged across a cut thus goes with the text after
+// it. That costs one more encode of a prefix of the text per cut.
 #pragma once
 
 #include <cstdint>

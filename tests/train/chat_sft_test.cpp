@@ -1,9 +1,12 @@
 // Chat/SFT encoding: ids and assistant-only masks identical to transformers' (fixture from
 // tests/fixtures/chat_sft/make_chat_sft_fixture.py) on real chat templates (SmolLM2's ChatML,
-// Qwen2.5's, Llama 3.1's); the scored tokens decode to exactly the assistant turns; bad
-// messages, a missing template and a template that is not prefix-stable are refused.
+// Qwen2.5's, Llama 3.1's, and Llama 2's and Mistral v1's with SentencePiece tokenizers that
+// put a "▁" before every piece of text); the scored tokens decode to exactly the assistant
+// turns, a token merged across the start of a turn counting with it; bad messages, a missing
+// template and a template that is not prefix-stable are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -54,7 +57,7 @@ std::vector<std::string> scored_runs(const Tokenizer& tokenizer, const ChatDocum
 
 TEST(ChatSft, MatchesTransformersAndScoresExactlyTheAssistantTurns) {
   const nlohmann::json expected = read_json_file(kFixtures / "chat_sft" / "expected.json");
-  ASSERT_EQ(expected["cases"].size(), 3u);
+  ASSERT_EQ(expected["cases"].size(), 5u);
   for (const auto& c : expected["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
     const Tokenizer tokenizer = load_tokenizer(c["tokenizer"]);
@@ -62,20 +65,49 @@ TEST(ChatSft, MatchesTransformersAndScoresExactlyTheAssistantTurns) {
         c["template"].is_null()
             ? ChatSftEncoder::from_tokenizer(tokenizer, "fixture")
             : ChatSftEncoder(tokenizer, ChatTemplate(read_fixture(c["template"].get<std::string>())));
-    // ChatML closes a turn with "<|im_end|>\n", Llama 3 with "<|eot_id|>".
-    const std::string end_of_turn = c["name"] == "llama3" ? "<|eot_id|>" : "<|im_end|>\n";
+    // ChatML closes a turn with "<|im_end|>\n", Llama 3 with "<|eot_id|>", Llama 2 and Mistral
+    // with "</s>" (their turns' spaces are checked by the ids and the mask above).
+    const std::string name = c["name"];
+    const bool spm = name.ends_with("_spm");
+    const std::string end_of_turn = name == "llama3" ? "<|eot_id|>" : spm ? "</s>" : "<|im_end|>\n";
     for (const auto& conversation : c["conversations"]) {
       const std::vector<ChatMessage> messages = messages_of(conversation);
       const ChatDocument doc = encoder.encode(messages, "fixture");
       EXPECT_EQ(doc.tokens, conversation["ids"].get<std::vector<int32_t>>());
       EXPECT_EQ(doc.scored, conversation["scored"].get<std::vector<uint8_t>>());
-      EXPECT_EQ(tokenizer.decode(doc.tokens), conversation["rendered"].get<std::string>());
+      EXPECT_EQ(tokenizer.decode(doc.tokens), conversation["decoded"].get<std::string>());
+      if (!spm) {
+        EXPECT_EQ(conversation["decoded"], conversation["rendered"]);
+      }
+      // The SentencePiece cases are those where encoding turn by turn would go wrong.
+      EXPECT_EQ(conversation["turn_by_turn_differs"].get<bool>(), spm);
       std::vector<std::string> turns;
       for (const ChatMessage& m : messages)
         if (m.role == "assistant") turns.push_back(m.content + end_of_turn);
-      EXPECT_EQ(scored_runs(tokenizer, doc), turns);
+      std::vector<std::string> runs = scored_runs(tokenizer, doc);
+      if (spm) {  // decoding drops a run's leading space; Llama 2 ends a turn " </s>", Mistral v1 "</s> "
+        for (std::string& run : runs) {
+          if (run.ends_with(" ")) run.pop_back();
+          if (const size_t eot = run.rfind(" </s>"); eot != std::string::npos) run.erase(eot, 1);
+        }
+      }
+      EXPECT_EQ(runs, turns);
     }
   }
+}
+
+TEST(ChatSft, ATokenMergedAcrossACutGoesWithTheTextAfterIt) {
+  const Tokenizer tokenizer = load_tokenizer("hf/smollm_chat");
+  const ChatSftEncoder plain(tokenizer, ChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}"));
+  const ChatDocument doc = plain.encode({{"user", "I read th"}, {"assistant", "e play."}}, "t");
+  EXPECT_EQ(doc.tokens, tokenizer.encode("I read the play.", {.add_special_tokens = false}));
+  // " the" is one token, begun in the user's text: it is scored, what comes before is not.
+  const auto first_scored = std::find(doc.scored.begin(), doc.scored.end(), 1) - doc.scored.begin();
+  ASSERT_LT(first_scored, std::ssize(doc.tokens));
+  EXPECT_EQ(tokenizer.decode(std::span(doc.tokens).first(static_cast<size_t>(first_scored))), "I read");
+  EXPECT_EQ(tokenizer.decode(std::span(doc.tokens).subspan(static_cast<size_t>(first_scored), 1)), " the");
+  EXPECT_TRUE(
+      std::all_of(doc.scored.begin() + first_scored, doc.scored.end(), [](uint8_t s) { return s == 1; }));
 }
 
 TEST(ChatSft, RefusesMalformedMessages) {

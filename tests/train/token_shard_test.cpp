@@ -1,6 +1,7 @@
 // Token shards: round trips in both widths, with and without a loss mask, version 1 files
 // still read, and every kind of damaged file refused with a named error (header fields,
-// flags, sizes, hash, out-of-vocabulary tokens, mask padding, random garbage).
+// flags, sizes, hash, out-of-vocabulary tokens, mask padding, random garbage), and the fuzz
+// seed corpus replayed.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "core/fnv1a.h"
+#include "support/corpus.h"
 #include "support/expect_error.h"
 #include "support/temp_dir.h"
 #include "train/token_shard.h"
@@ -226,6 +228,18 @@ TEST_F(DamagedShard, RandomGarbageNeverCrashes) {
     } catch (const Error&) {
     }
   }
+}
+
+// The fuzz seed corpus (fuzz/make_token_shard_corpus.py), replayed in every build: the
+// valid_* seeds parse to a shard of exactly their size, the invalid_* ones are refused.
+TEST(TokenShardCorpus, EveryFileParsesOrFailsCleanly) {
+  testing::replay_corpus(
+      TOKENMILL_FUZZ_CORPUS_DIR, [](std::span<const std::byte> bytes, const std::string& label) {
+        const TokenShardInfo info = parse_token_shard(bytes, label);
+        EXPECT_EQ(64 + info.count * info.bytes_per_token + (info.loss_mask ? (info.count + 7) / 8 : 0),
+                  bytes.size())
+            << label;
+      });
 }
 
 }  // namespace
