@@ -1,5 +1,6 @@
 // train: pretrain from scratch or fine-tune a Hugging Face model on prepared data
-// (train/trainer.h), with one progress line per step, validation, samples and a summary.
+// (train/trainer.h) on --device (runtime/device_choice.h), with one progress line per step,
+// validation, samples and a summary.
 #include <csignal>
 #include <memory>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "cli/device_flag.h"
 #include "core/error.h"
 #include "core/json_file.h"
 #include "measure/roofline.h"
@@ -26,6 +28,7 @@ extern "C" void request_stop(int) { g_stop.store(true); }
 struct TrainFlags {
   TrainOptions options;
   std::string data, out, from, lr_decay = "cosine";
+  std::string device = "auto";
   int64_t layers = 4, hidden = 128, heads = 4, kv_heads = 0, ff = 0, context = 0;
   double min_lr = -1.0;
   int64_t lora_rank = 0;
@@ -82,8 +85,12 @@ void run_train(TrainFlags& f) {
                              f.ff > 0 ? f.ff : 4 * f.hidden, f.context > 0 ? f.context : o.seq_len, eod);
   }
   const Tokenizer tokenizer = Tokenizer::from_file(meta.at("tokenizer").get<std::string>());
-  auto backend = make_cpu_backend();
-  // The peak for MFU: a short calibration of the f32 GEMM (measure/roofline.h).
+  // Training makes its weights in the backend's memory itself (train/parameters.h), so there
+  // is no model to place: the device is chosen for an empty one.
+  Model no_weights;
+  const std::unique_ptr<Backend> backend = open_device(f.device, no_weights);
+  // The peak for MFU: a short calibration of the f32 GEMM on the chosen backend
+  // (measure/roofline.h).
   CalibrationOptions calibration;
   calibration.gemm_size = 512;
   calibration.read_bytes = uint64_t{16} << 20;
@@ -141,6 +148,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--out", f->out, "Run directory: checkpoints, metrics.jsonl, loss.svg")->required();
   cmd->add_option("--from", f->from,
                   "Fine-tune this Hugging Face model directory (default: train from scratch)");
+  add_device_flag(*cmd, f->device);
   cmd->add_option("--layers", f->layers, "From scratch: transformer layers");
   cmd->add_option("--hidden", f->hidden, "From scratch: hidden size");
   cmd->add_option("--heads", f->heads, "From scratch: attention heads");

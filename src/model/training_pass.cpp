@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "model/norm.h"
 #include "model/rope.h"
+#include "model/weight_placement.h"
 
 namespace tokenmill {
 
@@ -51,13 +52,14 @@ TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t 
   frozen_.layers.resize(static_cast<size_t>(config.num_hidden_layers));
   Plan sizing(nullptr);
   plan(sizing);
-  arena_.emplace(sizing.bytes());
+  arena_.emplace(sizing.bytes(), backend.memory());
   Plan carving(&*arena_);
   plan(carving);
+  if (!backend.memory().is_host()) host_losses_.resize(static_cast<size_t>(logit_rows_));
   if (lora_.enabled()) {
-    float* s = lora_scale_.as<float>();
-    for (int64_t i = 0; i < lora_.rank * lora_.rank; ++i)
-      s[i] = i % (lora_.rank + 1) == 0 ? lora_.scale() : 0.0f;
+    std::vector<float> s(static_cast<size_t>(lora_.rank * lora_.rank), 0.0f);
+    for (size_t i = 0; i < s.size(); i += static_cast<size_t>(lora_.rank + 1)) s[i] = lora_.scale();
+    backend.memory().copy_from_host(lora_scale_.data, s.data(), lora_scale_.nbytes());
   }
 }
 
@@ -105,7 +107,11 @@ void TrainingPass::plan(Plan& p) {
   }
 }
 
-int64_t TrainingPass::check(std::span<const int32_t> inputs, std::span<const int32_t> targets) const {
+int64_t TrainingPass::check(const ModelWeights& weights, std::span<const int32_t> inputs,
+                            std::span<const int32_t> targets) const {
+  if (!weights_in(weights, backend_.memory()))
+    fail("training: the model's weights are not in the memory of the {} backend (place_weights first)",
+         backend_.name());
   if (static_cast<int64_t>(inputs.size()) != rows_ || static_cast<int64_t>(targets.size()) != rows_)
     fail("training: inputs and targets must hold {} x {} tokens, got {} and {}", batch_, seq_len_,
          inputs.size(), targets.size());
@@ -127,7 +133,7 @@ void TrainingPass::forward(const ModelWeights& w, std::span<const int32_t> input
   const ModelConfig& c = config_;
   if (c.positions == PositionKind::Rotary) {
     const std::vector<float> inv_freq = model_rope_frequencies(c, w);
-    std::copy(inv_freq.begin(), inv_freq.end(), inv_freq_tensor_.as<float>());
+    backend_.memory().copy_from_host(inv_freq_tensor_.data, inv_freq.data(), inv_freq.size() * sizeof(float));
   }
   backend_.embedding(w.token_embedding, inputs, residual_[0]);
   if (c.positions == PositionKind::Learned) {
@@ -191,7 +197,12 @@ double TrainingPass::score(const ModelWeights& w, const ModelWeights* grads, std
     backend_.matmul(hidden, w.lm_head, nullptr, logits);
     backend_.cross_entropy(logits, targets.subspan(static_cast<size_t>(r0), static_cast<size_t>(r)),
                            row_scale, losses, grads != nullptr ? &logits : nullptr);
-    for (int64_t i = 0; i < r; ++i) total += losses.as<const float>()[i];
+    const float* host_losses = losses.as<const float>();
+    if (!host_losses_.empty()) {  // backend memory the host cannot read
+      backend_.memory().copy_to_host(host_losses_.data(), losses.data, losses.nbytes());
+      host_losses = host_losses_.data();
+    }
+    for (int64_t i = 0; i < r; ++i) total += host_losses[i];
     if (grads != nullptr) {
       const Tensor dhidden = dh_.slice_rows(r0, r);
       backend_.matmul_backward(hidden, w.lm_head, logits, &dhidden, optional_tensor(grads->lm_head), nullptr);
@@ -303,7 +314,7 @@ void TrainingPass::use_adapter(const LoraWeights* adapter, const LoraWeights* ad
 TrainingPass::Result TrainingPass::run_backward(const ModelWeights& weights, const ModelWeights* grads,
                                                 std::span<const int32_t> inputs,
                                                 std::span<const int32_t> targets, float grad_scale) {
-  const int64_t count = check(inputs, targets);
+  const int64_t count = check(weights, inputs, targets);
   const ModelWeights& g = grads != nullptr ? *grads : frozen_;
   forward(weights, inputs);
   Result result{score(weights, &g, targets, count, grad_scale), count};
@@ -335,7 +346,7 @@ TrainingPass::Result TrainingPass::forward_backward(const ModelWeights& weights,
 
 TrainingPass::Result TrainingPass::evaluate(const ModelWeights& weights, std::span<const int32_t> inputs,
                                             std::span<const int32_t> targets, const LoraWeights* adapter) {
-  const int64_t count = check(inputs, targets);
+  const int64_t count = check(weights, inputs, targets);
   use_adapter(adapter, nullptr);
   forward(weights, inputs);
   return {score(weights, nullptr, targets, count, 1.0f), count};

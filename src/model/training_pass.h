@@ -9,9 +9,13 @@
 // probabilities of the whole batch are ever stored.
 //
 // Weights and gradients are two ModelWeights of the same shapes, f32 (a tied lm_head views
-// the token embedding in both, so both uses add into one gradient). forward_backward ADDS
-// grad_scale * d(mean loss)/dw into the gradients (gradient accumulation: call it once per
-// micro-batch with grad_scale = loss_scale / micro_batches).
+// the token embedding in both, so both uses add into one gradient), in the backend's memory
+// (ModelWeights::memory says so; a LoRA adapter and its gradients live there too), as are
+// every buffer of the pass: the host reaches them only through DeviceMemory's copies (the
+// rope frequencies and the LoRA scale in, each logit chunk's losses out), so the pass runs
+// on a GPU backend as on the CPU. Inputs and targets are host spans (Backend's convention). forward_backward
+// ADDS grad_scale * d(mean loss)/dw into the gradients (gradient accumulation: call it once per micro-batch
+// with grad_scale = loss_scale / micro_batches).
 //
 // LoRA (model/lora.h): with an adapter, every targeted linear layer computes
 // y = x W^T (+ b) + s (x A^T) B^T; the model's weights are then frozen (no gradient is formed
@@ -64,8 +68,8 @@ class TrainingPass {
     double loss = 0.0;   // mean cross-entropy over the scored targets
     int64_t tokens = 0;  // scored targets
   };
-  // inputs, targets: [batch, seq_len] row-major. Throws Error on a size mismatch, an id
-  // outside the vocabulary, or no scored target.
+  // inputs, targets: [batch, seq_len] row-major. Throws Error on weights outside the
+  // backend's memory, a size mismatch, an id outside the vocabulary, or no scored target.
   Result forward_backward(const ModelWeights& weights, const ModelWeights& grads,
                           std::span<const int32_t> inputs, std::span<const int32_t> targets,
                           float grad_scale);
@@ -88,7 +92,10 @@ class TrainingPass {
   };
   class Plan;
   void plan(Plan& p);
-  int64_t check(std::span<const int32_t> inputs, std::span<const int32_t> targets) const;
+  // Throws Error unless the weights are in the backend's memory and the batch is valid;
+  // returns the number of scored targets.
+  int64_t check(const ModelWeights& weights, std::span<const int32_t> inputs,
+                std::span<const int32_t> targets) const;
   void forward(const ModelWeights& w, std::span<const int32_t> inputs);
   // Layer l's activations, from residual_[l] through the MLP's act, into acts(l).
   void forward_activations(const ModelWeights& w, int64_t layer);
@@ -132,6 +139,7 @@ class TrainingPass {
   int64_t batch_, seq_len_, rows_, logit_rows_;
   float attention_scale_;
   std::vector<int32_t> positions_;  // [rows]: t of each row
+  std::vector<float> host_losses_;  // a logit chunk's losses, when the host cannot read losses_
   std::optional<Arena> arena_;      // sized by a first pass of plan()
   Tensor inv_freq_tensor_;
   std::vector<Tensor> residual_;          // num_layers + 1 residual streams [rows, hidden]

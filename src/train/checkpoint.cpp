@@ -105,7 +105,9 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const Ch
   std::filesystem::create_directories(dir, ec);
   if (ec) fail("{}: cannot create the checkpoint directory ({})", dir.string(), ec.message());
   uint64_t hash = kFnv1aOffsetBasis;
-  for (const auto& a : arrays(params)) hash = fnv1a(a.data(), a.size_bytes(), hash);
+  for (const auto& a : arrays(params))
+    params.read_chunks(
+        a, [&](std::span<const float> chunk) { hash = fnv1a(chunk.data(), chunk.size_bytes(), hash); });
   const nlohmann::json header = {
       {"format", "tokenmill.checkpoint/1"},
       {"step", state.step},
@@ -129,7 +131,9 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const Ch
   file.write(text.data(), text.size());
   const std::vector<char> pad((kAlign - (16 + text.size()) % kAlign) % kAlign, '\0');
   file.write(pad.data(), pad.size());
-  for (const auto& a : arrays(params)) file.write(a.data(), a.size_bytes());
+  for (const auto& a : arrays(params))
+    params.read_chunks(a,
+                       [&](std::span<const float> chunk) { file.write(chunk.data(), chunk.size_bytes()); });
   file.commit();
   const auto all = checkpoints_in(dir);
   for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < all.size(); ++i)
@@ -148,10 +152,11 @@ CheckpointState load_checkpoint(const std::filesystem::path& path, ParameterBuff
   if (parsed.parameters != parameter_list(params) || parsed.count != static_cast<uint64_t>(params.count()))
     fail("{}: the checkpoint's parameters do not match this model (different architecture or size)",
          path.string());
-  const std::byte* data = file.bytes().data() + parsed.data_offset;
+  // The arrays start 64-byte aligned in the mapping, so they can be read as floats.
+  const auto* data = reinterpret_cast<const float*>(file.bytes().data() + parsed.data_offset);
   for (const std::span<float> a : {params.values(), params.first_moments(), params.second_moments()}) {
-    std::memcpy(a.data(), data, a.size_bytes());
-    data += a.size_bytes();
+    params.upload(a, {data, a.size()});
+    data += a.size();
   }
   return parsed.state;
 }

@@ -8,6 +8,8 @@
 // the parameter list (name, shape, offset, numel), count, and an FNV-1a hash of the arrays.
 // A LoRA run's checkpoint holds the adapter's parameters (not the frozen base model) and a
 // "lora" object: rank, alpha, targets and the base model directory it applies to.
+// Parameters in a backend's memory (a GPU's) are copied to the host in chunks to be written,
+// and copied back in on load: the file is the same whichever memory they trained in.
 // Files are written with AtomicFile (a crash mid-write leaves the previous checkpoint);
 // reading validates magic, sizes (overflow-checked), the parameter list against the model
 // being trained, and the hash.

@@ -25,8 +25,8 @@ std::vector<Parameter> adapter_parameters(const ModelConfig& config, const LoraC
 
 }  // namespace
 
-LoraParameters::LoraParameters(const ModelConfig& config, const LoraConfig& lora)
-    : ParameterBuffers(adapter_parameters(config, lora)), lora_(lora) {
+LoraParameters::LoraParameters(const ModelConfig& config, const LoraConfig& lora, Backend* backend)
+    : ParameterBuffers(adapter_parameters(config, lora), backend), lora_(lora) {
   for (LoraWeights* views : {&weights_, &grads_}) {
     views->scale = lora.scale();
     views->layers.resize(static_cast<size_t>(config.num_hidden_layers));
@@ -44,19 +44,21 @@ LoraParameters::LoraParameters(const ModelConfig& config, const LoraConfig& lora
 
 void LoraParameters::init(uint64_t seed) {
   std::mt19937_64 rng(seed);
-  for (const Parameter& p : parameters()) {
-    float* x = values().data() + p.offset;
-    if (!p.name.ends_with(".lora_A")) {
-      std::fill(x, x + p.numel, 0.0f);
-      continue;
+  fill_values([&](std::span<float> values) {
+    for (const Parameter& p : parameters()) {
+      float* x = values.data() + p.offset;
+      if (!p.name.ends_with(".lora_A")) {
+        std::fill(x, x + p.numel, 0.0f);
+        continue;
+      }
+      const double bound = 1.0 / std::sqrt(static_cast<double>(p.shape[1]));
+      for (int64_t i = 0; i < p.numel; ++i) {
+        // Uniform in [-bound, bound) from the top 53 bits (portable, unlike std::uniform_real_distribution).
+        const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+        x[i] = static_cast<float>((2.0 * u - 1.0) * bound);
+      }
     }
-    const double bound = 1.0 / std::sqrt(static_cast<double>(p.shape[1]));
-    for (int64_t i = 0; i < p.numel; ++i) {
-      // Uniform in [-bound, bound) from the top 53 bits (portable, unlike std::uniform_real_distribution).
-      const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
-      x[i] = static_cast<float>((2.0 * u - 1.0) * bound);
-    }
-  }
+  });
 }
 
 }  // namespace tokenmill

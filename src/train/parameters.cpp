@@ -1,5 +1,6 @@
 #include "train/parameters.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <random>
@@ -69,32 +70,114 @@ std::vector<Parameter> model_parameters(const ModelConfig& config) {
   return list;
 }
 
-}  // namespace
-
-ParameterBuffers::ParameterBuffers(std::vector<Parameter> parameters) : parameters_(std::move(parameters)) {
+// `parameters` with offsets and numel assigned, in order.
+std::vector<Parameter> laid_out(std::vector<Parameter> parameters) {
   int64_t total = 0;
-  for (Parameter& p : parameters_) {
+  for (Parameter& p : parameters) {
     p.numel = 1;
     for (const int64_t d : p.shape) p.numel *= d;
     p.offset = total;
     total += p.numel;
   }
-  values_.assign(static_cast<size_t>(total), 0.0f);
-  gradients_.assign(static_cast<size_t>(total), 0.0f);
-  m_.assign(static_cast<size_t>(total), 0.0f);
-  v_.assign(static_cast<size_t>(total), 0.0f);
+  return parameters;
 }
 
-Tensor ParameterBuffers::view(std::vector<float>& buffer, const Parameter& p) {
+int64_t total_numel(const std::vector<Parameter>& parameters) {
+  return parameters.empty() ? 0 : parameters.back().offset + parameters.back().numel;
+}
+
+// Bytes of the four buffers of `count` floats, plus the zeros that clear them in memory the
+// host cannot write (when `with_zeros`).
+size_t storage_bytes(int64_t count, bool with_zeros) {
+  const auto n = static_cast<size_t>(count);
+  const size_t zeros =
+      with_zeros ? Arena::footprint(std::min(n, ParameterBuffers::kChunkFloats) * sizeof(float)) : 0;
+  return 4 * Arena::footprint(n * sizeof(float)) + zeros;
+}
+
+}  // namespace
+
+ParameterBuffers::ParameterBuffers(std::vector<Parameter> parameters, Backend* backend)
+    : parameters_(laid_out(std::move(parameters))),
+      backend_(backend != nullptr && !backend->memory().is_host() ? backend : nullptr),
+      storage_(storage_bytes(total_numel(parameters_), backend_ != nullptr),
+               backend_ != nullptr ? backend_->memory() : host_memory()) {
+  const int64_t count = total_numel(parameters_);
+  for (std::span<float>* buffer : {&values_, &gradients_, &m_, &v_})
+    *buffer = {storage_.allocate(DType::F32, {count}).as<float>(), static_cast<size_t>(count)};
+  if (backend_ == nullptr) {
+    for (const std::span<float> buffer : {values_, gradients_, m_, v_})
+      std::fill(buffer.begin(), buffer.end(), 0.0f);
+    return;
+  }
+  const auto zeros = static_cast<int64_t>(std::min(static_cast<size_t>(count), kChunkFloats));
+  zeros_ = storage_.allocate(DType::F32, {zeros});
+  const std::vector<float> host_zeros(static_cast<size_t>(zeros), 0.0f);
+  memory().copy_from_host(zeros_.data, host_zeros.data(), zeros_.nbytes());
+  for (const std::span<float> buffer : {values_, gradients_, m_, v_}) zero_on_device(buffer);
+}
+
+Tensor ParameterBuffers::view(std::span<float> buffer, const Parameter& p) {
   float* data = buffer.data() + p.offset;
   return p.shape.size() == 1 ? Tensor(data, DType::F32, {p.shape[0]})
                              : Tensor(data, DType::F32, {p.shape[0], p.shape[1]});
 }
 
-void ParameterBuffers::zero_grads() { std::fill(gradients_.begin(), gradients_.end(), 0.0f); }
+void ParameterBuffers::zero_grads() {
+  if (backend_ == nullptr) {
+    std::fill(gradients_.begin(), gradients_.end(), 0.0f);
+  } else {
+    zero_on_device(gradients_);
+  }
+}
 
-ParameterSet::ParameterSet(const ModelConfig& config)
-    : ParameterBuffers(model_parameters(config)), config_(config) {
+void ParameterBuffers::zero_on_device(std::span<float> buffer) {
+  const int64_t chunk = zeros_.numel();
+  for (size_t at = 0; at < buffer.size(); at += static_cast<size_t>(chunk)) {
+    const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(buffer.size() - at));
+    backend_->convert(zeros_.slice_rows(0, n), Tensor(buffer.data() + at, DType::F32, {n}));
+  }
+}
+
+void ParameterBuffers::fill_values(const std::function<void(std::span<float> values)>& fill) {
+  if (backend_ == nullptr) {
+    fill(values_);
+    return;
+  }
+  std::vector<float> staging(values_.size());
+  fill(staging);
+  upload(values_, staging);
+}
+
+void ParameterBuffers::upload(std::span<float> buffer, std::span<const float> host) {
+  if (host.size() != buffer.size())
+    fail("training: {} values copied into a buffer of {}", host.size(), buffer.size());
+  memory().copy_from_host(buffer.data(), host.data(), host.size_bytes());
+}
+
+void ParameterBuffers::download(std::span<const float> buffer, std::span<float> host) const {
+  if (host.size() != buffer.size())
+    fail("training: a buffer of {} values copied into {}", buffer.size(), host.size());
+  memory().copy_to_host(host.data(), buffer.data(), buffer.size_bytes());
+}
+
+void ParameterBuffers::read_chunks(std::span<const float> buffer,
+                                   const std::function<void(std::span<const float> chunk)>& read) const {
+  if (backend_ == nullptr) {
+    read(buffer);
+    return;
+  }
+  std::vector<float> staging(std::min(buffer.size(), kChunkFloats));
+  for (size_t at = 0; at < buffer.size(); at += staging.size()) {
+    const std::span<float> chunk =
+        std::span<float>(staging).first(std::min(staging.size(), buffer.size() - at));
+    download(buffer.subspan(at, chunk.size()), chunk);
+    read(chunk);
+  }
+}
+
+ParameterSet::ParameterSet(const ModelConfig& config, Backend* backend)
+    : ParameterBuffers(model_parameters(config), backend), config_(config) {
   const auto make_views = [&](ModelWeights& views, bool gradients) {
     size_t index = 0;
     visit_slots(config_, views, [&](Tensor& slot, const std::string&, std::vector<int64_t>, bool, Init) {
@@ -105,48 +188,55 @@ ParameterSet::ParameterSet(const ModelConfig& config)
   };
   make_views(weights_, false);
   make_views(grads_, true);
+  weights_.memory = grads_.memory = &memory();
 }
 
 void ParameterSet::init_gpt2(uint64_t seed) {
   std::mt19937_64 rng(seed);
   const auto uniform = [&] { return (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53; };  // (0, 1)
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.num_hidden_layers));
-  ModelWeights scratch;
-  size_t index = 0;
-  visit_slots(config_, scratch, [&](Tensor&, const std::string&, std::vector<int64_t>, bool, Init init) {
-    const Parameter& p = parameters()[index++];
-    float* x = values().data() + p.offset;
-    const double std = init == Init::Residual ? residual_std : 0.02;
-    for (int64_t i = 0; i < p.numel; ++i) {
-      if (init == Init::One || init == Init::Zero) {
-        x[i] = init == Init::One ? 1.0f : 0.0f;
-        continue;
+  fill_values([&](std::span<float> values) {
+    ModelWeights scratch;
+    size_t index = 0;
+    visit_slots(config_, scratch, [&](Tensor&, const std::string&, std::vector<int64_t>, bool, Init init) {
+      const Parameter& p = parameters()[index++];
+      float* x = values.data() + p.offset;
+      const double std = init == Init::Residual ? residual_std : 0.02;
+      for (int64_t i = 0; i < p.numel; ++i) {
+        if (init == Init::One || init == Init::Zero) {
+          x[i] = init == Init::One ? 1.0f : 0.0f;
+          continue;
+        }
+        // Box-Muller: one normal per pair of uniforms (simple and portable, unlike std::normal_distribution).
+        const double r = std::sqrt(-2.0 * std::log(uniform()));
+        x[i] = static_cast<float>(std * r * std::cos(2.0 * std::numbers::pi * uniform()));
       }
-      // Box-Muller: one normal per pair of uniforms (simple and portable, unlike std::normal_distribution).
-      const double r = std::sqrt(-2.0 * std::log(uniform()));
-      x[i] = static_cast<float>(std * r * std::cos(2.0 * std::numbers::pi * uniform()));
-    }
+    });
   });
 }
 
 void ParameterSet::load(const ModelWeights& source) {
-  size_t index = 0;
-  visit_slots(config_, source,
-              [&](const Tensor& slot, const std::string& name, std::vector<int64_t>, bool, Init) {
-                const Parameter& p = parameters()[index++];
-                if (slot.data == nullptr) fail("training: the model has no tensor for parameter {}", name);
-                if (slot.numel() != p.numel || slot.cols() != p.shape.back())
-                  fail("training: parameter {} is {} in the model, expected {} values", name,
-                       slot.shape_string(), p.numel);
-                if (slot.dtype != DType::F32 && slot.dtype != DType::BF16 && slot.dtype != DType::F16)
-                  fail(
-                      "training: parameter {} is stored as {}; training needs f32, bf16 or f16 weights (not "
-                      "a quantized model)",
-                      name, dtype_name(slot.dtype));
-                for (int64_t i = 0; i < p.numel; ++i)
-                  values()[static_cast<size_t>(p.offset + i)] =
-                      load_as_f32(slot.data, slot.dtype, static_cast<size_t>(i));
-              });
+  if (!source.memory->is_host())
+    fail("training: the model to train from must be loaded in host memory, not placed on a device");
+  fill_values([&](std::span<float> values) {
+    size_t index = 0;
+    visit_slots(config_, source,
+                [&](const Tensor& slot, const std::string& name, std::vector<int64_t>, bool, Init) {
+                  const Parameter& p = parameters()[index++];
+                  if (slot.data == nullptr) fail("training: the model has no tensor for parameter {}", name);
+                  if (slot.numel() != p.numel || slot.cols() != p.shape.back())
+                    fail("training: parameter {} is {} in the model, expected {} values", name,
+                         slot.shape_string(), p.numel);
+                  if (slot.dtype != DType::F32 && slot.dtype != DType::BF16 && slot.dtype != DType::F16)
+                    fail(
+                        "training: parameter {} is stored as {}; training needs f32, bf16 or f16 weights "
+                        "(not a quantized model)",
+                        name, dtype_name(slot.dtype));
+                  for (int64_t i = 0; i < p.numel; ++i)
+                    values[static_cast<size_t>(p.offset + i)] =
+                        load_as_f32(slot.data, slot.dtype, static_cast<size_t>(i));
+                });
+  });
 }
 
 }  // namespace tokenmill

@@ -9,13 +9,22 @@
 // decay applies to the 2-D matrices of the layers and the untied lm_head; never to
 // embeddings, norm weights or biases (the usual GPT-2 / nanoGPT / llm.c policy).
 // A tied lm_head is the token embedding itself in both views (no separate parameter).
+//
+// Memory: the buffers live in host memory, or in a backend's memory (a GPU's) when one is
+// given. The spans and views below address that memory: ops take them as they are, but the
+// host may read or write them directly only when memory().is_host(); otherwise it goes
+// through fill_values / upload / download / read_chunks, which are plain views or memcpy
+// on the host (no staging, no extra copy) and DeviceMemory copies elsewhere.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
+#include "core/arena.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -37,6 +46,8 @@ class ParameterBuffers {
 
   const std::vector<Parameter>& parameters() const { return parameters_; }
   int64_t count() const { return static_cast<int64_t>(values_.size()); }
+  // Where the buffers live (see "Memory" above).
+  DeviceMemory& memory() const { return storage_.memory(); }
 
   std::span<float> values() { return values_; }
   std::span<float> gradients() { return gradients_; }
@@ -46,34 +57,53 @@ class ParameterBuffers {
   std::span<const float> gradients() const { return gradients_; }
   std::span<const float> first_moments() const { return m_; }
   std::span<const float> second_moments() const { return v_; }
+  // On the host, or with the backend's ops (copies of a buffer of zeros) in its memory.
   void zero_grads();
+
+  // Sets every value: `fill` writes count() floats into a host span, values() itself in host
+  // memory, else a staging buffer that is then copied in.
+  void fill_values(const std::function<void(std::span<float> values)>& fill);
+  // Copies host floats into / out of one of the four buffers (the sizes must agree).
+  void upload(std::span<float> buffer, std::span<const float> host);
+  void download(std::span<const float> buffer, std::span<float> host) const;
+  // Calls `read` on the contents of one of the four buffers, in order, as host spans: the
+  // buffer itself in host memory, else copies of at most kChunkFloats floats at a time.
+  static constexpr size_t kChunkFloats = size_t{4} << 20;
+  void read_chunks(std::span<const float> buffer,
+                   const std::function<void(std::span<const float> chunk)>& read) const;
 
  protected:
   // Zero-filled buffers for `parameters` (name, shape, decay given; offsets and numel are
-  // assigned here, in order).
-  explicit ParameterBuffers(std::vector<Parameter> parameters);
+  // assigned here, in order), in `backend`'s memory, or in host memory when it is null.
+  ParameterBuffers(std::vector<Parameter> parameters, Backend* backend);
   // A parameter's values or gradients as a [n] or [rows, cols] tensor.
-  Tensor value_view(const Parameter& p) { return view(values_, p); }
-  Tensor gradient_view(const Parameter& p) { return view(gradients_, p); }
+  Tensor value_view(const Parameter& p) const { return view(values_, p); }
+  Tensor gradient_view(const Parameter& p) const { return view(gradients_, p); }
 
  private:
-  static Tensor view(std::vector<float>& buffer, const Parameter& p);
+  static Tensor view(std::span<float> buffer, const Parameter& p);
+  // Zeroes `buffer` with the backend's convert from zeros_ (memory not host).
+  void zero_on_device(std::span<float> buffer);
 
   std::vector<Parameter> parameters_;
-  std::vector<float> values_, gradients_, m_, v_;
+  Backend* backend_;  // null: host memory
+  Arena storage_;     // the four buffers, and zeros_ when not in host memory
+  std::span<float> values_, gradients_, m_, v_;
+  Tensor zeros_;  // up to kChunkFloats zeros in backend memory (the source zero_grads copies)
 };
 
 class ParameterSet : public ParameterBuffers {
  public:
-  // All parameters of `config`'s architecture, zero-filled.
-  explicit ParameterSet(const ModelConfig& config);
+  // All parameters of `config`'s architecture, zero-filled, in `backend`'s memory (host
+  // memory when null); both views' ModelWeights::memory say where.
+  explicit ParameterSet(const ModelConfig& config, Backend* backend = nullptr);
 
   // GPT-2 initialisation, seeded (mt19937_64, Box-Muller normals): matrices and embeddings
   // N(0, 0.02), the residual output projections (o, down) N(0, 0.02 / sqrt(2 * layers)),
   // norm weights 1, biases 0.
   void init_gpt2(uint64_t seed);
-  // Copies a loaded model's weights (f32, bf16 or f16; quantized types are refused) into
-  // the master copy, checking every shape.
+  // Copies a loaded model's weights (f32, bf16 or f16; quantized types are refused; in host
+  // memory) into the master copy, checking every shape.
   void load(const ModelWeights& source);
 
   const ModelWeights& weights() const { return weights_; }

@@ -10,6 +10,7 @@
 #include "measure/flops.h"
 #include "model/model.h"
 #include "model/training_pass.h"
+#include "model/weight_placement.h"
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
 #include "train/lora_parameters.h"
@@ -73,6 +74,8 @@ class Run {
     if (obs_.on_info) obs_.on_info(line);
   }
   void setup_model();
+  // The base model with the adapter merged, in the backend's memory (LoRA samples).
+  ModelWeights merged_model() const;
   EvalReport evaluate(int64_t step);
   std::string sample(int64_t step);
   void metrics(const nlohmann::json& line) {
@@ -99,7 +102,8 @@ class Run {
   nlohmann::json dataset_, model_config_json_;
   std::unique_ptr<Model> model_;             // config and the weights samples are drawn from
   std::unique_ptr<ParameterSet> params_;     // full training
-  std::unique_ptr<Model> base_;              // LoRA: the frozen pretrained model
+  std::unique_ptr<Model> base_;              // LoRA: the frozen pretrained model, placed
+  ModelWeights host_base_;                   // LoRA: views of its weights in host memory
   std::unique_ptr<LoraParameters> adapter_;  // LoRA: the trained adapter
   ParameterBuffers* trainable_ = nullptr;    // params_ or adapter_
   std::unique_ptr<DataLoader> train_, val_;
@@ -117,18 +121,20 @@ void Run::setup_model() {
     model_config_json_ = read_json_file(o_.from_model / "config.json");
     model_->config = loaded->config;
     if (o_.lora.enabled()) {
-      adapter_ = std::make_unique<LoraParameters>(loaded->config, o_.lora);
+      adapter_ = std::make_unique<LoraParameters>(loaded->config, o_.lora, &backend_);
       adapter_->init(o_.seed);
       base_ = std::move(loaded);
+      host_base_ = view_weights(base_->weights);
+      place_weights(base_->weights, backend_.memory());
       trainable_ = adapter_.get();
       return;  // samples merge the adapter when they are drawn
     }
-    params_ = std::make_unique<ParameterSet>(loaded->config);
+    params_ = std::make_unique<ParameterSet>(loaded->config, &backend_);
     params_->load(loaded->weights);
   } else {
     model_config_json_ = o_.scratch_config;
     model_->config = parse_model_config(model_config_json_, "the training model configuration");
-    params_ = std::make_unique<ParameterSet>(model_->config);
+    params_ = std::make_unique<ParameterSet>(model_->config, &backend_);
     params_->init_gpt2(o_.seed);
   }
   trainable_ = params_.get();
@@ -152,10 +158,22 @@ EvalReport Run::evaluate(int64_t step) {
   return r;
 }
 
+ModelWeights Run::merged_model() const {
+  if (adapter_->memory().is_host()) return merge_lora(model_->config, host_base_, adapter_->weights());
+  // merge_lora reads the adapter on the host: merge a host copy, then place the result.
+  LoraParameters host_adapter(model_->config, o_.lora);
+  adapter_->download(adapter_->values(), host_adapter.values());
+  ModelWeights merged = merge_lora(model_->config, host_base_, host_adapter.weights());
+  place_weights(merged, backend_.memory());
+  return merged;
+}
+
 std::string Run::sample(int64_t step) {
   if (!obs_.sample) return {};
-  if (adapter_) model_->weights = merge_lora(model_->config, base_->weights, adapter_->weights());
-  return obs_.sample(*model_, step);
+  if (adapter_) model_->weights = merged_model();
+  std::string text = obs_.sample(*model_, step);
+  if (adapter_) model_->weights = ModelWeights();  // frees a placed copy until the next sample
+  return text;
 }
 
 std::filesystem::path Run::checkpoint(int64_t step) {

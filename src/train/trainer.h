@@ -1,5 +1,8 @@
 // The training loop: `tokenmill train` from scratch (a config) or from a pretrained Hugging
-// Face model, full fine-tuning, on the CPU backend (the CUDA backend plugs in unchanged).
+// Face model, full fine-tuning, on any backend: the parameters, gradients, AdamW moments and
+// activations live in the backend's memory (a GPU's for the CUDA backend), a LoRA run's
+// frozen base model is placed there, and the host reaches them only through DeviceMemory's
+// copies (initial values in; losses, gradient norms, checkpoints and samples out).
 //
 // Per optimizer step: grad_accum micro-batches of batch x seq_len tokens, each
 // forward+backward with grad_scale = 1 / grad_accum (TrainingPass), then clipping and
@@ -10,7 +13,7 @@
 // run_dir/checkpoints/step_*.tmckpt, the last `keep` kept. resume continues from the newest
 // checkpoint bit-exactly (same data order, same RNG, same optimizer state).
 // run_dir also gets metrics.jsonl (one JSON object per step / eval) and loss.svg.
-// Precision: FP32 master weights, FP32 math and optimizer state on the CPU.
+// Precision: FP32 master weights, FP32 math and optimizer state, on every backend.
 // recompute_activations: the TrainingPass keeps only each layer's input and recomputes its
 // activations in the backward (model/training_pass.h: less memory, about +33% flops, the
 // same numbers bit for bit), so a run may resume with the other setting. The MFU counts the
@@ -88,7 +91,8 @@ struct TrainObserver {
   std::function<void(const StepReport&)> on_step;
   std::function<void(const EvalReport&)> on_eval;
   // Generates a sample from the model being trained (the caller owns generation, which
-  // lives above train/ in the layers); the text is returned for the summary.
+  // lives above train/ in the layers) with the backend train() was given: the model's
+  // weights are in its memory. The text is returned for the summary.
   std::function<std::string(const Model& model, int64_t step)> sample;
   std::function<void(const std::filesystem::path&)> on_checkpoint;
 };

@@ -143,7 +143,7 @@ class FencedBackend final : public Backend {
     run([&] { inner_->softmax(x, y); });
   }
 
-  // Training ops: not used by the forward passes under test.
+  // Training ops: what tests/train/device_training_test.cpp runs.
   void matmul_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx, const Tensor* dw,
                        const Tensor* db) override {
     run([&] { inner_->matmul_backward(x, w, dy, dx, dw, db); });

@@ -1,12 +1,16 @@
 // `tokenmill prepare` + `tokenmill train` as a user runs them: progress, evaluation, a
-// sample and the summary; --recompute-activations changes no printed loss; then clear errors
-// for missing data and bad flags.
+// sample and the summary; --recompute-activations changes no printed loss; --device picks
+// the backend (a GPU that cannot be used is a clear error, auto falls back to the CPU with
+// one note); then clear errors for missing data and bad flags.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "support/run_command.h"
 #include "support/temp_dir.h"
+#ifdef TOKENMILL_HAS_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace tokenmill {
 namespace {
@@ -67,6 +71,51 @@ TEST(TrainCommand, RecomputedActivationsGiveTheSameLosses) {
     ASSERT_FALSE(expected.empty()) << step << "\n" << kept.output;
     EXPECT_EQ(line_from(recomputed.output, step), expected);
   }
+}
+
+// Why the CUDA backend cannot run on GPU 0 here ("" when it can).
+std::string why_no_gpu() {
+#ifdef TOKENMILL_HAS_CUDA
+  return cuda::unavailable_reason(0);
+#else
+  return "this build has no CUDA backend";
+#endif
+}
+
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(TrainCommand, DeviceFlagChoosesTheBackend) {
+  const TempDir dir;
+  const std::string data = prepare_data(dir);
+  const auto tpu = train_tiny(dir, data, "--device tpu");
+  EXPECT_NE(tpu.exit_code, 0);
+  EXPECT_NE(tpu.output.find("--device tpu: expected auto, cpu, cuda or cuda:N"), std::string::npos)
+      << tpu.output;
+  const auto no_such_gpu = train_tiny(dir, data, "--device cuda:4096");
+  EXPECT_NE(no_such_gpu.exit_code, 0);
+  EXPECT_NE(no_such_gpu.output.find("error: --device cuda:4096: "), std::string::npos) << no_such_gpu.output;
+  EXPECT_EQ(no_such_gpu.output.find("step "), std::string::npos) << no_such_gpu.output;
+
+  const auto cpu = train_tiny(dir, data, "--device cpu");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+  EXPECT_EQ(cpu.output.find("note:"), std::string::npos) << cpu.output;
+  const std::string why = why_no_gpu();
+  if (why.empty()) GTEST_SKIP() << "a GPU is usable here: --device cuda and auto train on it";
+  const auto cuda = train_tiny(dir, data, "--device cuda");
+  EXPECT_NE(cuda.exit_code, 0);
+  EXPECT_NE(cuda.output.find("error: --device cuda: " + why), std::string::npos) << cuda.output;
+  const auto fallback = train_tiny(dir, data, "--device auto");
+  ASSERT_EQ(fallback.exit_code, 0) << fallback.output;
+  EXPECT_EQ(count_of(fallback.output, "note:"), 1u) << fallback.output;
+  EXPECT_NE(fallback.output.find("note: running on the CPU: " + why + "\n"), std::string::npos)
+      << fallback.output;
+  // The fallback trains as --device cpu does.
+  for (const char* step : {"step     3/3 | loss", "val loss at end"})
+    EXPECT_EQ(line_from(fallback.output, step), line_from(cpu.output, step)) << step;
 }
 
 TEST(TrainCommand, BadInputIsAClearError) {
