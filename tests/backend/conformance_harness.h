@@ -63,10 +63,20 @@ inline BackendUnderTest cpu_backend_under_test(CpuIsa isa) {
 }
 
 #ifdef TOKENMILL_HAS_CUDA
-inline BackendUnderTest cuda_backend_under_test() {
+// The CUDA backend with its own choice of attention kernel (TOKENMILL_CUDA_ATTENTION unset:
+// flash_attention_plan.h), or with `attention_kernel` ("tiled", "rowwise") forced. Each test
+// makes its backend afresh, so each instance sets the variable for its tests.
+inline BackendUnderTest cuda_backend_under_test(const char* attention_kernel = nullptr) {
   return BackendUnderTest{
-      .name = "cuda",
-      .make = [] { return make_cuda_backend(); },
+      .name = attention_kernel == nullptr ? std::string("cuda") : "cuda_" + std::string(attention_kernel),
+      .make =
+          [attention_kernel] {
+            if (attention_kernel == nullptr)
+              unsetenv("TOKENMILL_CUDA_ATTENTION");
+            else
+              setenv("TOKENMILL_CUDA_ATTENTION", attention_kernel, 1);
+            return make_cuda_backend();
+          },
       .allocate = [](size_t bytes) { return cuda::managed_allocate(bytes); },
       .release = [](void* p) { cuda::managed_free(p); },
       .synchronize = [] { cuda::synchronize_device(); },
@@ -86,6 +96,17 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   if (cuda_usable()) list.push_back(cuda_backend_under_test());
 #else
   cuda_usable();  // exits when TOKENMILL_REQUIRE_CUDA asks for a GPU this build cannot use
+#endif
+  return list;
+}
+
+// backends_under_test(), plus the CUDA backend once more with its tiled attention kernel
+// forced ("cuda_tiled"), for the suites that run attention forward: the automatic choice
+// sends their short sequences to the row-wise kernel, so both kernels meet every case.
+inline std::vector<BackendUnderTest> attention_backends_under_test() {
+  std::vector<BackendUnderTest> list = backends_under_test();
+#ifdef TOKENMILL_HAS_CUDA
+  if (cuda_usable()) list.push_back(cuda_backend_under_test("tiled"));
 #endif
   return list;
 }

@@ -541,7 +541,7 @@ TEST_P(Conformance, AttentionRejectsBadShapes) {
   EXPECT_GUARDS(out);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllBackends, Conformance, ::testing::ValuesIn(backends_under_test()),
+INSTANTIATE_TEST_SUITE_P(AllBackends, Conformance, ::testing::ValuesIn(attention_backends_under_test()),
                          backend_test_name);
 
 }  // namespace

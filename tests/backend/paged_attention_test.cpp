@@ -341,7 +341,7 @@ TEST_P(PagedAttention, StoreKvRejectsBadArguments) {
   EXPECT_GUARDS(pool);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllBackends, PagedAttention, ::testing::ValuesIn(backends_under_test()),
+INSTANTIATE_TEST_SUITE_P(AllBackends, PagedAttention, ::testing::ValuesIn(attention_backends_under_test()),
                          backend_test_name);
 
 }  // namespace

@@ -7,6 +7,9 @@
 // the positions w, w + kAttentionWarps, ... in order, and the warps' partial results are
 // combined in warp order, so the arithmetic of an item depends only on its own inputs (not
 // on the batch or the grid): deterministic, and contiguous == paged bit for bit.
+//
+// This is the reference path, and decode's kernel; prefill and the training forward use the
+// tiled kernel (flash_attention.h), as flash_attention_plan.h chooses (TOKENMILL_CUDA_ATTENTION).
 #pragma once
 
 #include <cuda_runtime_api.h>

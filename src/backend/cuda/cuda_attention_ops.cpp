@@ -1,12 +1,19 @@
 // CudaBackend's KV cache ops: attention over a contiguous cache, paged attention over block
 // pools, stores into a pool, and the attention backward. The arguments are checked as the
 // CPU backend checks them (backend/checks/attention_checks.h); the kernels are queued on
-// stream() (attention_kernels.h). Host spans (block tables, slots) are copied to the device.
+// stream() (attention_kernels.h, flash_attention.h: TOKENMILL_CUDA_ATTENTION and
+// flash_attention_plan.h choose between them per sequence). Host spans (block tables,
+// slots) are copied to the device.
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <vector>
 
 #include "backend/checks/attention_checks.h"
 #include "backend/cuda/attention_kernels.h"
 #include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/flash_attention.h"
+#include "backend/cuda/flash_attention_plan.h"
 #include "backend/cuda/paged_layout.h"
 #include "core/error.h"
 
@@ -14,7 +21,20 @@ namespace tokenmill::cuda {
 
 namespace {
 
-thread_local PagedLayout tl_layout;  // paged_attention's host arrays, reused
+// paged_attention's host arrays, reused: the row-wise kernel's and the tiled kernel's.
+thread_local PagedLayout tl_layout;
+thread_local PagedLayout tl_tiled_layout;
+thread_local std::vector<FlashTile> tl_tiles;
+thread_local std::vector<Backend::PagedSequence> tl_rowwise, tl_tiled;
+
+// TOKENMILL_CUDA_ATTENTION, read at every call (tests switch it between backends).
+AttentionKernelMode attention_kernel_mode() {
+  const char* value = std::getenv(kAttentionKernelVariable);
+  const std::optional<AttentionKernelMode> mode = parse_attention_kernel_mode(value);
+  if (!mode)
+    fail("{}={}: expected tiled, rowwise or auto (or leave it unset)", kAttentionKernelVariable, value);
+  return *mode;
+}
 
 // The kernels hold a head row in registers: at most kMaxAttentionHeadDim elements.
 void expect_head_dim(const char* op, int64_t head_dim) {
@@ -39,6 +59,68 @@ AttentionLaunch launch_for(const checks::AttentionDims& d, const Tensor& q, cons
                          .work = {}};
 }
 
+// The tiled launch over all kv heads of q and caches k, v, its work and tiles not set.
+FlashAttentionLaunch flash_launch_for(const checks::AttentionDims& d, const Tensor& q, const Tensor& k,
+                                      const Tensor& v, float scale, const Tensor& out) {
+  return FlashAttentionLaunch{.q = q.as<const float>(),
+                              .k = k.data,
+                              .v = v.data,
+                              .cache_dtype = k.dtype,
+                              .out = out.as<float>(),
+                              .heads = d.heads,
+                              .kv_heads = d.kv_heads,
+                              .head_dim = d.head_dim,
+                              .scale = scale,
+                              .tiles = 0,
+                              .work = {}};
+}
+
+// paged_attention()'s checked arguments.
+struct PagedOperands {
+  const checks::PagedAttentionDims& d;
+  const Tensor &q, &k_pool, &v_pool;
+  float scale;
+  const Tensor& out;
+};
+
+// The tiled kernel over `sequences`: their tiles and block tables to the device, one launch.
+void launch_tiled_sequences(CudaBackend& backend, const PagedOperands& p,
+                            std::span<const Backend::PagedSequence> sequences) {
+  PagedLayout& layout = tl_tiled_layout;
+  flash_tiles_of_sequences(sequences, p.d.block_size, p.d.heads / p.d.kv_heads, layout, tl_tiles);
+  if (tl_tiles.empty()) return;
+  const DeviceBuffer tiles = backend.to_device(std::span<const FlashTile>(tl_tiles), "paged_attention tiles");
+  const DeviceBuffer tables =
+      backend.to_device(std::span<const int32_t>(layout.tables), "paged_attention block tables");
+  FlashAttentionLaunch a = flash_launch_for(p.d, p.q, p.k_pool, p.v_pool, p.scale, p.out);
+  a.tiles = static_cast<int64_t>(tl_tiles.size());
+  a.work = FlashWork{.tiles = tiles.as<const FlashTile>(),
+                     .rows = 0,
+                     .first_pos = 0,
+                     .tables = tables.as<const int32_t>(),
+                     .block_shift = layout.block_shift};
+  launch_flash_attention(a, backend.stream());
+}
+
+// The row-wise kernel over `sequences`: their query rows and block tables to the device, one launch.
+void launch_rowwise_sequences(CudaBackend& backend, const PagedOperands& p,
+                              std::span<const Backend::PagedSequence> sequences) {
+  PagedLayout& layout = tl_layout;
+  flatten_sequences(sequences, p.d.block_size, layout);
+  if (layout.rows.empty()) return;
+  const DeviceBuffer rows =
+      backend.to_device(std::span<const QueryRow>(layout.rows), "paged_attention query rows");
+  const DeviceBuffer tables =
+      backend.to_device(std::span<const int32_t>(layout.tables), "paged_attention block tables");
+  AttentionLaunch a = launch_for(p.d, p.q, p.k_pool, p.v_pool, p.scale, p.out);
+  a.work_rows = static_cast<int64_t>(layout.rows.size());
+  a.work = AttentionWork{.rows = rows.as<const QueryRow>(),
+                         .first_pos = 0,
+                         .tables = tables.as<const int32_t>(),
+                         .block_shift = layout.block_shift};
+  launch_attention(a, backend.stream());
+}
+
 }  // namespace
 
 void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
@@ -46,6 +128,14 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
   const checks::AttentionDims d = checks::check_attention(q, k_cache, v_cache, first_pos, out);
   expect_head_dim("attention", d.head_dim);
   if (d.empty()) return;
+  if (attention_kernel_for(attention_kernel_mode(), d.n, d.head_dim) == AttentionKernel::Tiled) {
+    FlashAttentionLaunch a = flash_launch_for(d, q, k_cache, v_cache, scale, out);
+    a.tiles = flash_tile_count(d.n * (d.heads / d.kv_heads), kFlashItemsPerTile);
+    a.work.rows = d.n;
+    a.work.first_pos = first_pos;
+    launch_flash_attention(a, stream_);
+    return;
+  }
   AttentionLaunch a = launch_for(d, q, k_cache, v_cache, scale, out);
   a.work_rows = d.n;
   a.work.first_pos = first_pos;
@@ -57,19 +147,17 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pool, const T
   const checks::PagedAttentionDims d = checks::check_paged_attention(q, k_pool, v_pool, sequences, out);
   expect_head_dim("paged_attention", d.head_dim);
   if (d.empty()) return;
-  PagedLayout& layout = tl_layout;
-  flatten_sequences(sequences, d.block_size, layout);
-  if (layout.rows.empty()) return;
-  const DeviceBuffer rows = to_device(std::span<const QueryRow>(layout.rows), "paged_attention query rows");
-  const DeviceBuffer tables =
-      to_device(std::span<const int32_t>(layout.tables), "paged_attention block tables");
-  AttentionLaunch a = launch_for(d, q, k_pool, v_pool, scale, out);
-  a.work_rows = static_cast<int64_t>(layout.rows.size());
-  a.work = AttentionWork{.rows = rows.as<const QueryRow>(),
-                         .first_pos = 0,
-                         .tables = tables.as<const int32_t>(),
-                         .block_shift = layout.block_shift};
-  launch_attention(a, stream_);
+  // Each sequence goes to the kernel attention() would choose for it; the two launches write
+  // disjoint rows of out.
+  const AttentionKernelMode mode = attention_kernel_mode();
+  tl_rowwise.clear();
+  tl_tiled.clear();
+  for (const PagedSequence& seq : sequences)
+    (attention_kernel_for(mode, seq.rows, d.head_dim) == AttentionKernel::Tiled ? tl_tiled : tl_rowwise)
+        .push_back(seq);
+  const PagedOperands operands{d, q, k_pool, v_pool, scale, out};
+  launch_tiled_sequences(*this, operands, tl_tiled);
+  launch_rowwise_sequences(*this, operands, tl_rowwise);
 }
 
 void CudaBackend::store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool) {
