@@ -13,9 +13,11 @@
 #   scripts/gpu-check.sh run [tests|bench|all]   (there)  tests: a smoke case, then the
 #                                          conformance and parity suites on the GPU (< 3 min);
 #                                          bench: the op and model benchmarks (< 8 min;
-#                                          GPU_CHECK_LAYERS=8 for a quicker model); all: both.
+#                                          GPU_CHECK_LAYERS=8 for a quicker model), then
+#                                          `tokenmill bench --device cuda` on a small shape
+#                                          and `tokenmill doctor`; all: both.
 #                                          Logs in /tmp/gpu-check; $OUT receives logs.tgz,
-#                                          conformance.txt and table.md.
+#                                          conformance.txt, table.md, bench.json, doctor.json.
 # Rebuild the bundle right before the device call (its `commit` file must match HEAD), then:
 #   run(command="scripts/gpu-check.sh run tests", carry=["build/gpu-bundle"], timeout_s=300)
 #   run(command="scripts/gpu-check.sh run bench", carry=["build/gpu-bundle"], timeout_s=600)
@@ -31,11 +33,11 @@ build_bundle() {
   local tests=(backend_conformance_test backend_paged_attention_test backend_backward_linear_test
     backend_backward_layers_test backend_quant_matmul_test cuda_availability_test cuda_gemm_engine_test
     model_parity_test)
-  cmake --build "$build" -j"$(nproc)" --target "${tests[@]}" gpu_ops_bench gpu_model_bench
+  cmake --build "$build" -j"$(nproc)" --target "${tests[@]}" gpu_ops_bench gpu_model_bench tokenmill
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
   for t in "${tests[@]}"; do cp "$(find "$build/tests" -name "$t" -type f -executable)" "$bundle/bin/"; done
-  cp "$build/bench/gpu_ops_bench" "$build/bench/gpu_model_bench" "$bundle/bin/"
+  cp "$build/bench/gpu_ops_bench" "$build/bench/gpu_model_bench" "$build/tokenmill" "$bundle/bin/"
   # Libraries outside glibc, libstdc++ and the CUDA toolkit (which the GPU image has).
   ldd "$bundle"/bin/* | awk '/=> \// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/usr/local/cuda' |
@@ -45,7 +47,7 @@ build_bundle() {
   du -sh "$bundle"
 }
 
-logs=/tmp/gpu-check      # everything; $OUT gets logs.tgz, conformance.txt and table.md (8 files come back)
+logs=/tmp/gpu-check      # everything; $OUT gets logs.tgz, conformance.txt, table.md, bench.json, doctor.json
 lib_path=""             # our binaries' libraries; never exported, so python3 keeps its own libgomp
 
 prepare_run() {
@@ -67,7 +69,7 @@ prepare_run() {
 collect() {
   [[ -n "${OUT:-}" ]] || return 0
   tar czf "$OUT/logs.tgz" -C "$logs" . 2>/dev/null || true
-  for f in conformance.txt table.md; do [[ -f "$logs/$f" ]] && cp "$logs/$f" "$OUT/"; done
+  for f in conformance.txt table.md bench.json doctor.json; do [[ -f "$logs/$f" ]] && cp "$logs/$f" "$OUT/"; done
   return 0
 }
 
@@ -107,6 +109,15 @@ run_bench() {
   timeout 180 python3 bench/gpu/transformers_peer.py "$layers" >"$logs/model_peer.jsonl" 2>"$logs/model_peer.log" || echo "transformers_peer failed: $(tail -3 "$logs/model_peer.log")"
   echo
   python3 bench/gpu/compare.py "$logs/model_ours.jsonl" "$logs/model_peer.jsonl" | tee -a "$logs/table.md"
+  collect
+  # `tokenmill bench` on the GPU (small shape, NVML readings per phase) and `tokenmill doctor`.
+  timeout 120 env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/tokenmill" bench --device cuda --shape smollm2-135m \
+    --dtype bf16 --prompt-tokens 256 --decode-tokens 256 --batch 1,8 --json >"$logs/bench.json" 2>"$logs/bench.log" ||
+    echo "tokenmill bench failed: $(tail -3 "$logs/bench.log")"
+  timeout 60 env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/tokenmill" doctor --json >"$logs/doctor.json" 2>"$logs/doctor.log" ||
+    echo "tokenmill doctor: exit $? (see doctor.json)"
+  python3 -c 'import json, sys; b = json.load(open(sys.argv[1])); print(b["device"]["name"], "|", b["gpu_sampling"]); [print(p["phase"], p["batch"], round(p["tokens_per_s"], 1), "tok/s", p["gpu_samples"]) for p in b["phases"]]' \
+    "$logs/bench.json" || true
   collect
 }
 

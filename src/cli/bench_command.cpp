@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/device_flag.h"
 #include "core/device_memory.h"
 #include "core/error.h"
 #include "measure/bench_model.h"
@@ -16,6 +17,7 @@ namespace {
 
 struct BenchFlags {
   std::string model, shape, dtype, batch, phases;
+  std::string device = "auto";
   bool json = false;
   std::string out_dir;
   std::string compare;
@@ -55,13 +57,23 @@ void run_bench_command(BenchFlags f) {
   }
   if (!f.batch.empty()) f.options.batch_sizes = parse_batch_sizes(f.batch);
   if (!f.phases.empty()) parse_phases(f.phases, f.options);
-  MemoryBudget budget(f.max_memory_gib > 0 ? static_cast<uint64_t>(f.max_memory_gib * (1u << 30))
-                                           : host_memory().available());
+  // --max-memory-gib, or else what the memory has available.
+  const auto budget_of = [&](const DeviceMemory& memory) {
+    return MemoryBudget(f.max_memory_gib > 0 ? static_cast<uint64_t>(f.max_memory_gib * (1u << 30))
+                                             : memory.available());
+  };
+  MemoryBudget budget = budget_of(host_memory());
+  std::unique_ptr<Backend> backend;  // declared before the model: the placed weights live in its memory
   BenchModel model = bench_model(f, budget);
+  backend = open_device(f.device, *model.model);
+  // A device's phase buffers come from its own memory: --max-memory-gib, or what it has left
+  // with the weights in it.
+  std::optional<MemoryBudget> device_budget;
+  if (!backend->memory().is_host()) device_budget = budget_of(backend->memory());
   // The peer first: a failing peer command stops the run before the long part.
   std::optional<Comparison> compare;
   if (!f.compare.empty()) compare = run_peer(f.compare);
-  const BenchRun run = run_bench(model, f.options, budget);
+  const BenchRun run = run_bench(model, *backend, f.options, device_budget ? *device_budget : budget);
   const nlohmann::json json = bench_json(run, compare, utc_now());
   if (!f.out_dir.empty()) write_bench_report(f.out_dir, json, run, compare);
   if (f.json) {
@@ -85,6 +97,7 @@ void add_bench_command(CLI::App& app) {
       "--shape", f->shape,
       "Instead of -m: a standard architecture with seeded random weights (`--shape list` names them)");
   cmd->add_option("--dtype", f->dtype, "Weights of a --shape model: f32 (default), bf16 or f16");
+  add_device_flag(*cmd, f->device);
   cmd->add_flag("--json", f->json, "Print bench.json to stdout instead of the table");
   cmd->add_option("--out", f->out_dir,
                   "Write bench.json, bench.md, throughput.svg and roofline.svg to this directory");
@@ -101,7 +114,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--train-batch", f->options.train_batch, "Sequences per training step (default 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--max-memory-gib", f->max_memory_gib,
-                  "Memory the run may allocate, in GiB (default: what the host has available)")
+                  "Memory the run may allocate, in GiB (default: what the host, and a GPU, have available)")
       ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--seed", f->options.seed,
                   "Seed of the random weights, prompt and training tokens (default 1234)");

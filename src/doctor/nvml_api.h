@@ -1,6 +1,7 @@
-// The few NVML C signatures the doctor calls (nvml.h: nvmlReturn_t and enums are int,
-// nvmlDevice_t an opaque handle), declared here instead of including nvml.h so the build
-// needs no NVIDIA header. tests/doctor/fake_nvml.cpp defines its symbols with these types.
+// The few NVML C signatures the doctor and the bench's sampler (measure/nvml_sampler.h) call
+// (nvml.h: nvmlReturn_t and enums are int, nvmlDevice_t an opaque handle), declared here
+// instead of including nvml.h so the build needs no NVIDIA header. tests/doctor/fake_nvml.cpp
+// defines its symbols with these types.
 #pragma once
 
 namespace tokenmill::doctor::nvml {
@@ -19,6 +20,7 @@ using Shutdown = int();
 using GetDriverVersion = int(char* version, unsigned length);
 using GetCount = int(unsigned* count);
 using GetHandle = int(unsigned index, Device* device);
+using GetHandleByUuid = int(const char* uuid, Device* device);
 using GetName = int(Device device, char* name, unsigned length);
 using GetEccMode = int(Device device, int* current, int* pending);
 using GetPersistenceMode = int(Device device, int* mode);

@@ -37,11 +37,11 @@ std::vector<std::string> reading_notes(const BenchRun& run) {
   for (const PhaseMeasurement& p : run.phases) {
     const PhaseMetrics m = phase_metrics(p, run.ceilings);
     if (m.bound == "memory" && m.roofline_fraction > 1)
-      notes.push_back(
-          fmt::format("{} reads faster than the measured memory bandwidth: its {}B per token (weights + KV "
-                      "cache) are served "
-                      "from the CPU caches, which the {} MiB calibration read is too large for.",
-                      p.phase, si(m.bytes_per_token), run.ceilings.read_bytes >> 20));
+      notes.push_back(fmt::format(
+          "{} reads faster than the measured memory bandwidth: its {}B per token (weights + KV cache) are "
+          "served from the {} caches, which the {} MiB calibration {} is too large for.",
+          p.phase, si(m.bytes_per_token), run.ceilings.device_copy ? "device's" : "CPU",
+          run.ceilings.read_bytes >> 20, run.ceilings.device_copy ? "copy" : "read"));
     if (m.mfu > 1)
       notes.push_back(fmt::format(
           "{} runs above the measured f32 GEMM peak (MFU {}): its kernels outran the calibration GEMM "
@@ -53,9 +53,41 @@ std::vector<std::string> reading_notes(const BenchRun& run) {
   return notes;
 }
 
+nlohmann::json gpu_json(const std::optional<GpuSampleSummary>& gpu) {
+  if (!gpu) return nullptr;
+  return {{"samples", gpu->samples},
+          {"mean_gpu_utilization", gpu->mean_gpu_utilization},
+          {"max_gpu_utilization", gpu->max_gpu_utilization},
+          {"mean_memory_utilization", gpu->mean_memory_utilization},
+          {"max_memory_utilization", gpu->max_memory_utilization},
+          {"mean_power_watts", gpu->mean_power_watts},
+          {"max_power_watts", gpu->max_power_watts},
+          {"energy_joules", gpu->energy_joules},
+          {"joules_per_token", gpu->joules_per_token},
+          {"max_memory_used_bytes", gpu->max_memory_used_bytes},
+          {"mean_sm_clock_mhz", gpu->mean_sm_clock_mhz}};
+}
+
+bool any_gpu_samples(const BenchRun& run) {
+  for (const PhaseMeasurement& p : run.phases)
+    if (p.gpu) return true;
+  return false;
+}
+
+// The markdown cells of a phase's GPU readings: utilisation and memory-controller
+// utilisation (mean / max, %), power (mean / max, W), joules per token; "-" without samples.
+std::string gpu_cells(const std::optional<GpuSampleSummary>& gpu) {
+  if (!gpu) return " - | - | - | - |";
+  return fmt::format(" {:.0f} / {:.0f} | {:.0f} / {:.0f} | {:.0f} / {:.0f} | {:.3g} |",
+                     gpu->mean_gpu_utilization, gpu->max_gpu_utilization, gpu->mean_memory_utilization,
+                     gpu->max_memory_utilization, gpu->mean_power_watts, gpu->max_power_watts,
+                     gpu->joules_per_token);
+}
+
 std::string ceilings_line(const Ceilings& c) {
-  return fmt::format("{}FLOP/s (f32 {}^3 GEMM), read {}B/s ({} MiB), ridge {:.2f} FLOP/byte",
-                     si(c.peak_flops), c.gemm_size, si(c.read_bandwidth), c.read_bytes >> 20, ridge_point(c));
+  return fmt::format("{}FLOP/s (f32 {}^3 GEMM), {} {}B/s ({} MiB), ridge {:.2f} FLOP/byte", si(c.peak_flops),
+                     c.gemm_size, c.device_copy ? "copy" : "read", si(c.read_bandwidth), c.read_bytes >> 20,
+                     ridge_point(c));
 }
 
 std::string model_line(const ModelSummary& m) {
@@ -65,6 +97,7 @@ std::string model_line(const ModelSummary& m) {
 }
 
 std::string device_line(const DeviceSummary& d) {
+  if (d.isa.empty()) return fmt::format("{} ({})", d.name, d.backend);
   return fmt::format("{} ({}, {}, {} threads)", d.name, d.backend, d.isa, d.threads);
 }
 
@@ -132,34 +165,37 @@ nlohmann::json bench_json(const BenchRun& run, const std::optional<Comparison>& 
                       {"achieved_bandwidth", m.achieved_bandwidth},
                       {"arithmetic_intensity", m.intensity},
                       {"roofline_fraction", m.roofline_fraction},
-                      {"bound", m.bound}});
+                      {"bound", m.bound},
+                      {"gpu_samples", gpu_json(p.gpu)}});
   }
   const Ceilings& c = run.ceilings;
-  nlohmann::json json = {{"schema", kBenchSchema},
-                         {"created_utc", created_utc},
-                         {"tokenmill_version", TOKENMILL_VERSION},
-                         {"device",
-                          {{"backend", run.device.backend},
-                           {"name", run.device.name},
-                           {"threads", run.device.threads},
-                           {"isa", run.device.isa}}},
-                         {"roofline",
-                          {{"peak_flops", c.peak_flops},
-                           {"read_bandwidth", c.read_bandwidth},
-                           {"gemm", fmt::format("f32 {0}x{0}x{0}", c.gemm_size)},
-                           {"copy_bytes", c.read_bytes}}},
-                         {"model",
-                          {{"name", run.model.name},
-                           {"architecture", run.model.architecture},
-                           {"parameters", run.model.parameters},
-                           {"weight_bytes", run.model.weight_bytes},
-                           {"weight_dtype", run.model.weight_dtype},
-                           {"synthetic", run.model.synthetic}}},
-                         {"phases", phases},
-                         {"peak_memory_bytes",
-                          run.peak_memory_bytes ? nlohmann::json(*run.peak_memory_bytes) : nlohmann::json()},
-                         {"gpu_samples", nullptr},
-                         {"notes", run.notes}};
+  nlohmann::json json = {
+      {"schema", kBenchSchema},
+      {"created_utc", created_utc},
+      {"tokenmill_version", TOKENMILL_VERSION},
+      {"device",
+       {{"backend", run.device.backend},
+        {"name", run.device.name},
+        {"threads", run.device.threads},
+        {"isa", run.device.isa.empty() ? nlohmann::json() : nlohmann::json(run.device.isa)}}},
+      {"roofline",
+       {{"peak_flops", c.peak_flops},
+        {"read_bandwidth", c.read_bandwidth},
+        {"gemm", fmt::format("f32 {0}x{0}x{0}", c.gemm_size)},
+        {"copy_bytes", c.read_bytes},
+        {"bandwidth_probe", c.device_copy ? "device copy" : "host read"}}},
+      {"model",
+       {{"name", run.model.name},
+        {"architecture", run.model.architecture},
+        {"parameters", run.model.parameters},
+        {"weight_bytes", run.model.weight_bytes},
+        {"weight_dtype", run.model.weight_dtype},
+        {"synthetic", run.model.synthetic}}},
+      {"phases", phases},
+      {"peak_memory_bytes",
+       run.peak_memory_bytes ? nlohmann::json(*run.peak_memory_bytes) : nlohmann::json()},
+      {"gpu_sampling", run.gpu_sampling},
+      {"notes", run.notes}};
   if (compare) json["compare"] = compare_json(run, *compare);
   return json;
 }
@@ -170,16 +206,21 @@ std::string bench_markdown(const BenchRun& run, const std::optional<Comparison>&
                     device_line(run.device), ceilings_line(run.ceilings));
   if (run.peak_memory_bytes)
     md += fmt::format("- peak memory: {}B\n", si(static_cast<double>(*run.peak_memory_bytes)));
+  md += fmt::format("- GPU readings: {}\n", run.gpu_sampling);
+  const bool gpu = any_gpu_samples(run);
   md +=
       "\n| phase | batch | tokens | seconds | tokens/s | FLOP/token | achieved FLOP/s | MFU | bytes/token | "
-      "achieved bytes/s | FLOP/byte | bound | roofline |\n";
-  md += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n";
+      "achieved bytes/s | FLOP/byte | bound | roofline |";
+  md += gpu ? " GPU util % | memory util % | power W | J/token |\n" : "\n";
+  md += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|";
+  md += gpu ? "---:|---:|---:|---:|\n" : "\n";
   for (const PhaseMeasurement& p : run.phases) {
     const PhaseMetrics m = phase_metrics(p, run.ceilings);
-    md += fmt::format("| {} | {} | {} | {:.3f} | {:.1f} | {} | {} | {} | {}B | {}B/s | {:.2f} | {} | {} |\n",
+    md += fmt::format("| {} | {} | {} | {:.3f} | {:.1f} | {} | {} | {} | {}B | {}B/s | {:.2f} | {} | {} |",
                       p.phase, p.batch, p.tokens, p.seconds, m.tokens_per_s, si(m.flops_per_token),
                       si(m.achieved_flops), percent(m.mfu), si(m.bytes_per_token), si(m.achieved_bandwidth),
                       m.intensity, m.bound, percent(m.roofline_fraction));
+    md += gpu ? gpu_cells(p.gpu) + "\n" : "\n";
   }
   if (compare) {
     md += fmt::format(
@@ -228,6 +269,15 @@ std::string bench_table(const BenchRun& run, const std::optional<Comparison>& co
     }
   if (run.peak_memory_bytes)
     out += fmt::format("peak memory {}B\n", si(static_cast<double>(*run.peak_memory_bytes)));
+  out += fmt::format("gpu readings {}\n", run.gpu_sampling);
+  for (const PhaseMeasurement& p : run.phases)
+    if (p.gpu)
+      out += fmt::format(
+          "  {} batch {}: GPU {:.0f} % (max {:.0f}), memory {:.0f} %, {:.0f} W (max {:.0f}), {:.3g} "
+          "J/token\n",
+          p.phase, p.batch, p.gpu->mean_gpu_utilization, p.gpu->max_gpu_utilization,
+          p.gpu->mean_memory_utilization, p.gpu->mean_power_watts, p.gpu->max_power_watts,
+          p.gpu->joules_per_token);
   for (const std::string& note : run.notes) out += fmt::format("note: {}\n", note);
   for (const std::string& note : reading_notes(run)) out += fmt::format("note: {}\n", note);
   return out;

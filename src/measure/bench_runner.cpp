@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string_view>
 
@@ -15,19 +17,17 @@
 #include "measure/bench_model.h"
 #include "measure/decode_sweep.h"
 #include "measure/flops.h"
+#include "measure/nvml_sampler.h"
 #include "measure/traffic.h"
 #include "measure/train_step_bench.h"
 #include "model/transformer.h"
+#include "model/weight_placement.h"
 
 namespace tokenmill {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using Clock = BenchClock;
 
 // The value after "key:" on the first line of `file` that starts with `key`, or "".
 std::string proc_field(const char* file, const std::string& key) {
@@ -42,7 +42,14 @@ std::string proc_field(const char* file, const std::string& key) {
   return "";
 }
 
-DeviceSummary cpu_device() {
+// The CPU for the CPU backend; for a backend with its own memory, its name ("cuda:0 (NVIDIA
+// H100 80GB HBM3, sm_90)"), the part before ':' as the backend.
+DeviceSummary device_summary(Backend& backend) {
+  if (!backend.memory().is_host()) {
+    const std::string name(backend.name());
+    const size_t colon = name.find(':');
+    return {name.substr(0, colon), name, thread_count(), ""};
+  }
   const std::string name = proc_field("/proc/cpuinfo", "model name");
   return {"cpu", name.empty() ? "unknown CPU" : name, thread_count(),
           std::string(cpu_isa_name(best_cpu_isa()))};
@@ -104,15 +111,17 @@ PhaseMeasurement time_prefill(const Model& model, Backend& backend, std::span<co
   transformer.reset();
   const auto start = Clock::now();
   transformer.forward_last(prompt);
-  const double seconds = seconds_since(start);
+  const auto end = Clock::now();
   budget.release(cache_bytes);
   const auto tokens = static_cast<int64_t>(prompt.size());
   return {"prefill",
           1,
           tokens,
-          seconds,
+          std::chrono::duration<double>(end - start).count(),
           forward_flops(model.config, 0, tokens, 1),
-          forward_bytes(weight_traffic(model, kv_dtype), 0, tokens, chunk)};
+          forward_bytes(weight_traffic(model, kv_dtype), 0, tokens, chunk),
+          start,
+          end};
 }
 
 // Why the automatic train phase cannot run on `model`, or "" when it can.
@@ -134,6 +143,15 @@ std::string auto_train_obstacle(const BenchModel& model, uint64_t activation_byt
 std::optional<PhaseMeasurement> time_training(BenchModel& model, Backend& backend,
                                               const BenchOptions& options, int64_t seq_len,
                                               MemoryBudget& budget, std::vector<std::string>& notes) {
+  if (!backend.memory().is_host()) {
+    const std::string obstacle = fmt::format(
+        "training steps run on the CPU backend only for now: their f32 master weights, gradients and AdamW "
+        "moments live in host memory, which {} cannot address",
+        backend.name());
+    if (options.train == TrainPhase::On) fail("bench: no train phase on this device: {}", obstacle);
+    notes.push_back(fmt::format("no train phase: {}", obstacle));
+    return std::nullopt;
+  }
   const ModelConfig& config = model.model->config;
   TrainStepBench bench(config, backend, {options.train_batch, seq_len, 2, options.seed});
   if (options.train == TrainPhase::Auto) {
@@ -153,6 +171,47 @@ std::optional<PhaseMeasurement> time_training(BenchModel& model, Backend& backen
     model.params->load(model.model->weights);
   }
   return bench.run(*model.params);
+}
+
+// The sampler of a run on `backend` (a CUDA device: its name starts "cuda:N"), or nullptr
+// with `status` saying why not.
+std::unique_ptr<NvmlSampler> start_gpu_sampler(Backend& backend, std::string& status) {
+  if (backend.memory().is_host()) {
+    status = "not sampled: the run is on the CPU";
+    return nullptr;
+  }
+  const std::string name(backend.name());
+  int gpu = -1;
+  if (name.starts_with("cuda:") &&
+      std::from_chars(name.data() + 5, name.data() + name.size(), gpu).ec != std::errc())
+    gpu = -1;
+  if (gpu < 0) {
+    status = fmt::format("not sampled: the run is on {}, not an NVIDIA GPU", name);
+    return nullptr;
+  }
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::optional<NvmlDeviceId> device = nvml_device_of_cuda(gpu, visible);
+  if (!device) {
+    status =
+        fmt::format("not sampled: CUDA_VISIBLE_DEVICES={} names no NVML device for GPU {}", visible, gpu);
+    return nullptr;
+  }
+  auto sampler = std::make_unique<NvmlSampler>(NvmlSampler::Options{*device});
+  if (!sampler->running()) {
+    status = "not sampled: " + sampler->failure();
+    return nullptr;
+  }
+  status = fmt::format("sampled every {} ms through NVML ({})", NvmlSampler::Options{}.period.count(),
+                       sampler->device_name());
+  return sampler;
+}
+
+// Stops `sampler` and gives each phase the summary of its span.
+void summarize_gpu(NvmlSampler& sampler, BenchRun& run) {
+  const std::vector<GpuSample> samples = sampler.stop();
+  if (!sampler.failure().empty()) run.gpu_sampling += "; stopped early: " + sampler.failure();
+  for (PhaseMeasurement& p : run.phases)
+    p.gpu = summarize_gpu_samples(samples, p.began, p.ended, p.seconds, p.tokens);
 }
 
 }  // namespace
@@ -188,7 +247,8 @@ void parse_phases(std::string_view list, BenchOptions& options) {
   }
 }
 
-BenchRun run_bench(BenchModel& bench_model, const BenchOptions& options, MemoryBudget& budget) {
+BenchRun run_bench(BenchModel& bench_model, Backend& backend, const BenchOptions& options,
+                   MemoryBudget& budget) {
   if (options.prompt_tokens < 1 || options.decode_tokens < 1)
     fail("bench needs at least one prompt token and one decode token (got {} and {})", options.prompt_tokens,
          options.decode_tokens);
@@ -196,9 +256,11 @@ BenchRun run_bench(BenchModel& bench_model, const BenchOptions& options, MemoryB
     fail("bench: no phase to run; --phases takes prefill, decode and train");
   const Model& model = *bench_model.model;
   const ModelConfig& config = model.config;
-  const auto backend = make_cpu_backend();
+  if (!weights_in(model.weights, backend.memory()))
+    fail("bench: the weights of {} are not in the memory of {} (place_weights first)", model.path.string(),
+         backend.name());
   BenchRun run;
-  run.device = cpu_device();
+  run.device = device_summary(backend);
   run.model = bench_model.summary;
 
   const int64_t context = config.context_length();
@@ -212,18 +274,20 @@ BenchRun run_bench(BenchModel& bench_model, const BenchOptions& options, MemoryB
   std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens));
   for (int32_t& t : prompt) t = id(rng);
 
+  const std::unique_ptr<NvmlSampler> sampler = start_gpu_sampler(backend, run.gpu_sampling);
   if (options.prefill)
-    run.phases.push_back(time_prefill(model, *backend, prompt, prompt_tokens + decode_tokens, budget));
+    run.phases.push_back(time_prefill(model, backend, prompt, prompt_tokens + decode_tokens, budget));
   if (options.decode) {
-    auto decodes = decode_sweep(model, *backend, prompt, decode_tokens, options.batch_sizes, budget);
+    auto decodes = decode_sweep(model, backend, prompt, decode_tokens, options.batch_sizes, budget);
     run.phases.insert(run.phases.end(), decodes.begin(), decodes.end());
   }
   if (options.train != TrainPhase::Off)
-    if (auto train = time_training(bench_model, *backend, options, prompt_tokens, budget, run.notes))
+    if (auto train = time_training(bench_model, backend, options, prompt_tokens, budget, run.notes))
       run.phases.push_back(*train);
 
+  if (sampler) summarize_gpu(*sampler, run);
   run.peak_memory_bytes = peak_resident_bytes();
-  run.ceilings = measure_ceilings(*backend, options.calibration);
+  run.ceilings = measure_ceilings(backend, options.calibration);
   return run;
 }
 

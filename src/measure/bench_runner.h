@@ -1,5 +1,8 @@
 // The `tokenmill bench` suite: one model, one device, its ceilings measured in the same run.
 //
+// Everything runs on one backend (`--device`: the CPU, or a GPU with the model's weights and
+// every buffer of the phases and the calibration in its memory).
+//
 // Phases (each optional, --phases):
 //  - prefill: one Transformer::forward_last call over a prompt of seeded random
 //    in-vocabulary ids, after a warm-up (one chunk of it, then the cache is reset);
@@ -10,12 +13,15 @@
 //    Auto (the default) runs it for a synthetic model (whose master copy exists anyway) and
 //    for a loaded model with f32/bf16/f16 weights whose training state (16 bytes per
 //    parameter, plus the activations) takes at most half of the memory budget; otherwise it
-//    is skipped with a note saying why. Asked for explicitly, a train phase that cannot run
-//    is an Error.
+//    is skipped with a note saying why. On a backend with its own memory (a GPU) it does not
+//    run yet: the training state lives in host memory. Asked for explicitly, a train phase
+//    that cannot run is an Error.
 // Timed with steady_clock. FLOPs come from measure/flops.h, minimum bytes read from
 // measure/traffic.h. Every large buffer is reserved in the run's MemoryBudget first. The
 // ceilings (measure/roofline.h) are measured after the phases, so the peak memory (VmHWM,
-// read before them) is the phases' and not the calibration buffer's.
+// read before them) is the phases' and not the calibration buffer's. On a CUDA device, NVML
+// is sampled while the phases run (measure/nvml_sampler.h) and each phase gets the summary
+// of the readings over its timed span.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +30,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/backend.h"
+#include "measure/gpu_samples.h"
 #include "measure/memory_budget.h"
 #include "measure/roofline.h"
 
@@ -53,10 +61,11 @@ std::vector<int64_t> parse_batch_sizes(std::string_view list);
 void parse_phases(std::string_view list, BenchOptions& options);
 
 struct DeviceSummary {
-  std::string backend;  // "cpu"
-  std::string name;     // the CPU model, from /proc/cpuinfo ("unknown CPU" when absent)
-  int threads = 0;
-  std::string isa;  // the kernels' instruction set: "avx2", "avx512"
+  std::string backend;  // "cpu", "cuda"
+  std::string name;     // the CPU model, from /proc/cpuinfo ("unknown CPU" when absent), or the
+                        // backend's name for a device ("cuda:0 (NVIDIA H100 80GB HBM3, sm_90)")
+  int threads = 0;      // host threads
+  std::string isa;      // the CPU kernels' instruction set: "avx2", "avx512"; "" on a device
 };
 
 struct ModelSummary {
@@ -74,8 +83,10 @@ struct PhaseMeasurement {
   int64_t batch = 1;
   int64_t tokens = 0;  // tokens processed (prompt tokens, decode steps x batch, tokens of one training step)
   double seconds = 0;
-  double flops = 0;  // over the phase (measure/flops.h)
-  double bytes = 0;  // minimum bytes read over the phase (measure/traffic.h)
+  double flops = 0;                         // over the phase (measure/flops.h)
+  double bytes = 0;                         // minimum bytes read over the phase (measure/traffic.h)
+  BenchClock::time_point began{}, ended{};  // the timed span (train: all of its timed steps)
+  std::optional<GpuSampleSummary> gpu{};    // NVML's readings over that span, when sampled
 
   double tokens_per_s() const { return static_cast<double>(tokens) / seconds; }
 };
@@ -87,13 +98,18 @@ struct BenchRun {
   std::vector<PhaseMeasurement> phases;
   std::optional<uint64_t> peak_memory_bytes;  // VmHWM; absent without /proc
   std::vector<std::string> notes;             // caps applied to the requested sizes, phases skipped
+  // "sampled every 100 ms through NVML (<GPU name>)", or "not sampled: <why>" (the run is on
+  // the CPU, NVML is absent or failed).
+  std::string gpu_sampling;
 };
 
-// Runs the suite on the CPU backend. The prompt and decode lengths are capped so that
-// prompt + decode fits the model's context (each cap is recorded in `notes`). Throws Error
-// if prompt_tokens or decode_tokens < 1, no phase is selected, or a phase's buffers do not
-// fit in `budget`.
-BenchRun run_bench(BenchModel& model, const BenchOptions& options, MemoryBudget& budget);
+// Runs the suite on `backend`, which holds the model's weights (place_weights,
+// runtime/device_choice.h); `budget` counts the bytes its memory may still allocate. The
+// prompt and decode lengths are capped so that prompt + decode fits the model's context
+// (each cap is recorded in `notes`). Throws Error if the weights are not in the backend's
+// memory, prompt_tokens or decode_tokens < 1, no phase is selected, or a phase's buffers do
+// not fit in `budget`.
+BenchRun run_bench(BenchModel& model, Backend& backend, const BenchOptions& options, MemoryBudget& budget);
 
 // Peak resident memory of this process (VmHWM of /proc/self/status), or nullopt.
 std::optional<uint64_t> peak_resident_bytes();

@@ -16,7 +16,7 @@ namespace tokenmill {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = BenchClock;
 
 int64_t blocks_for(int64_t tokens) { return (tokens + kSweepBlockSize - 1) / kSweepBlockSize; }
 
@@ -32,7 +32,8 @@ void argmax_rows(const Tensor& logits, std::span<int32_t> out) {
 
 std::vector<PhaseMeasurement> decode_sweep(const Model& model, Backend& backend,
                                            std::span<const int32_t> prompt, int64_t decode_tokens,
-                                           std::span<const int64_t> batch_sizes, MemoryBudget& budget) {
+                                           std::span<const int64_t> batch_sizes, MemoryBudget& budget,
+                                           std::vector<int32_t>* greedy_ids) {
   const ModelConfig& config = model.config;
   const auto prompt_tokens = static_cast<int64_t>(prompt.size());
   if (prompt_tokens < 1 || decode_tokens < 1 || batch_sizes.empty())
@@ -76,21 +77,26 @@ std::vector<PhaseMeasurement> decode_sweep(const Model& model, Backend& backend,
     std::vector<int32_t> next(static_cast<size_t>(batch));
     argmax_rows(runner.forward(slices), next);
 
+    // The ids of every step, kept only when asked for (outside the timed loop's work).
+    std::vector<int32_t> generated;
+    if (greedy_ids != nullptr) generated.reserve(static_cast<size_t>(batch * decode_tokens));
     const auto start = Clock::now();
     for (int64_t step = 0; step < decode_tokens; ++step) {
+      if (greedy_ids != nullptr) generated.insert(generated.end(), next.begin(), next.end());
       for (size_t s = 0; s < slices.size(); ++s)
         slices[s] = {{&next[s], 1}, prompt_tokens + step, tables[s], true};
       argmax_rows(runner.forward(slices), next);
     }
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const auto end = Clock::now();
+    if (greedy_ids != nullptr) greedy_ids->insert(greedy_ids->end(), generated.begin(), generated.end());
 
     double bytes = 0;
     for (int64_t p = prompt_tokens; p < prompt_tokens + decode_tokens; ++p)
       bytes += batched_decode_bytes(traffic, p, batch);
     phases.push_back(
-        {"decode", batch, batch * decode_tokens, seconds,
+        {"decode", batch, batch * decode_tokens, std::chrono::duration<double>(end - start).count(),
          static_cast<double>(batch) * forward_flops(config, prompt_tokens, decode_tokens, decode_tokens),
-         bytes});
+         bytes, start, end});
   }
   budget.release(pool_bytes);
   return phases;

@@ -28,9 +28,12 @@ namespace tokenmill {
 inline constexpr int64_t kSweepBlockSize = 16;
 
 // One "decode" measurement per batch size, in the order given. The prompt must leave room
-// for decode_tokens in the model's context. Reserves the KV pool in `budget`.
+// for decode_tokens in the model's context. Reserves the KV pool in `budget`. When
+// `greedy_ids` is given, the greedy id each sequence feeds to each decode step is appended
+// to it (batch sizes in order, then steps, then sequences): what two backends must agree on.
 std::vector<PhaseMeasurement> decode_sweep(const Model& model, Backend& backend,
                                            std::span<const int32_t> prompt, int64_t decode_tokens,
-                                           std::span<const int64_t> batch_sizes, MemoryBudget& budget);
+                                           std::span<const int64_t> batch_sizes, MemoryBudget& budget,
+                                           std::vector<int32_t>* greedy_ids = nullptr);
 
 }  // namespace tokenmill

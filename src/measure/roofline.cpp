@@ -19,40 +19,57 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The best rate (work per second) over `passes` passes, each calling `kernel` until
-// `min_seconds` have passed.
-double best_rate(double work_per_call, const CalibrationOptions& options,
-                 const std::function<void()>& kernel) {
+// The best rate (work per second) over `passes` passes. Each pass calls `kernel` in groups,
+// `sync` after each group (it returns once the backend has finished the queued calls), until
+// `min_seconds` have passed; a group is sized from the calls so far to end the pass about on
+// time, at most twice the previous one.
+double best_rate(double work_per_call, const CalibrationOptions& options, const std::function<void()>& kernel,
+                 const std::function<void()>& sync) {
   double best = 0;
   for (int pass = 0; pass < options.passes; ++pass) {
     const auto start = Clock::now();
-    int64_t calls = 0;
+    int64_t calls = 0, group = 1;
     double seconds = 0;
     do {
-      kernel();
-      ++calls;
+      for (int64_t i = 0; i < group; ++i) kernel();
+      sync();
+      calls += group;
       seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      const double calls_left = (options.min_seconds - seconds) / (seconds / static_cast<double>(calls));
+      group = static_cast<int64_t>(std::clamp(calls_left, 1.0, 2.0 * static_cast<double>(group)));
     } while (seconds < options.min_seconds);
     best = std::max(best, work_per_call * static_cast<double>(calls) / seconds);
   }
   return best;
 }
 
+// Waits for `memory`'s backend to finish its queued ops: a copy to the host of one float of
+// `probe` (DeviceMemory::copy_to_host runs after every op queued before it).
+std::function<void()> sync_on(DeviceMemory& memory, const Tensor& probe) {
+  return [&memory, probe] {
+    float value = 0;
+    memory.copy_to_host(&value, probe.data, sizeof value);
+  };
+}
+
 double gemm_flops(Backend& backend, const CalibrationOptions& options) {
   const int64_t n = options.gemm_size;
   const auto matrix_bytes = Arena::footprint(static_cast<size_t>(n * n) * sizeof(float));
-  Arena arena(3 * matrix_bytes);
+  Arena arena(3 * matrix_bytes, backend.memory());
   const Tensor x = arena.allocate(DType::F32, {n, n});
   const Tensor w = arena.allocate(DType::F32, {n, n});
   const Tensor y = arena.allocate(DType::F32, {n, n});
-  for (int64_t i = 0; i < n * n; ++i) {
-    x.as<float>()[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
-    w.as<float>()[i] = static_cast<float>((i * 104729) % 1000) / 1000.0f - 0.5f;
-  }
+  std::vector<float> host(static_cast<size_t>(n * n));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+  backend.memory().copy_from_host(x.data, host.data(), x.nbytes());
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>((i * 104729) % 1000) / 1000.0f - 0.5f;
+  backend.memory().copy_from_host(w.data, host.data(), w.nbytes());
   const auto multiply = [&] { backend.matmul(x, w, nullptr, y); };
+  const auto sync = sync_on(backend.memory(), y);
   multiply();  // warm-up: kernel scratch, caches
+  sync();
   return best_rate(2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n), options,
-                   multiply);
+                   multiply, sync);
 }
 
 constexpr int64_t kReadGrain = 8192;  // words per chunk boundary: 64 KiB
@@ -82,7 +99,32 @@ double read_bandwidth(const CalibrationOptions& options) {
       fail("read-bandwidth calibration: the buffer summed to {}, not {}", total, expected);
   };
   read();  // warm-up
-  return best_rate(static_cast<double>(n * sizeof(uint64_t)), options, read);
+  return best_rate(static_cast<double>(n * sizeof(uint64_t)), options, read, [] {});
+}
+
+// Device memory: y = x through Backend::convert (f32 to f32, a copy) of read_bytes, counted
+// as 2 x read_bytes moved (each byte read once and written once). The wait for the queued
+// copies is a copy of y's last word back to the host, which is also checked (that the copy
+// reached the end of the buffer).
+double copy_bandwidth(Backend& backend, const CalibrationOptions& options) {
+  const auto count = static_cast<int64_t>(options.read_bytes / sizeof(float));
+  Arena arena(2 * Arena::footprint(static_cast<size_t>(count) * sizeof(float)), backend.memory());
+  const Tensor x = arena.allocate(DType::F32, {count});
+  const Tensor y = arena.allocate(DType::F32, {count});
+  std::vector<float> host(static_cast<size_t>(count));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i % 4096);
+  backend.memory().copy_from_host(x.data, host.data(), x.nbytes());
+  const float* last = y.as<const float>() + (count - 1);  // addressed, never dereferenced
+  const auto copy = [&] { backend.convert(x, y); };
+  const auto sync_and_check = [&] {
+    float value = -1;
+    backend.memory().copy_to_host(&value, last, sizeof value);
+    if (value != host.back())
+      fail("copy-bandwidth calibration: the last word copied is {}, not {}", value, host.back());
+  };
+  copy();  // warm-up
+  sync_and_check();
+  return best_rate(2.0 * static_cast<double>(x.nbytes()), options, copy, sync_and_check);
 }
 
 }  // namespace
@@ -98,7 +140,8 @@ Ceilings measure_ceilings(Backend& backend, const CalibrationOptions& options) {
   c.gemm_size = options.gemm_size;
   c.read_bytes = options.read_bytes / sizeof(uint64_t) * sizeof(uint64_t);
   c.peak_flops = gemm_flops(backend, options);
-  c.read_bandwidth = read_bandwidth(options);
+  c.device_copy = !backend.memory().is_host();
+  c.read_bandwidth = c.device_copy ? copy_bandwidth(backend, options) : read_bandwidth(options);
   return c;
 }
 

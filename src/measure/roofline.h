@@ -18,9 +18,10 @@ namespace tokenmill {
 
 struct Ceilings {
   double peak_flops = 0;      // FLOP/s of the calibrated f32 GEMM
-  double read_bandwidth = 0;  // bytes/s of the multi-threaded streaming read
+  double read_bandwidth = 0;  // bytes/s of the multi-threaded streaming read, or of the device copy
   int64_t gemm_size = 0;      // the GEMM is gemm_size^3 (n = k = m)
-  uint64_t read_bytes = 0;    // size of the buffer read
+  uint64_t read_bytes = 0;    // size of the buffer read (copied)
+  bool device_copy = false;   // read_bandwidth is the device copy's (bytes read + written per second)
 };
 
 struct CalibrationOptions {
@@ -30,13 +31,18 @@ struct CalibrationOptions {
   int passes = 3;                             // best of: the least disturbed pass on a shared machine
 };
 
-// Measures the ceilings with `backend` and the current thread count (core/parallel.h):
+// Measures the ceilings of `backend`, its buffers in backend.memory():
 //  - peak_flops: y[n, m] = x[n, k] . w[m, k]^T in f32 through Backend::matmul, 2 n k m FLOPs
 //    per call, after one warm-up call;
-//  - read_bandwidth: every thread sums its share of a read_bytes buffer (OpenMP), after a
-//    first pass that also writes the buffer (first touch on each thread's pages).
-// Each pass repeats its kernel until min_seconds have passed; the best pass counts. Throws
-// Error on options that cannot measure anything (sizes < 1, min_seconds <= 0, passes < 1).
+//  - read_bandwidth, host memory (the CPU backend, with the current thread count,
+//    core/parallel.h): every thread sums its share of a read_bytes buffer (OpenMP), after a
+//    first pass that also writes the buffer (first touch on each thread's pages);
+//  - read_bandwidth, device memory (device_copy): Backend::convert copies a read_bytes f32
+//    buffer into another, 2 x read_bytes moved per call: on a GPU's memory reads and writes
+//    share the bus, so this is the rate a read-only kernel can reach too.
+// Each pass repeats its kernel until min_seconds have passed (waiting for the device's queued
+// calls before reading the clock); the best pass counts. Throws Error on options that cannot
+// measure anything (sizes < 1, min_seconds <= 0, passes < 1).
 Ceilings measure_ceilings(Backend& backend, const CalibrationOptions& options);
 
 // FLOPs per byte; Error if bytes <= 0.

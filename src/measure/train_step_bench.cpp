@@ -46,16 +46,19 @@ PhaseMeasurement TrainStepBench::run(ParameterSet& params) {
     optimizer.step(params, backend_, kLearningRate, 1.0);
   };
   step();  // warm-up
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = BenchClock::now();
   for (int64_t s = 0; s < options_.steps; ++s) step();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto end = BenchClock::now();
+  const double seconds = std::chrono::duration<double>(end - start).count();
   // One step's figures, its time the mean of the timed steps.
   return {"train",
           options_.batch,
           tokens,
           seconds / static_cast<double>(options_.steps),
           static_cast<double>(options_.batch) * training_flops(config_, options_.seq_len),
-          training_step_bytes(params.count())};
+          training_step_bytes(params.count()),
+          start,
+          end};
 }
 
 }  // namespace tokenmill

@@ -1,5 +1,6 @@
 // A fake libnvidia-ml.so.1 for the doctor tests: FAKE_NVML_DEVICES GPUs with driver
-// FAKE_NVML_DRIVER, ECC and persistence on, idle, all pairs on one board joined by NVLink.
+// FAKE_NVML_DRIVER, ECC and persistence on, idle (or FAKE_NVML_GPU_UTILIZATION and
+// FAKE_NVML_MEMORY_UTILIZATION percent busy), all pairs on one board joined by NVLink.
 // Every symbol has the type the doctor calls it through (doctor/nvml_api.h), so UBSan's
 // function-type check holds.
 #include <cstdio>
@@ -13,6 +14,11 @@ using tokenmill::doctor::nvml::Utilization;
 struct tokenmill::doctor::nvml::DeviceHandle {
   int index;
 };
+
+#ifndef FAKE_NVML_GPU_UTILIZATION
+#define FAKE_NVML_GPU_UTILIZATION 0
+#define FAKE_NVML_MEMORY_UTILIZATION 0
+#endif
 
 namespace {
 tokenmill::doctor::nvml::DeviceHandle devices[FAKE_NVML_DEVICES];
@@ -86,7 +92,7 @@ int nvmlDeviceGetEnforcedPowerLimit(Device d, unsigned* milliwatts) {
 
 int nvmlDeviceGetUtilizationRates(Device d, Utilization* rates) {
   if (!valid(d)) return kInvalidArgument;
-  *rates = {0, 0};
+  *rates = {FAKE_NVML_GPU_UTILIZATION, FAKE_NVML_MEMORY_UTILIZATION};
   return 0;
 }
 

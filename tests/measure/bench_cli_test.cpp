@@ -9,12 +9,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support/gpu_devices.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using tokenmill::testing::CommandResult;
 using tokenmill::testing::run_tokenmill;
 
@@ -92,6 +94,35 @@ TEST(BenchCli, BadInputIsAClearError) {
   r = run_tokenmill("bench -m " + kLlama + " --dtype bf16" + kQuick);
   EXPECT_GT(r.exit_code, 0);
   EXPECT_THAT(r.output, HasSubstr("error: --dtype applies to --shape only"));
+}
+
+TEST(BenchCli, DeviceCudaWithoutAGpuIsRefusedWithTheReason) {
+  if (tokenmill::testing::cuda_usable()) GTEST_SKIP() << "a GPU is usable here";
+  CommandResult r = run_tokenmill("bench -m " + kLlama + kQuick + " --phases prefill --device cuda");
+  EXPECT_GT(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: --device cuda: " + tokenmill::testing::cuda_unavailable_reason()))
+      << r.output;
+  EXPECT_THAT(r.output, Not(HasSubstr("prefill"))) << r.output;
+  r = run_tokenmill("bench -m " + kLlama + kQuick + " --device tpu");
+  EXPECT_GT(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: --device tpu: expected auto, cpu, cuda or cuda:N"));
+}
+
+TEST(BenchCli, DeviceAutoFallsBackToTheCpuWithOneNote) {
+  if (tokenmill::testing::cuda_usable()) GTEST_SKIP() << "a GPU is usable here";
+  const std::string args = "bench -m " + kLlama + kQuick + " --phases prefill --device auto --json";
+  CommandResult r = run_tokenmill(args, /*with_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto json = nlohmann::json::parse(r.output);
+  EXPECT_EQ(json["device"]["backend"], "cpu");
+  EXPECT_EQ(json["gpu_sampling"], "not sampled: the run is on the CPU");
+  EXPECT_EQ(json["phases"].size(), 1u);
+  r = run_tokenmill(args);  // stdout and stderr
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The reason starts as the helper's (a build without CUDA adds how it was built).
+  const std::string note = "note: running on the CPU: " + tokenmill::testing::cuda_unavailable_reason();
+  EXPECT_THAT(r.output, HasSubstr(note));
+  EXPECT_EQ(r.output.find("note: "), r.output.rfind("note: ")) << "one note line only:\n" << r.output;
 }
 
 TEST(BenchCli, ShapeErrors) {

@@ -38,6 +38,28 @@ BenchRun hand_run() {
                 {"train", 1, 512, 2.0, 1.5e11, 5.6e9}};
   run.peak_memory_bytes = 123'456'789;
   run.notes = {"prompt capped from 512 to 100 tokens"};
+  run.gpu_sampling = "not sampled: the run is on the CPU";
+  return run;
+}
+
+// hand_run on a GPU: NVML readings for decode at batch 1 (128 tokens in 1 s) only.
+BenchRun sampled_run() {
+  BenchRun run = hand_run();
+  run.device = {"cuda", "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)", 2, ""};
+  run.gpu_sampling = "sampled every 100 ms through NVML (NVIDIA H100 80GB HBM3)";
+  GpuSampleSummary gpu;
+  gpu.samples = 10;
+  gpu.mean_gpu_utilization = 87;
+  gpu.max_gpu_utilization = 99;
+  gpu.mean_memory_utilization = 41;
+  gpu.max_memory_utilization = 60;
+  gpu.mean_power_watts = 320;
+  gpu.max_power_watts = 410;
+  gpu.energy_joules = 320;  // 320 W x 1 s
+  gpu.joules_per_token = 2.5;
+  gpu.max_memory_used_bytes = 5'000'000'000;
+  gpu.mean_sm_clock_mhz = 1980;
+  run.phases[1].gpu = gpu;
   return run;
 }
 
@@ -83,13 +105,43 @@ TEST(BenchReport, JsonFollowsTheSchemaAndRoundTrips) {
   EXPECT_DOUBLE_EQ(back["phases"][1]["roofline_fraction"].get<double>(), 0.32);
   EXPECT_EQ(back["phases"][1]["bound"], "memory");
   EXPECT_EQ(back["peak_memory_bytes"], 123'456'789);
-  EXPECT_TRUE(back["gpu_samples"].is_null());
+  EXPECT_EQ(back["gpu_sampling"], "not sampled: the run is on the CPU");
+  for (const auto& phase : back["phases"]) EXPECT_TRUE(phase["gpu_samples"].is_null()) << phase;
+  EXPECT_EQ(back["device"]["isa"], "avx2");
+  EXPECT_EQ(back["roofline"]["bandwidth_probe"], "host read");
   // ours / peer: decode 128 / 64 = 2, prefill 1024 / 2048 = 0.5, no batch 8 here: null.
   const nlohmann::json& compare = back["compare"];
   EXPECT_EQ(compare["command"], "peer-bench");
   EXPECT_DOUBLE_EQ(compare["phases"][0]["ratio"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(compare["phases"][1]["ratio"].get<double>(), 0.5);
   EXPECT_TRUE(compare["phases"][2]["ratio"].is_null());
+}
+
+TEST(BenchReport, GpuReadingsPerPhase) {
+  const nlohmann::json json = bench_json(sampled_run(), std::nullopt, utc_now());
+  EXPECT_EQ(json["gpu_sampling"], "sampled every 100 ms through NVML (NVIDIA H100 80GB HBM3)");
+  EXPECT_EQ(json["device"]["backend"], "cuda");
+  EXPECT_TRUE(json["device"]["isa"].is_null());
+  EXPECT_TRUE(json["phases"][0]["gpu_samples"].is_null());
+  const nlohmann::json& gpu = json["phases"][1]["gpu_samples"];
+  EXPECT_EQ(gpu["samples"], 10);
+  EXPECT_DOUBLE_EQ(gpu["mean_gpu_utilization"].get<double>(), 87.0);
+  EXPECT_DOUBLE_EQ(gpu["max_power_watts"].get<double>(), 410.0);
+  EXPECT_DOUBLE_EQ(gpu["energy_joules"].get<double>(), 320.0);
+  EXPECT_DOUBLE_EQ(gpu["joules_per_token"].get<double>(), 2.5);
+  EXPECT_EQ(gpu["max_memory_used_bytes"], 5'000'000'000u);
+
+  const std::string md = bench_markdown(sampled_run(), std::nullopt);
+  EXPECT_THAT(md, HasSubstr("| GPU util % | memory util % | power W | J/token |\n"));
+  EXPECT_THAT(md, HasSubstr("| memory | 32.0 % | 87 / 99 | 41 / 60 | 320 / 410 | 2.5 |\n"));
+  EXPECT_THAT(md, HasSubstr("| compute | 50.0 % | - | - | - | - |\n"));  // prefill: no samples
+  EXPECT_THAT(md, HasSubstr("- device: cuda:0 (NVIDIA H100 80GB HBM3, sm_90) (cuda)\n"));
+  EXPECT_THAT(bench_table(sampled_run(), std::nullopt),
+              HasSubstr("decode batch 1: GPU 87 % (max 99), memory 41 %, 320 W (max 410), 2.5 J/token"));
+  // Without samples, no GPU columns; the reason is stated.
+  const std::string cpu_md = bench_markdown(hand_run(), std::nullopt);
+  EXPECT_THAT(cpu_md, Not(HasSubstr("GPU util")));
+  EXPECT_THAT(cpu_md, HasSubstr("- GPU readings: not sampled: the run is on the CPU\n"));
 }
 
 TEST(BenchReport, UnmeasuredPeakMemoryIsNull) {

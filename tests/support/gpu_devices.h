@@ -19,14 +19,19 @@ inline bool cuda_required() {
   return value != nullptr && *value != '\0' && std::string(value) != "0";
 }
 
+// "" when the CUDA backend can run on GPU 0; otherwise why not (what `--device cuda` says).
+inline std::string cuda_unavailable_reason() {
+#ifdef TOKENMILL_HAS_CUDA
+  return cuda::unavailable_reason();
+#else
+  return "this build has no CUDA backend";
+#endif
+}
+
 // True when the CUDA backend can run on GPU 0; exits the process when it cannot and
 // TOKENMILL_REQUIRE_CUDA is set.
 inline bool cuda_usable() {
-#ifdef TOKENMILL_HAS_CUDA
-  const std::string why = cuda::unavailable_reason();
-#else
-  const std::string why = "this build has no CUDA backend";
-#endif
+  const std::string why = cuda_unavailable_reason();
   if (why.empty()) return true;
   if (cuda_required()) {
     std::fprintf(stderr, "TOKENMILL_REQUIRE_CUDA is set, but %s\n", why.c_str());
