@@ -13,12 +13,10 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_features.h"
+#include "backend/cuda_availability.h"
 #include "backend/reference/reference_ops.h"
 #include "core/error.h"
 #include "core/tensor.h"
-#ifdef TOKENMILL_HAS_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace tokenmill::doctor {
 
@@ -193,8 +191,7 @@ std::vector<SelfTestResult> run_gpu_self_test(int gpu_count, std::vector<std::st
     }
   }
 #else
-  if (gpu_count > 0)
-    skipped.push_back("this build has no CUDA backend (built without nvcc, or TOKENMILL_CUDA=OFF)");
+  if (gpu_count > 0) skipped.push_back(kNoCudaBackend);
 #endif
   return results;
 }

@@ -5,11 +5,9 @@
 #include <charconv>
 #include <optional>
 
+#include "backend/cuda_availability.h"
 #include "core/error.h"
 #include "model/weight_placement.h"
-#ifdef TOKENMILL_HAS_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace tokenmill {
 
@@ -17,8 +15,7 @@ namespace {
 
 // "" when the CUDA backend can run `model` on GPU `gpu`; otherwise why not.
 std::string cuda_obstacle(int gpu, Model& model) {
-#ifdef TOKENMILL_HAS_CUDA
-  std::string why = cuda::unavailable_reason(gpu);
+  std::string why = cuda_unavailable_reason(gpu);
   if (!why.empty()) return why;
   std::optional<DType> quantized;
   for_each_op_weight(model.weights, [&](Tensor& t) {
@@ -29,11 +26,6 @@ std::string cuda_obstacle(int gpu, Model& model) {
         "the model has {} weights, which the CUDA backend does not run yet (f32, bf16 and f16 do)",
         dtype_name(*quantized));
   return "";
-#else
-  (void)gpu;
-  (void)model;
-  return "this build has no CUDA backend (it was built without nvcc or with TOKENMILL_CUDA=OFF)";
-#endif
 }
 
 // The GPU index of "cuda" / "cuda:N", or nullopt for anything else.

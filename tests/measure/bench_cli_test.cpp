@@ -100,7 +100,7 @@ TEST(BenchCli, DeviceCudaWithoutAGpuIsRefusedWithTheReason) {
   if (tokenmill::testing::cuda_usable()) GTEST_SKIP() << "a GPU is usable here";
   CommandResult r = run_tokenmill("bench -m " + kLlama + kQuick + " --phases prefill --device cuda");
   EXPECT_GT(r.exit_code, 0);
-  EXPECT_THAT(r.output, HasSubstr("error: --device cuda: " + tokenmill::testing::cuda_unavailable_reason()))
+  EXPECT_THAT(r.output, HasSubstr("error: --device cuda: " + tokenmill::cuda_unavailable_reason()))
       << r.output;
   EXPECT_THAT(r.output, Not(HasSubstr("prefill"))) << r.output;
   r = run_tokenmill("bench -m " + kLlama + kQuick + " --device tpu");
@@ -119,8 +119,7 @@ TEST(BenchCli, DeviceAutoFallsBackToTheCpuWithOneNote) {
   EXPECT_EQ(json["phases"].size(), 1u);
   r = run_tokenmill(args);  // stdout and stderr
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  // The reason starts as the helper's (a build without CUDA adds how it was built).
-  const std::string note = "note: running on the CPU: " + tokenmill::testing::cuda_unavailable_reason();
+  const std::string note = "note: running on the CPU: " + tokenmill::cuda_unavailable_reason() + "\n";
   EXPECT_THAT(r.output, HasSubstr(note));
   EXPECT_EQ(r.output.find("note: "), r.output.rfind("note: ")) << "one note line only:\n" << r.output;
 }

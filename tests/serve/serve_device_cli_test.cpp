@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "backend/cuda_availability.h"
 #include "support/run_command.h"
 
 namespace tokenmill {
@@ -27,7 +28,7 @@ TEST(ServeDevice, AGpuThatCannotBeUsedIsRefusedWithTheReason) {
 #ifdef TOKENMILL_HAS_CUDA
   const char* reason = "";  // no driver, no usable GPU, or "GPU 4096 does not exist": the machine decides
 #else
-  const char* reason = "this build has no CUDA backend";
+  const char* reason = kNoCudaBackend;
 #endif
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(std::string("--device cuda:4096: ") + reason), std::string::npos) << r.output;

@@ -8,24 +8,13 @@
 #include <cstdlib>
 #include <string>
 
-#ifdef TOKENMILL_HAS_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
+#include "backend/cuda_availability.h"
 
 namespace tokenmill::testing {
 
 inline bool cuda_required() {
   const char* value = std::getenv("TOKENMILL_REQUIRE_CUDA");
   return value != nullptr && *value != '\0' && std::string(value) != "0";
-}
-
-// "" when the CUDA backend can run on GPU 0; otherwise why not (what `--device cuda` says).
-inline std::string cuda_unavailable_reason() {
-#ifdef TOKENMILL_HAS_CUDA
-  return cuda::unavailable_reason();
-#else
-  return "this build has no CUDA backend";
-#endif
 }
 
 // True when the CUDA backend can run on GPU 0; exits the process when it cannot and

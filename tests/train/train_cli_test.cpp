@@ -6,11 +6,9 @@
 
 #include <string>
 
+#include "backend/cuda_availability.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
-#ifdef TOKENMILL_HAS_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace tokenmill {
 namespace {
@@ -73,15 +71,6 @@ TEST(TrainCommand, RecomputedActivationsGiveTheSameLosses) {
   }
 }
 
-// Why the CUDA backend cannot run on GPU 0 here ("" when it can).
-std::string why_no_gpu() {
-#ifdef TOKENMILL_HAS_CUDA
-  return cuda::unavailable_reason(0);
-#else
-  return "this build has no CUDA backend";
-#endif
-}
-
 size_t count_of(const std::string& text, const std::string& part) {
   size_t n = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
@@ -103,7 +92,7 @@ TEST(TrainCommand, DeviceFlagChoosesTheBackend) {
   const auto cpu = train_tiny(dir, data, "--device cpu");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
   EXPECT_EQ(cpu.output.find("note:"), std::string::npos) << cpu.output;
-  const std::string why = why_no_gpu();
+  const std::string why = cuda_unavailable_reason();
   if (why.empty()) GTEST_SKIP() << "a GPU is usable here: --device cuda and auto train on it";
   const auto cuda = train_tiny(dir, data, "--device cuda");
   EXPECT_NE(cuda.exit_code, 0);
