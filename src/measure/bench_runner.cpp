@@ -124,18 +124,18 @@ PhaseMeasurement time_prefill(const Model& model, Backend& backend, std::span<co
           end};
 }
 
-// Why the automatic train phase cannot run on `model`, or "" when it can.
-std::string auto_train_obstacle(const BenchModel& model, uint64_t activation_bytes,
+// Why the automatic train phase cannot run on `model`, or "" when it can; `master_bytes`:
+// the training state it still has to allocate.
+std::string auto_train_obstacle(const BenchModel& model, uint64_t master_bytes, uint64_t activation_bytes,
                                 const MemoryBudget& budget) {
   const std::string& dtype = model.summary.weight_dtype;
   if (model.params == nullptr && dtype != "f32" && dtype != "bf16" && dtype != "f16")
     return fmt::format("the weights are {}; training needs f32, bf16 or f16 weights", dtype);
-  const uint64_t master = model.params == nullptr ? 16 * static_cast<uint64_t>(model.summary.parameters) : 0;
-  if (master + activation_bytes > budget.left() / 2)
+  if (master_bytes + activation_bytes > budget.left() / 2)
     return fmt::format(
         "its training state ({} of f32 weights, gradients and AdamW moments, {} of activations) would take "
         "more than half of the {} left",
-        gib(master), gib(activation_bytes), gib(budget.left()));
+        gib(master_bytes), gib(activation_bytes), gib(budget.left()));
   return "";
 }
 
@@ -143,19 +143,14 @@ std::string auto_train_obstacle(const BenchModel& model, uint64_t activation_byt
 std::optional<PhaseMeasurement> time_training(BenchModel& model, Backend& backend,
                                               const BenchOptions& options, int64_t seq_len,
                                               MemoryBudget& budget, std::vector<std::string>& notes) {
-  if (!backend.memory().is_host()) {
-    const std::string obstacle = fmt::format(
-        "training steps run on the CPU backend only for now: their f32 master weights, gradients and AdamW "
-        "moments live in host memory, which {} cannot address",
-        backend.name());
-    if (options.train == TrainPhase::On) fail("bench: no train phase on this device: {}", obstacle);
-    notes.push_back(fmt::format("no train phase: {}", obstacle));
-    return std::nullopt;
-  }
   const ModelConfig& config = model.model->config;
+  const bool on_host = backend.memory().is_host();
+  // A synthetic model's host master copy is stepped in place; otherwise one is made.
+  const bool make_master = model.params == nullptr || !on_host;
+  const uint64_t master_bytes = make_master ? 16 * static_cast<uint64_t>(model.summary.parameters) : 0;
   TrainStepBench bench(config, backend, {options.train_batch, seq_len, 2, options.seed});
   if (options.train == TrainPhase::Auto) {
-    const std::string obstacle = auto_train_obstacle(model, bench.activation_bytes(), budget);
+    const std::string obstacle = auto_train_obstacle(model, master_bytes, bench.activation_bytes(), budget);
     if (!obstacle.empty()) {
       notes.push_back(fmt::format("no train phase: {} (--phases prefill,decode,train forces it)", obstacle));
       return std::nullopt;
@@ -164,12 +159,16 @@ std::optional<PhaseMeasurement> time_training(BenchModel& model, Backend& backen
   budget.reserve(bench.activation_bytes(),
                  fmt::format("the training activations ({} x {} tokens)", options.train_batch, seq_len),
                  "lower --train-batch or --prompt-tokens, or leave train out of --phases");
-  if (model.params == nullptr) {
-    budget.reserve(16 * static_cast<uint64_t>(model.summary.parameters),
-                   "the f32 weights, gradients and AdamW moments of training", "leave train out of --phases");
-    model.params = std::make_unique<ParameterSet>(config);
-    model.params->load(model.model->weights);
+  if (!make_master) return bench.run(*model.params);
+  budget.reserve(master_bytes, "the f32 weights, gradients and AdamW moments of training",
+                 "leave train out of --phases");
+  if (!on_host) {
+    ParameterSet on_device(config, &backend);
+    on_device.init_gpt2(options.seed);
+    return bench.run(on_device);
   }
+  model.params = std::make_unique<ParameterSet>(config);
+  model.params->load(model.model->weights);
   return bench.run(*model.params);
 }
 

@@ -13,9 +13,10 @@
 //    Auto (the default) runs it for a synthetic model (whose master copy exists anyway) and
 //    for a loaded model with f32/bf16/f16 weights whose training state (16 bytes per
 //    parameter, plus the activations) takes at most half of the memory budget; otherwise it
-//    is skipped with a note saying why. On a backend with its own memory (a GPU) it does not
-//    run yet: the training state lives in host memory. Asked for explicitly, a train phase
-//    that cannot run is an Error.
+//    is skipped with a note saying why. On a backend with its own memory (a GPU) the training
+//    state is made there, the master weights seeded as for training from scratch
+//    (ParameterSet::init_gpt2), not copied from the model: a step's work does not depend on
+//    the values. Asked for explicitly, a train phase that cannot run is an Error.
 // Timed with steady_clock. FLOPs come from measure/flops.h, minimum bytes read from
 // measure/traffic.h. Every large buffer is reserved in the run's MemoryBudget first. The
 // ceilings (measure/roofline.h) are measured after the phases, so the peak memory (VmHWM,

@@ -3,8 +3,9 @@
 // sequences (model/training_pass.h), one AdamW step (train/optimizer.h) on the f32 master
 // copy. The inputs are seeded random in-vocabulary ids, the targets the inputs shifted by one.
 // One untimed warm-up step (first touch of the activations, gradients and moments), then
-// `steps` timed ones; the phase reports one step: its tokens, FLOPs and bytes, and the mean
-// time of the timed steps.
+// `steps` timed ones, ended by a copy to the host (on a GPU, the clock stops when the last
+// step has finished); the phase reports one step: its tokens, FLOPs and bytes, and the mean
+// time of the timed steps. The parameters may live in the backend's memory.
 //
 // FLOPs: training_flops per sequence (measure/flops.h: 3 x forward, every token's logits);
 // AdamW's few operations per parameter are left out. Bytes: training_step_bytes

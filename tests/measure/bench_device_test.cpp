@@ -2,7 +2,8 @@
 // backend behind PROT_NONE pages, as a GPU's memory is): prefill, the decode sweep and the
 // roofline calibration run there without a host access to its memory (that would be a
 // SIGSEGV), count the same tokens as on the CPU and decode the same greedy ids; the train
-// phase is skipped with the reason, or refused when asked for.
+// phase makes its training state in the device's memory and pays for it from the device's
+// budget.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -58,8 +59,8 @@ TEST_F(BenchOnDevice, PhasesCountTheSameTokensAsOnTheCpu) {
   const BenchRun got = run_bench(device_model_, fenced_, options, device_budget);
   EXPECT_GT(fenced_.ops(), ops_before);
 
-  // prefill, decode at 1 and 3; the CPU also trains, the device does not.
-  ASSERT_EQ(got.phases.size(), 3u);
+  // prefill, decode at 1 and 3, train.
+  ASSERT_EQ(got.phases.size(), 4u);
   ASSERT_EQ(want.phases.size(), 4u);
   for (size_t i = 0; i < got.phases.size(); ++i) {
     EXPECT_EQ(got.phases[i].phase, want.phases[i].phase) << i;
@@ -70,9 +71,8 @@ TEST_F(BenchOnDevice, PhasesCountTheSameTokensAsOnTheCpu) {
     EXPECT_GT(got.phases[i].seconds, 0.0) << i;
   }
   EXPECT_EQ(got.phases[2].tokens, 15);  // 3 sequences x 5 steps
-  ASSERT_EQ(got.notes.size(), 1u);
-  EXPECT_THAT(got.notes[0], HasSubstr("no train phase: training steps run on the CPU backend only"));
-  EXPECT_THAT(got.notes[0], HasSubstr("fenced-cpu"));
+  EXPECT_EQ(got.phases[3].phase, "train");
+  EXPECT_TRUE(got.notes.empty()) << got.notes[0];
 
   EXPECT_EQ(got.device.backend, "fenced-cpu");
   EXPECT_EQ(got.device.name, "fenced-cpu");
@@ -87,8 +87,10 @@ TEST_F(BenchOnDevice, PhasesCountTheSameTokensAsOnTheCpu) {
   EXPECT_FALSE(want.ceilings.device_copy);
   EXPECT_GT(got.ceilings.peak_flops, 0.0);
   EXPECT_GT(got.ceilings.read_bandwidth, 0.0);
-  // The device's budget paid for the KV caches and got them back.
-  EXPECT_EQ(device_budget.left(), kBudget);
+  // The device's budget paid for the KV caches (and got them back) and for the training
+  // state, as the host's did.
+  EXPECT_LT(device_budget.left(), kBudget);
+  EXPECT_EQ(device_budget.left(), host_budget.left());
 }
 
 TEST_F(BenchOnDevice, DecodeSweepGivesTheCpuGreedyIds) {
@@ -103,12 +105,25 @@ TEST_F(BenchOnDevice, DecodeSweepGivesTheCpuGreedyIds) {
   EXPECT_EQ(got, want);
 }
 
-TEST_F(BenchOnDevice, AnAskedForTrainPhaseIsRefused) {
+TEST_F(BenchOnDevice, ATrainPhaseMustFitTheDevicesBudget) {
   BenchOptions options = quick_options();
+  options.prefill = options.decode = false;
   options.train = TrainPhase::On;
-  MemoryBudget budget(kBudget);
-  testing::expect_error([&] { run_bench(device_model_, fenced_, options, budget); },
-                        {"bench: no train phase on this device", "host memory"});
+  MemoryBudget room(kBudget);
+  const BenchRun trained = run_bench(device_model_, fenced_, options, room);
+  ASSERT_EQ(trained.phases.size(), 1u);
+  const uint64_t needed = kBudget - room.left();  // activations + 16 bytes per parameter
+  EXPECT_GT(needed, 16u * static_cast<uint64_t>(device_model_.summary.parameters));
+
+  MemoryBudget tight(needed - 1);
+  testing::expect_error([&] { run_bench(device_model_, fenced_, options, tight); },
+                        {"the f32 weights, gradients and AdamW moments of training"});
+  options.train = TrainPhase::Auto;
+  options.prefill = true;
+  MemoryBudget small(needed);  // Auto trains only within half the budget
+  const BenchRun skipped = run_bench(device_model_, fenced_, options, small);
+  ASSERT_EQ(skipped.notes.size(), 1u);
+  EXPECT_THAT(skipped.notes[0], HasSubstr("no train phase: its training state"));
 }
 
 TEST_F(BenchOnDevice, WeightsLeftOnTheHostAreRefused) {
