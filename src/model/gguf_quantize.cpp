@@ -178,13 +178,6 @@ std::function<void(int64_t, float*)> gguf_row_reader(const GgufTensorInfo& info,
   };
 }
 
-std::string human_bytes(uint64_t n) {
-  if (n < 10 * 1024) return fmt::format("{} B", n);
-  if (n < 10 * 1024 * 1024) return fmt::format("{:.1f} KiB", static_cast<double>(n) / 1024);
-  if (n < 10ull * 1024 * 1024 * 1024) return fmt::format("{:.1f} MiB", static_cast<double>(n) / (1 << 20));
-  return gib(n);
-}
-
 }  // namespace
 
 std::optional<DType> parse_gguf_file_type(std::string_view name) {

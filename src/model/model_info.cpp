@@ -2,20 +2,9 @@
 
 #include <fmt/format.h>
 
-namespace tokenmill {
+#include "core/byte_units.h"
 
-namespace {
-std::string human_bytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  auto value = static_cast<double>(bytes);
-  size_t unit = 0;
-  while (value >= 1024.0 && unit + 1 < std::size(units)) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.2f} {}", value, units[unit]);
-}
-}  // namespace
+namespace tokenmill {
 
 ModelInfo describe(const Model& model) {
   const ModelConfig& c = model.config;
