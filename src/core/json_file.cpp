@@ -20,7 +20,7 @@ nlohmann::json read_json_file(const std::filesystem::path& path, size_t max_byte
   text << in.rdbuf();
   try {
     return nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number out of range (1e999)
     fail("{}: invalid JSON ({})", path.string(), e.what());
   }
 }

@@ -452,7 +452,7 @@ TokenizerSpec parse_tokenizer_json_text(std::string_view text, std::string sourc
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range (1e999)
     fail("{}: invalid JSON ({})", source, e.what());
   }
   return parse_tokenizer_json(doc, std::move(source));

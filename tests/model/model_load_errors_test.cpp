@@ -67,6 +67,8 @@ TEST(ModelLoadErrors, InvalidConfigJson) {
   BrokenModel m("llama");
   m.dir().write("config.json", "{\"architectures\": [");
   EXPECT_THAT(m.load_error(), HasSubstr("invalid JSON"));
+  m.dir().write("config.json", "{\"hidden_size\": 1e999}");  // out of a double's range
+  EXPECT_THAT(m.load_error(), HasSubstr("invalid JSON"));
 }
 
 TEST(ModelLoadErrors, UnknownArchitecture) {
