@@ -8,7 +8,8 @@ Each file is kept small so libFuzzer (-max_len=4096) can mutate all of it.
 
 import os
 import struct
-import sys
+
+from corpus_writer import write_corpus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "gguf")
@@ -178,14 +179,7 @@ def files():
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
-    count = 0
-    for name, data in files():
-        assert len(data) <= 4096, name
-        with open(os.path.join(OUT, name), "wb") as f:
-            f.write(data)
-        count += 1
-    print("wrote %d files to %s" % (count, OUT), file=sys.stderr)
+    write_corpus(OUT, files(), max_bytes=4096)
 
 
 if __name__ == "__main__":

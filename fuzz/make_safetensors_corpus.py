@@ -9,7 +9,8 @@ Each file is kept small so libFuzzer (-max_len=4096) can mutate all of it.
 import json
 import os
 import struct
-import sys
+
+from corpus_writer import write_corpus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "safetensors")
@@ -103,13 +104,7 @@ def files():
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
-    count = 0
-    for name, data in files():
-        with open(os.path.join(OUT, name), "wb") as f:
-            f.write(data)
-        count += 1
-    print("wrote %d files to %s" % (count, OUT), file=sys.stderr)
+    write_corpus(OUT, files())
 
 
 if __name__ == "__main__":
