@@ -228,7 +228,7 @@ std::string dtype_label(DType t) { return std::string(dtype_name(t)); }
 struct LinearShape {
   int64_t n, m, k;
 };
-// n = 1 (a contraction of one token for dw), n <= 4 (dx by GEMV) and n > 4 (GEMM), odd m
+// n = 1 (a contraction of one token for dw), n <= 4 (one partial token tile) and n > 4, odd m
 // and k, m = 1 and k = 1, k past one 256-wide GEMM block, n past one 1024-token chunk of
 // the CPU backend (a GEMV-sized last chunk).
 const LinearShape kLinearShapes[] = {{1, 37, 19},  {5, 37, 19},   {3, 1, 7},     {4, 9, 1},

@@ -9,6 +9,7 @@
 #include "backend/checks/linear_checks.h"
 #include "backend/checks/training_checks.h"
 #include "backend/cpu/cpu_backward.h"
+#include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/scratch.h"
 #include "core/parallel.h"
 
@@ -19,10 +20,6 @@ using namespace checks;  // NOLINT: the shared argument checks read as part of e
 namespace {
 
 // The calling thread's buffers; the workers of a region it starts write disjoint parts.
-thread_local Scratch tl_weight_t;  // matmul_backward: w^T
-thread_local Scratch tl_dy_t;      // matmul_backward: dy^T of a token chunk
-thread_local Scratch tl_x_t;       // matmul_backward: x^T of a token chunk
-thread_local Scratch tl_product;   // matmul_backward: dy^T . x of a token chunk
 thread_local Scratch tl_partials;  // sum_squares: one sum per block
 // Each worker's own buffer.
 thread_local Scratch tl_worker_exps;  // cross_entropy: exp(logit - max) of one row
@@ -37,36 +34,6 @@ int64_t items_per_chunk(int64_t work_per_item, int64_t multiple = 1) {
 }
 
 // ---------------------------------------------------------------- helpers
-
-// dst[c, r] = src[r, c] for a [rows, cols] matrix of T (src at any alignment), in square
-// tiles (cache-friendly reads and writes); column tiles in parallel.
-template <class T>
-void transpose(const void* src, int64_t rows, int64_t cols, void* dst) {
-  constexpr int64_t kTile = 32;
-  const auto* s = static_cast<const unsigned char*>(src);
-  T* d = static_cast<T*>(dst);
-  const int64_t tiles = (cols + kTile - 1) / kTile;
-  parallel_for_chunks(tiles, items_per_chunk(kTile * rows), [&](int64_t tile0, int64_t tile1) {
-    for (int64_t c0 = tile0 * kTile; c0 < std::min(tile1 * kTile, cols); c0 += kTile) {
-      const int64_t c_end = std::min(c0 + kTile, cols);
-      for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-        const int64_t r_end = std::min(r0 + kTile, rows);
-        for (int64_t c = c0; c < c_end; ++c)
-          for (int64_t r = r0; r < r_end; ++r)
-            std::memcpy(d + c * rows + r, s + static_cast<size_t>(r * cols + c) * sizeof(T), sizeof(T));
-      }
-    }
-  });
-}
-
-// A [rows, cols] matrix of f32 (4-byte) or bf16/f16 (2-byte) elements, transposed exactly.
-void transpose_plain(DType dtype, const void* src, int64_t rows, int64_t cols, void* dst) {
-  if (dtype_size(dtype) == 4) {
-    transpose<uint32_t>(src, rows, cols, dst);
-  } else {
-    transpose<uint16_t>(src, rows, cols, dst);
-  }
-}
 
 // sum_{i < count} term(i) in double, in 8 interleaved lanes combined in a fixed order:
 // vectorisable, and the same bits wherever the data sits in memory.
@@ -85,42 +52,49 @@ double lane_sum(int64_t count, Term term) {
 
 // ---------------------------------------------------------------- matmul
 
-void matmul_backward(Backend& self, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx,
-                     const Tensor* dw, const Tensor* db) {
+void matmul_backward(const KernelTable& kernels, const Tensor& x, const Tensor& w, const Tensor& dy,
+                     const Tensor* dx, const Tensor* dw, const Tensor* db) {
   const MatmulDims dims = check_matmul_backward(x, w, dy, dx, dw, db);
   const int64_t m = dims.m, k = dims.k, n = dims.n;
 
-  // Both products are forward matmuls (the fast kernels) on transposed operands, over
-  // chunks of kTokenChunk tokens, which bounds the scratch (and the matmul's own packed
-  // copy of its x) for wide outputs such as an LM head. The chunk size is a constant, so the
-  // order of dw's sums does not depend on the thread count.
-  void* w_t = nullptr;
-  if (dx != nullptr) {
-    // dx = dy . w is the forward matmul of dy by W = w^T [k, m], kept in w's dtype (the
-    // transpose only moves elements).
-    w_t = tl_weight_t.bytes(m * k * static_cast<int64_t>(dtype_size(w.dtype)));
-    transpose_plain(w.dtype, w.data, m, k, w_t);
-  }
-  const Tensor x_rows = x.reshaped({n, k}), dy_rows = dy.reshaped({n, m});
-  for (int64_t t0 = 0; t0 < n; t0 += kTokenChunk) {
+  // Both products run on the packed GEMM, which reads the operands they need transposed in
+  // place, over chunks of kTokenChunk tokens; that bounds the GEMM's packed copy of its x for
+  // wide outputs such as an LM head. The chunk size is a constant, so the order of dw's sums
+  // does not depend on the thread count.
+  const float* dy_rows = dy.as<const float>();
+  if (m == 0 && dx != nullptr) std::fill_n(dx->as<float>(), n * k, 0.0f);  // empty sums
+  const bool products = m > 0 && k > 0;  // else dx is set or empty, and dw is empty
+  for (int64_t t0 = 0; products && t0 < n; t0 += kTokenChunk) {
     const int64_t c = std::min(kTokenChunk, n - t0);
-    const Tensor dy_chunk = dy_rows.slice_rows(t0, c);
-    if (dx != nullptr)
-      self.matmul(dy_chunk, Tensor(w_t, w.dtype, {k, m}), nullptr, dx->reshaped({n, k}).slice_rows(t0, c));
+    if (dx != nullptr) {
+      // dx[c, k] = dy[c, m] . w[m, k]: the product of dy by W = w^T [k, m], whose transposed
+      // storage is w itself.
+      MatmulArgs a;
+      a.x = dy_rows + t0 * m;
+      a.w = w.data;
+      a.w_dtype = w.dtype;
+      a.w_transposed = true;
+      a.y = dx->as<float>() + t0 * k;
+      a.n = c;
+      a.k = m;
+      a.m = k;
+      gemm(kernels, a);
+    }
     if (dw != nullptr) {
-      // dw[m, k] += dy^T[m, c] . x[c, k]: the forward matmul of dy^T by W = x^T [k, c] into
-      // a scratch product, then added.
-      float* dy_t = tl_dy_t.floats(m * c);
-      float* x_t = tl_x_t.floats(k * c);
-      float* product = tl_product.floats(m * k);
-      transpose_plain(DType::F32, dy_chunk.data, c, m, dy_t);
-      transpose_plain(DType::F32, x_rows.slice_rows(t0, c).data, c, k, x_t);
-      self.matmul(Tensor(dy_t, DType::F32, {m, c}), Tensor(x_t, DType::F32, {k, c}), nullptr,
-                  Tensor(product, DType::F32, {m, k}));
-      float* acc = dw->as<float>();
-      parallel_for_chunks(m * k, kMinWork, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) acc[i] += product[i];
-      });
+      // dw[m, k] += dy^T[m, c] . x[c, k]: the product of A = dy^T [m, c] by W = x^T [k, c],
+      // whose transposed storages are the chunk's rows of dy and x, added to dw.
+      MatmulArgs a;
+      a.x = dy_rows + t0 * m;
+      a.x_transposed = true;
+      a.w = x.as<const float>() + t0 * k;
+      a.w_dtype = DType::F32;
+      a.w_transposed = true;
+      a.y = dw->as<float>();
+      a.accumulate = true;
+      a.n = m;
+      a.k = c;
+      a.m = k;
+      gemm(kernels, a);
     }
   }
   if (db != nullptr) {

@@ -9,6 +9,7 @@
 #include "backend/checks/shape_checks.h"
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/cpu_backward.h"
+#include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/grain.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant_kernels.h"
@@ -34,10 +35,8 @@ using cpu::Scratch;
 
 // One set per thread: the calling thread's buffers are shared read-only with the workers
 // of the parallel region it starts; each worker uses its own worker buffers.
-thread_local Scratch tl_packed_x;                   // caller: matmul x in token tiles
 thread_local Scratch tl_vector_a;                   // caller: bias / norm weight converted to f32
 thread_local Scratch tl_vector_b;                   // caller: layer norm bias converted to f32
-thread_local Scratch tl_worker_panel;               // worker: one f32 weight panel
 thread_local std::vector<double> tl_worker_angles;  // worker: RoPE cos/sin of one token
 
 // ---------------------------------------------------------------- shape checks
@@ -113,7 +112,7 @@ class CpuBackend final : public Backend {
                           [&](int64_t m0, int64_t m1) { kernels_.gemv(a, m0, m1); });
       return;
     }
-    gemm(a);
+    cpu::gemm(kernels_, a);
   }
 
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
@@ -224,7 +223,7 @@ class CpuBackend final : public Backend {
 
   void matmul_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx, const Tensor* dw,
                        const Tensor* db) override {
-    cpu::matmul_backward(*this, x, w, dy, dx, dw, db);
+    cpu::matmul_backward(kernels_, x, w, dy, dx, dw, db);
   }
   void embedding_backward(std::span<const int32_t> ids, const Tensor& dout, const Tensor& dtable) override {
     cpu::embedding_backward(ids, dout, dtable);
@@ -282,29 +281,6 @@ class CpuBackend final : public Backend {
     float* yp = y.as<float>();
     parallel_for_chunks(count, kMinElementwiseWork,
                         [&](int64_t i0, int64_t i1) { kernel(ap + i0, bp + i0, i1 - i0, yp + i0); });
-  }
-
-  // Prefill: pack x into token tiles once, then run (weight panel, token range) tasks.
-  void gemm(const cpu::MatmulArgs& a) const {
-    const int64_t tile = kernels_.tile_tokens, panel_rows = kernels_.panel_rows;
-    const int64_t tiles = (a.n + tile - 1) / tile;
-    const int64_t panels = (a.m + panel_rows - 1) / panel_rows;
-    float* packed = tl_packed_x.floats(tiles * tile * a.k);
-    parallel_for_chunks(tiles, grain_for(tile * a.k, kMinElementwiseWork),
-                        [&](int64_t b0, int64_t b1) { kernels_.gemm_pack_x(a, b0, b1, packed); });
-    // Enough tasks for every thread: split the tokens when there are few panels.
-    const int64_t want = 4 * static_cast<int64_t>(thread_count());
-    int64_t splits = panels >= want ? 1 : (want + panels - 1) / panels;
-    if (splits > tiles) splits = tiles;
-    const int64_t tasks = panels * splits;
-    const int64_t work_per_task = panel_rows * a.k * (a.n / splits + 1);
-    parallel_for_chunks(tasks, grain_for(work_per_task, kMinMatmulWork), [&](int64_t i0, int64_t i1) {
-      float* panel = tl_worker_panel.floats(cpu::kGemmBlockK * panel_rows);
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t p = i / splits, s = i % splits;
-        kernels_.gemm_panel(a, packed, p, tiles * s / splits, tiles * (s + 1) / splits, panel);
-      }
-    });
   }
 
   const KernelTable& kernels_;

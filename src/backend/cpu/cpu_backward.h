@@ -8,13 +8,13 @@
 #include <span>
 
 #include "backend/backend.h"
+#include "backend/cpu/kernels.h"
 
 namespace tokenmill::cpu {
 
-// backward_linear.cpp. `self` is the backend the call came through: the products run
-// through self.matmul on transposed operands.
-void matmul_backward(Backend& self, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx,
-                     const Tensor* dw, const Tensor* db);
+// backward_linear.cpp. The products run on `kernels`' packed GEMM (cpu_gemm.h).
+void matmul_backward(const KernelTable& kernels, const Tensor& x, const Tensor& w, const Tensor& dy,
+                     const Tensor* dx, const Tensor* dw, const Tensor* db);
 void embedding_backward(std::span<const int32_t> ids, const Tensor& dout, const Tensor& dtable);
 void cross_entropy(const Tensor& logits, std::span<const int32_t> targets, float grad_scale,
                    const Tensor& losses, const Tensor* dlogits);

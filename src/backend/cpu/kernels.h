@@ -13,7 +13,9 @@
 
 namespace tokenmill::cpu {
 
-// y[n, m] = x[n, k] . w[m, k]^T (+ bias[m]); all row-major and contiguous.
+// y[n, m] = x[n, k] . w[m, k]^T (+ bias[m]); all row-major and contiguous. The packed GEMM
+// (not the GEMV) also takes either operand stored transposed, so the backward products
+// need no transposed copies, and can add its product to y.
 struct MatmulArgs {
   const float* x = nullptr;
   const void* w = nullptr;  // DType w_dtype; any alignment
@@ -21,6 +23,9 @@ struct MatmulArgs {
   const float* bias = nullptr;  // [m] or null
   float* y = nullptr;
   int64_t n = 0, k = 0, m = 0;
+  bool x_transposed = false;  // x stored as [k, n]
+  bool w_transposed = false;  // w stored as [k, m] (f32, bf16 or f16)
+  bool accumulate = false;    // y += x . w^T (no bias)
 };
 
 // Causal grouped-query attention of one sequence over its KV cache; see Backend::attention
@@ -57,7 +62,7 @@ struct KernelTable {
   // then every weight panel of `panel_rows` rows is converted to f32 and multiplied by tiles.
   int64_t tile_tokens = 0;
   int64_t panel_rows = 0;
-  // Packs tiles [tile0, tile1).
+  // Packs tiles [tile0, tile1) (of x, or of x stored transposed).
   void (*gemm_pack_x)(const MatmulArgs& a, int64_t tile0, int64_t tile1, float* packed) = nullptr;
   // y for weight panel `panel` and token tiles [tile0, tile1); `panel_buffer` holds
   // kGemmBlockK * panel_rows floats.

@@ -390,6 +390,14 @@ void gemm_pack_x(const MatmulArgs& a, int64_t tile0, int64_t tile1, float* packe
   const int64_t k = a.k;
   for (int64_t b = tile0; b < tile1; ++b) {
     float* dst = packed + b * k * T;
+    if (a.x_transposed) {  // x[token, i] = a.x[i * n + token]: T tokens are adjacent
+      const int64_t tokens = a.n - b * T < T ? a.n - b * T : T;
+      for (int64_t i = 0; i < k; ++i) {
+        const float* src = a.x + i * a.n + b * T;
+        for (int64_t t = 0; t < T; ++t) dst[i * T + t] = t < tokens ? src[t] : 0.0f;
+      }
+      continue;
+    }
     for (int64_t t = 0; t < T; ++t) {
       const int64_t token = b * T + t;
       if (token < a.n) {
@@ -421,6 +429,19 @@ void gemm_pack_panel(const Storage<D>* w, int64_t k, int64_t r0, int64_t rows, i
       const int64_t columns = kc - i < W ? kc - i : W;
       for (int64_t j = 0; j < columns; ++j) S::store(panel + (i + j) * P + half * W, block[j]);
     }
+  }
+}
+
+// As gemm_pack_panel for w stored transposed ([k, m]): panel[i * P + r] = w[k0 + i, r0 + r],
+// rows that lie side by side in memory.
+template <class S, DType D>
+void gemm_pack_panel_transposed(const Storage<D>* w, int64_t m, int64_t r0, int64_t rows, int64_t k0,
+                                int64_t kc, float* panel) {
+  constexpr int64_t W = S::kWidth;
+  for (int64_t i = 0; i < kc; ++i) {
+    const Storage<D>* src = w + (k0 + i) * m + r0;
+    S::store(panel + i * 2 * W, load_w_n<S, D>(src, rows));
+    S::store(panel + i * 2 * W + W, load_w_n<S, D>(src + W, rows - W));
   }
 }
 
@@ -474,12 +495,16 @@ void gemm_panel_typed(const MatmulArgs& a, const float* packed, int64_t panel, i
   const auto* w = static_cast<const Storage<D>*>(a.w);
   for (int64_t k0 = 0; k0 < a.k; k0 += kGemmBlockK) {
     const int64_t kc = a.k - k0 < kGemmBlockK ? a.k - k0 : kGemmBlockK;
-    gemm_pack_panel<S, D>(w, a.k, r0, rows, k0, kc, panel_buffer);
+    if (a.w_transposed) {
+      gemm_pack_panel_transposed<S, D>(w, a.m, r0, rows, k0, kc, panel_buffer);
+    } else {
+      gemm_pack_panel<S, D>(w, a.k, r0, rows, k0, kc, panel_buffer);
+    }
     const float* bias = k0 == 0 && a.bias != nullptr ? a.bias + r0 : nullptr;
     for (int64_t b = tile0; b < tile1; ++b) {
       const int64_t tokens = a.n - b * T < T ? a.n - b * T : T;
       gemm_tile<S>(packed + (b * a.k + k0) * T, panel_buffer, kc, a.y + b * T * a.m + r0, a.m, tokens, rows,
-                   bias, k0 > 0);
+                   bias, k0 > 0 || a.accumulate);
     }
   }
 }
