@@ -1,8 +1,8 @@
 // The CPU backward of the layer ops (norms, activations, RoPE, attention): plain loops the
-// compiler vectorizes, f32 except the norms' rows, which are summed and combined in double
-// (dx is a difference of nearly equal terms when a row has few elements). Every reduction
-// across rows or heads runs in an order fixed by the shapes alone, so the bits never
-// depend on the thread count.
+// compiler vectorizes (the activations' derivatives: SIMD kernels of the kernel table), f32
+// except the norms' rows, which are summed and combined in double (dx is a difference of
+// nearly equal terms when a row has few elements). Every reduction across rows or heads
+// runs in an order fixed by the shapes alone, so the bits never depend on the thread count.
 #include "backend/cpu/cpu_backward.h"
 
 #include <algorithm>
@@ -162,35 +162,22 @@ void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const
 
 // ---------------------------------------------------------------- activations
 
-// Tanh: gelu' = (1 + t)/2 + x/2 (1 - t^2) c (1 + 3 a x^2), t = tanh(c (x + a x^3)).
-// Erf:  gelu' = Phi(x) + x phi(x), Phi = erfc(-x / sqrt 2) / 2, phi the normal density.
-void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx) {
+// The derivatives are SIMD kernels beside the forward ones (kernels_impl.h), with the same
+// exp and erfc: Tanh gelu' = s + 2 x s (1 - s) u' (s = sigmoid(2u)), Erf gelu' = Phi(x) + x phi(x).
+void gelu_backward(const KernelTable& kernels, const Tensor& x, GeluForm form, const Tensor& dy,
+                   const Tensor& dx) {
   const int64_t count = check_gelu_backward("gelu_backward", x, dy, dx);
   const float* xp = x.as<const float>();
   const float* dyp = dy.as<const float>();
   float* dxp = dx.as<float>();
-  constexpr auto c = static_cast<float>(0.7978845608028654);  // sqrt(2 / pi)
-  constexpr float a = 0.044715f;
-  constexpr auto inv_sqrt2 = static_cast<float>(1.0 / std::numbers::sqrt2);
-  constexpr auto inv_sqrt_2pi = static_cast<float>(0.3989422804014327);  // 1 / sqrt(2 pi)
-  parallel_for_chunks(count, kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float v = xp[i];
-      float derivative;
-      if (form == GeluForm::Tanh) {
-        const float t = std::tanh(c * (v + a * v * v * v));
-        derivative = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * c * (1.0f + 3.0f * a * v * v);
-      } else {
-        derivative = 0.5f * std::erfc(-v * inv_sqrt2) + v * std::exp(-0.5f * v * v) * inv_sqrt_2pi;
-      }
-      dxp[i] = dyp[i] * derivative;
-    }
-  });
+  const auto kernel = form == GeluForm::Tanh ? kernels.gelu_tanh_backward : kernels.gelu_erf_backward;
+  parallel_for_chunks(count, kMinElementwiseWork,
+                      [&](int64_t i0, int64_t i1) { kernel(xp + i0, dyp + i0, i1 - i0, dxp + i0); });
 }
 
-// y = silu(gate) up:  dgate = dy up s (1 + gate (1 - s)),  dup = dy gate s,  s = sigmoid(gate).
-void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
-                     const Tensor& dup) {
+// dgate = dy up s (1 + gate (1 - s)), dup = dy gate s, s = sigmoid(gate) (kernels_impl.h).
+void swiglu_backward(const KernelTable& kernels, const Tensor& gate, const Tensor& up, const Tensor& dy,
+                     const Tensor& dgate, const Tensor& dup) {
   const int64_t count = check_swiglu_backward("swiglu_backward", gate, up, dy, dgate, dup);
   const float* gp = gate.as<const float>();
   const float* upp = up.as<const float>();
@@ -198,12 +185,7 @@ void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, con
   float* dgp = dgate.as<float>();
   float* dup_p = dup.as<float>();
   parallel_for_chunks(count, kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float g = gp[i], u = upp[i], d = dyp[i];  // read before either output is written
-      const float s = 1.0f / (1.0f + std::exp(-g));
-      dgp[i] = d * u * s * (1.0f + g * (1.0f - s));
-      dup_p[i] = d * g * s;
-    }
+    kernels.swiglu_backward(gp + i0, upp + i0, dyp + i0, i1 - i0, dgp + i0, dup_p + i0);
   });
 }
 

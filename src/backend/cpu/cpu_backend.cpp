@@ -237,11 +237,11 @@ class CpuBackend final : public Backend {
     cpu::layer_norm_backward(x, weight, eps, dy, dx, dweight, dbias);
   }
   void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx) override {
-    cpu::gelu_backward(x, form, dy, dx);
+    cpu::gelu_backward(kernels_, x, form, dy, dx);
   }
   void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
                        const Tensor& dup) override {
-    cpu::swiglu_backward(gate, up, dy, dgate, dup);
+    cpu::swiglu_backward(kernels_, gate, up, dy, dgate, dup);
   }
   void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
                      RopeLayout layout) override {

@@ -27,9 +27,10 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const T
                        const Tensor& dweight);
 void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
                          const Tensor& dweight, const Tensor& dbias);
-void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx);
-void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
-                     const Tensor& dup);
+void gelu_backward(const KernelTable& kernels, const Tensor& x, GeluForm form, const Tensor& dy,
+                   const Tensor& dx);
+void swiglu_backward(const KernelTable& kernels, const Tensor& gate, const Tensor& up, const Tensor& dy,
+                     const Tensor& dgate, const Tensor& dup);
 void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
                    RopeLayout layout);
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,

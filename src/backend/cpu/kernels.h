@@ -77,8 +77,14 @@ struct KernelTable {
                      int64_t d, float* y) = nullptr;
   void (*gelu_tanh)(const float* x, int64_t count, float* y) = nullptr;
   void (*gelu_erf)(const float* x, int64_t count, float* y) = nullptr;
+  // dx = dy * gelu'(x); the output may be either input.
+  void (*gelu_tanh_backward)(const float* x, const float* dy, int64_t count, float* dx) = nullptr;
+  void (*gelu_erf_backward)(const float* x, const float* dy, int64_t count, float* dx) = nullptr;
   void (*silu)(const float* x, int64_t count, float* y) = nullptr;
   void (*swiglu)(const float* gate, const float* up, int64_t count, float* y) = nullptr;
+  // The gradients of swiglu's two inputs; the outputs may be any of the inputs.
+  void (*swiglu_backward)(const float* gate, const float* up, const float* dy, int64_t count, float* dgate,
+                          float* dup) = nullptr;
   void (*add)(const float* a, const float* b, int64_t count, float* y) = nullptr;
   void (*softmax)(const float* x, int64_t rows, int64_t d, float* y) = nullptr;
   // out[t, h, :] for the query heads h in [h0, h1), which must share one kv head (so the

@@ -31,10 +31,12 @@ TM_HOST_DEVICE float gelu_erf(float x) { return 0.5f * x * erfcf(-x * kInvSqrt2)
 
 TM_HOST_DEVICE float gelu(float x, bool tanh_form) { return tanh_form ? gelu_tanh(x) : gelu_erf(x); }
 
-// gelu_tanh' = (1 + t)/2 + x/2 (1 - t^2) c (1 + 3 a x^2), t = tanh(c (x + a x^3)).
+// gelu_tanh' = (1 + t)/2 + x/2 (1 - t^2) u' = s + 2 x s (1 - s) u', t = tanh(u),
+// u = c (x + a x^3), u' = c (1 + 3 a x^2), s = sigmoid(2u) = (1 + t)/2: the sigmoid form
+// keeps the tiny derivative of a large negative x, where 1 + t cancels to 0.
 TM_HOST_DEVICE float gelu_tanh_derivative(float x) {
-  const float t = tanhf(kGeluC * (x + kGeluA * x * x * x));
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+  const float s = sigmoid(x * (2.0f * kGeluC + 2.0f * kGeluC * kGeluA * x * x));
+  return s + 2.0f * x * s * (1.0f - s) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
 }
 
 // gelu_erf' = Phi(x) + x phi(x), phi the standard normal density.

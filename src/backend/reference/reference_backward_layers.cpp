@@ -96,8 +96,11 @@ NormGrads layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, 
 }
 
 // Tanh: gelu = x/2 (1 + t), t = tanh(u), u = c (x + a x^3):
-//   gelu' = (1 + t)/2 + x/2 (1 - t^2) c (1 + 3 a x^2).
-// Erf: gelu = x Phi(x):  gelu' = Phi(x) + x phi(x), phi the standard normal density.
+//   gelu' = (1 + t)/2 + x/2 (1 - t^2) u' = s + 2 x s (1 - s) u',  u' = c (1 + 3 a x^2),
+// with s = sigmoid(2u) = (1 + t)/2, the form without cancellation where t is near -1 (it
+// keeps the tiny, nonzero derivative of a large negative x).
+// Erf: gelu = x Phi(x):  gelu' = Phi(x) + x phi(x), phi the standard normal density,
+// Phi(x) = erfc(-x / sqrt 2) / 2 (again without cancellation for negative x).
 std::vector<double> gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy) {
   expect_numel("gelu_backward", dy, x.numel());
   std::vector<double> dx(at(x.numel()));
@@ -106,10 +109,10 @@ std::vector<double> gelu_backward(const Tensor& x, GeluForm form, const Tensor& 
     const double v = element(x, i);
     double derivative;
     if (form == GeluForm::Tanh) {
-      const double t = std::tanh(c * (v + a * v * v * v));
-      derivative = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * c * (1.0 + 3.0 * a * v * v);
+      const double s = 1.0 / (1.0 + std::exp(-2.0 * c * (v + a * v * v * v)));
+      derivative = s + 2.0 * v * s * (1.0 - s) * c * (1.0 + 3.0 * a * v * v);
     } else {
-      derivative = 0.5 * (1.0 + std::erf(v / std::numbers::sqrt2)) +
+      derivative = 0.5 * std::erfc(-v / std::numbers::sqrt2) +
                    v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * std::numbers::pi);
     }
     dx[at(i)] = element(dy, i) * derivative;
