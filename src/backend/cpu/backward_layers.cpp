@@ -1,9 +1,12 @@
 // The CPU backward of the layer ops (norms, activations, RoPE, attention): plain loops the
-// compiler vectorizes (the activations' derivatives: SIMD kernels of the kernel table), f32
+// compiler vectorizes (except the activations' derivatives, SIMD kernels of the kernel table,
+// and attention's dot products, AVX2 intrinsics), f32
 // except the norms' rows, which are summed and combined in double (dx is a difference of
 // nearly equal terms when a row has few elements). Every reduction across rows or heads
 // runs in an order fixed by the shapes alone, so the bits never depend on the thread count.
 #include "backend/cpu/cpu_backward.h"
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -227,15 +230,26 @@ void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const T
 
 namespace {
 
-// a . b in 8 independent f32 lanes (vectorizable; a fixed order).
+// The attention backward's dot products and row sums are written with AVX2/FMA intrinsics
+// (the build's baseline ISA): the compiler vectorizes these small blocked loops poorly, and
+// here every dot product has one fixed shape, so that dot(dout_t, out_t) and the
+// dot_rows(v_p, dout rows) that it is subtracted from round alike (for a single key, out = v
+// and dP - D is then exactly 0).
+
+// The lanes of v added in a fixed order.
+float lane_total(__m256 v) {
+  alignas(32) float x[8];
+  _mm256_store_ps(x, v);
+  return ((x[0] + x[4]) + (x[1] + x[5])) + ((x[2] + x[6]) + (x[3] + x[7]));
+}
+
+// a . b: 8-lane fused multiply-adds, the lanes totalled, then the tail.
 float dot(const float* a, const float* b, int64_t len) {
-  float lanes[8] = {};
+  __m256 acc = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 8 <= len; i += 8)
-    for (int l = 0; l < 8; ++l) lanes[l] += a[i + l] * b[i + l];
-  float sum =
-      ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
-  for (; i < len; ++i) sum += a[i] * b[i];
+  for (; i + 8 <= len; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  float sum = lane_total(acc);
+  for (; i < len; ++i) sum = std::fma(a[i], b[i], sum);
   return sum;
 }
 
@@ -244,16 +258,64 @@ void axpy(float alpha, const float* x, int64_t len, float* y) {
   for (int64_t i = 0; i < len; ++i) y[i] += alpha * x[i];
 }
 
+// Queries that share each pass over the keys: every key row (k, v, and its dk, dv
+// accumulators) is loaded once per block rather than once per query.
+constexpr int kQueryBlock = 8;
+
+// out[b] = a . rows[b * stride] (as dot computes it) for the kQueryBlock rows b, of which the
+// first `count` exist (the others repeat the last one): one pass over `a`.
+void dot_rows(const float* a, const float* rows, int64_t stride, int64_t count, int64_t len, float* out) {
+  const float* row[kQueryBlock];
+  __m256 acc[kQueryBlock];
+  for (int b = 0; b < kQueryBlock; ++b) {
+    row[b] = rows + std::min<int64_t>(b, count - 1) * stride;
+    acc[b] = _mm256_setzero_ps();
+  }
+  int64_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    const __m256 x = _mm256_loadu_ps(a + i);
+    for (int b = 0; b < kQueryBlock; ++b) acc[b] = _mm256_fmadd_ps(x, _mm256_loadu_ps(row[b] + i), acc[b]);
+  }
+  for (int b = 0; b < kQueryBlock; ++b) {
+    float sum = lane_total(acc[b]);
+    for (int64_t j = i; j < len; ++j) sum = std::fma(a[j], row[b][j], sum);
+    out[b] = sum;
+  }
+}
+
+// y += sum over b in [b0, b1) of c[b] rows[b * stride], each element's terms added in b order
+// (fused), 64 elements of y at a time held in registers across the rows.
+void add_scaled_rows(const float* c, const float* rows, int64_t stride, int64_t b0, int64_t b1, int64_t len,
+                     float* y) {
+  constexpr int kVectors = 8;
+  int64_t i = 0;
+  for (; i + 8 * kVectors <= len; i += 8 * kVectors) {
+    __m256 acc[kVectors];
+    for (int j = 0; j < kVectors; ++j) acc[j] = _mm256_loadu_ps(y + i + 8 * j);
+    for (int64_t b = b0; b < b1; ++b) {
+      const __m256 scale = _mm256_set1_ps(c[b]);
+      const float* row = rows + b * stride + i;
+      for (int j = 0; j < kVectors; ++j)
+        acc[j] = _mm256_fmadd_ps(scale, _mm256_loadu_ps(row + 8 * j), acc[j]);
+    }
+    for (int j = 0; j < kVectors; ++j) _mm256_storeu_ps(y + i + 8 * j, acc[j]);
+  }
+  for (; i + 8 <= len; i += 8) {
+    __m256 acc = _mm256_loadu_ps(y + i);
+    for (int64_t b = b0; b < b1; ++b)
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(c[b]), _mm256_loadu_ps(rows + b * stride + i), acc);
+    _mm256_storeu_ps(y + i, acc);
+  }
+  for (; i < len; ++i)
+    for (int64_t b = b0; b < b1; ++b) y[i] = std::fma(c[b], rows[b * stride + i], y[i]);
+}
+
 struct AttentionBackwardArgs {
   const float *q, *k, *v, *out, *dout;
   float *dq, *dk, *dv;
   int64_t n, heads, kv_heads, hd;
   float scale;
 };
-
-// Queries that share each pass over the keys: every key row (k, v, and its dk, dv
-// accumulators) is loaded once per block rather than once per query.
-constexpr int64_t kQueryBlock = 8;
 
 // All of query head h: writes dq[:, h, :] and adds the head's dk, dv to the rows
 // dk_h + p * stride, dv_h + p * stride (p = key position), which start at zero. Per key,
@@ -264,13 +326,17 @@ void attention_backward_head(const AttentionBackwardArgs& a, int64_t h, float* d
   const float* k = a.k + h / (a.heads / a.kv_heads) * hd;  // key p at k + p * kv_row
   const float* v = a.v + h / (a.heads / a.kv_heads) * hd;
   for (int64_t t0 = 0; t0 < a.n; t0 += kQueryBlock) {
-    const int64_t rows = std::min(kQueryBlock, a.n - t0), keys = t0 + rows;
+    const int64_t rows = std::min<int64_t>(kQueryBlock, a.n - t0), keys = t0 + rows;
     // Query t0 + b sees keys p <= t0 + b, i.e. the block's rows b >= p - t0.
     const auto first_row = [t0](int64_t p) { return std::max<int64_t>(0, p - t0); };
     const auto offset = [&](int64_t b) { return (t0 + b) * q_row + h * hd; };
-    for (int64_t p = 0; p < keys; ++p)
-      for (int64_t b = first_row(p); b < rows; ++b)
-        probs[b * a.n + p] = a.scale * dot(a.q + offset(b), k + p * kv_row, hd);
+    const float* q_block = a.q + offset(0);
+    const float* dout_block = a.dout + offset(0);
+    float dots[kQueryBlock];
+    for (int64_t p = 0; p < keys; ++p) {
+      dot_rows(k + p * kv_row, q_block, q_row, rows, hd, dots);
+      for (int64_t b = first_row(p); b < rows; ++b) probs[b * a.n + p] = a.scale * dots[b];
+    }
     float expected_dp[kQueryBlock];  // sum_p P_p dP_p = dout . out
     for (int64_t b = 0; b < rows; ++b) {
       float* row = probs + b * a.n;
@@ -282,18 +348,22 @@ void attention_backward_head(const AttentionBackwardArgs& a, int64_t h, float* d
       expected_dp[b] = dot(a.dout + offset(b), a.out + offset(b), hd);
       std::fill(a.dq + offset(b), a.dq + offset(b) + hd, 0.0f);
     }
+    // Per key: dS of the block's queries (kept in probs in place of P), dk_p and dv_p.
     for (int64_t p = 0; p < keys; ++p) {
-      const float* k_p = k + p * kv_row;
-      const float* v_p = v + p * kv_row;
-      for (int64_t b = first_row(p); b < rows; ++b) {
-        const float* dout_t = a.dout + offset(b);
-        const float prob = probs[b * a.n + p];
-        const float ds = a.scale * prob * (dot(dout_t, v_p, hd) - expected_dp[b]);
-        axpy(ds, k_p, hd, a.dq + offset(b));
-        axpy(ds, a.q + offset(b), hd, dk_h + p * stride);
-        axpy(prob, dout_t, hd, dv_h + p * stride);
+      const int64_t b0 = first_row(p);
+      dot_rows(v + p * kv_row, dout_block, q_row, rows, hd, dots);  // dP_p of each query
+      float prob[kQueryBlock], ds[kQueryBlock];
+      for (int64_t b = b0; b < rows; ++b) {
+        prob[b] = probs[b * a.n + p];
+        ds[b] = a.scale * prob[b] * (dots[b] - expected_dp[b]);
+        probs[b * a.n + p] = ds[b];
       }
+      add_scaled_rows(ds, q_block, q_row, b0, rows, hd, dk_h + p * stride);
+      add_scaled_rows(prob, dout_block, q_row, b0, rows, hd, dv_h + p * stride);
     }
+    // Per query: dq_t = sum over its keys of dS_p k_p (dq_t starts at zero).
+    for (int64_t b = 0; b < rows; ++b)
+      add_scaled_rows(probs + b * a.n, k, kv_row, 0, t0 + b + 1, hd, a.dq + offset(b));
   }
 }
 
