@@ -610,6 +610,15 @@ def render_markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def save_report(out: str, report: dict, markdown: str) -> None:
+    """Writes the report to `out` (JSON) and its table beside it (.md), and prints the table."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    path.with_suffix(".md").write_text(markdown)
+    print(markdown)
+
+
 def measure_quietly(what: str, measure, args) -> dict:
     """Runs `measure` on a quiet machine; if other processes disturbed it, tries again (up to
     --retries more times) and keeps the least disturbed attempt."""

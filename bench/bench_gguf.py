@@ -213,12 +213,7 @@ def main() -> int:
         "bandwidth_samples_gb_s": [s["bytes_per_second"] / 1e9 for s in samples],
         "results": results,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
-    md = render_markdown(report)
-    out.with_suffix(".md").write_text(md)
-    print(md)
+    common.save_report(args.out, report, render_markdown(report))
     return 0
 
 
