@@ -99,13 +99,18 @@ typename S::V times_sigmoid(typename S::V x, typename S::V a) {
   return S::div(x, S::add(S::set1(1.0f), exp<S>(S::sub(S::zero(), a))));
 }
 
-// GPT-2 gelu: 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+// GPT-2 gelu: 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = c (x + a x^3), c = sqrt(2/pi).
+constexpr float kGeluC = 0.7978845608028654f, kGeluA = 0.044715f;
+
+// 2u for x, given x2 = x^2.
+template <class S>
+typename S::V gelu_two_u(typename S::V x, typename S::V x2) {
+  return S::mul(x, S::fma(x2, S::set1(2.0f * kGeluC * kGeluA), S::set1(2.0f * kGeluC)));
+}
+
 template <class S>
 typename S::V gelu_tanh_v(typename S::V x) {
-  const auto x2 = S::mul(x, x);
-  const auto two_u = S::mul(
-      x, S::fma(x2, S::set1(2.0f * 0.7978845608028654f * 0.044715f), S::set1(2.0f * 0.7978845608028654f)));
-  return times_sigmoid<S>(x, two_u);
+  return times_sigmoid<S>(x, gelu_two_u<S>(x, S::mul(x, x)));
 }
 
 // Its derivative: with s = sigmoid(2u), tanh(u) = 2s - 1, so
@@ -113,11 +118,9 @@ typename S::V gelu_tanh_v(typename S::V x) {
 //   u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
 template <class S>
 typename S::V gelu_tanh_derivative_v(typename S::V x) {
-  constexpr float c = 0.7978845608028654f, a = 0.044715f;
   const auto x2 = S::mul(x, x);
-  const auto two_u = S::mul(x, S::fma(x2, S::set1(2.0f * c * a), S::set1(2.0f * c)));
-  const auto s = times_sigmoid<S>(S::set1(1.0f), two_u);
-  const auto du = S::fma(x2, S::set1(3.0f * a * c), S::set1(c));
+  const auto s = times_sigmoid<S>(S::set1(1.0f), gelu_two_u<S>(x, x2));
+  const auto du = S::fma(x2, S::set1(3.0f * kGeluA * kGeluC), S::set1(kGeluC));
   const auto x_s_rest = S::mul(S::mul(x, s), S::sub(S::set1(1.0f), s));  // x s (1 - s)
   return S::fma(S::mul(S::set1(2.0f), x_s_rest), du, s);
 }
