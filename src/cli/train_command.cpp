@@ -29,6 +29,7 @@ struct TrainFlags {
   TrainOptions options;
   std::string data, out, from, lr_decay = "cosine";
   std::string device = "auto";
+  std::string precision = "fp32";
   int64_t layers = 4, hidden = 128, heads = 4, kv_heads = 0, ff = 0, context = 0;
   double min_lr = -1.0;
   int64_t lora_rank = 0;
@@ -68,6 +69,7 @@ void run_train(TrainFlags& f) {
   o.run_dir = f.out;
   o.from_model = f.from;
   o.schedule.decay = parse_lr_decay(f.lr_decay);
+  o.precision = parse_precision(f.precision);
   o.schedule.min_lr = f.min_lr >= 0.0 ? f.min_lr : o.schedule.max_lr / 10.0;
   if (f.lora_rank != 0 || f.lora_flags_given) {
     if (f.lora_rank < 1) fail("--lora-rank must be >= 1 (LoRA's rank r), got {}", f.lora_rank);
@@ -89,22 +91,25 @@ void run_train(TrainFlags& f) {
   // is no model to place: the device is chosen for an empty one.
   Model no_weights;
   const std::unique_ptr<Backend> backend = open_device(f.device, no_weights);
-  // The peak for MFU: a short calibration of the f32 GEMM on the chosen backend
-  // (measure/roofline.h).
+  // The peak for MFU: a short calibration, on the chosen backend, of the GEMM the run's
+  // matrices are multiplied with (measure/roofline.h).
   CalibrationOptions calibration;
+  calibration.gemm_weights = compute_dtype(o.precision);
   calibration.gemm_size = 512;
   calibration.read_bytes = uint64_t{16} << 20;
   calibration.min_seconds = 0.1;
   calibration.passes = 2;
   o.peak_flops = measure_ceilings(*backend, calibration).peak_flops;
-  fmt::print("peak for MFU: {:.1f} GFLOP/s (f32 {}^3 GEMM, {} backend)\n", o.peak_flops / 1e9,
-             calibration.gemm_size, backend->name());
+  fmt::print("peak for MFU: {:.1f} GFLOP/s ({}-weight {}^3 GEMM, {} backend)\n", o.peak_flops / 1e9,
+             dtype_name(calibration.gemm_weights), calibration.gemm_size, backend->name());
   TrainObserver observer;
   observer.on_info = [](const std::string& line) { fmt::print("{}\n", line); };
-  observer.on_step = [](const StepReport& r) {
+  observer.on_step = [&o](const StepReport& r) {
     fmt::print(
-        "step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f}{} | {:.0f} tok/s | {} elapsed, ETA {}\n",
+        "step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f}{}{} | {:.0f} tok/s | {} elapsed, ETA "
+        "{}\n",
         r.step, r.steps, r.loss, r.lr, r.grad_norm, r.applied ? "" : " (step skipped: non-finite)",
+        o.precision == Precision::FP16 ? fmt::format(" | loss scale {:g}", r.loss_scale) : std::string(),
         r.tokens_per_second, duration(r.elapsed_seconds), duration(r.eta_seconds));
     std::fflush(stdout);
   };
@@ -179,6 +184,12 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--recompute-activations", o.recompute_activations,
                 "Keep only each layer's input and recompute its activations in the backward: less "
                 "memory, about a third more compute, the same results");
+  cmd->add_option("--precision", f->precision,
+                  "fp32 | bf16 | fp16: the dtype the matrices are multiplied in (FP32 master weights, "
+                  "gradients and optimizer state always; fp16 adds dynamic loss scaling)");
+  cmd->add_option("--initial-loss-scale", o.initial_loss_scale, "fp16: the first loss scale");
+  cmd->add_option("--loss-scale-growth-interval", o.loss_scale_growth_interval,
+                  "fp16: finite steps before the loss scale doubles");
   cmd->add_option("--lora-rank", f->lora_rank, "LoRA: adapter rank r (0: full fine-tuning); needs --from");
   auto* alpha = cmd->add_option("--lora-alpha", f->lora_alpha,
                                 "LoRA: alpha; the update is scaled by alpha / r (default: r)");

@@ -55,15 +55,17 @@ std::function<void()> sync_on(DeviceMemory& memory, const Tensor& probe) {
 double gemm_flops(Backend& backend, const CalibrationOptions& options) {
   const int64_t n = options.gemm_size;
   const auto matrix_bytes = Arena::footprint(static_cast<size_t>(n * n) * sizeof(float));
-  Arena arena(3 * matrix_bytes, backend.memory());
+  Arena arena(4 * matrix_bytes, backend.memory());
   const Tensor x = arena.allocate(DType::F32, {n, n});
-  const Tensor w = arena.allocate(DType::F32, {n, n});
+  const Tensor w32 = arena.allocate(DType::F32, {n, n});
   const Tensor y = arena.allocate(DType::F32, {n, n});
   std::vector<float> host(static_cast<size_t>(n * n));
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
   backend.memory().copy_from_host(x.data, host.data(), x.nbytes());
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>((i * 104729) % 1000) / 1000.0f - 0.5f;
-  backend.memory().copy_from_host(w.data, host.data(), w.nbytes());
+  backend.memory().copy_from_host(w32.data, host.data(), w32.nbytes());
+  const Tensor w = options.gemm_weights == DType::F32 ? w32 : arena.allocate(options.gemm_weights, {n, n});
+  if (w.data != w32.data) backend.convert(w32, w);
   const auto multiply = [&] { backend.matmul(x, w, nullptr, y); };
   const auto sync = sync_on(backend.memory(), y);
   multiply();  // warm-up: kernel scratch, caches

@@ -17,7 +17,7 @@
 namespace tokenmill {
 
 struct Ceilings {
-  double peak_flops = 0;      // FLOP/s of the calibrated f32 GEMM
+  double peak_flops = 0;      // FLOP/s of the calibrated GEMM (CalibrationOptions::gemm_weights)
   double read_bandwidth = 0;  // bytes/s of the multi-threaded streaming read, or of the device copy
   int64_t gemm_size = 0;      // the GEMM is gemm_size^3 (n = k = m)
   uint64_t read_bytes = 0;    // size of the buffer read (copied)
@@ -29,11 +29,13 @@ struct CalibrationOptions {
   uint64_t read_bytes = uint64_t{256} << 20;  // beyond the last-level cache of current CPUs
   double min_seconds = 0.3;                   // each pass repeats its kernel at least this long
   int passes = 3;                             // best of: the least disturbed pass on a shared machine
+  DType gemm_weights = DType::F32;            // the GEMM's weights: F32, BF16 or F16
 };
 
 // Measures the ceilings of `backend`, its buffers in backend.memory():
-//  - peak_flops: y[n, m] = x[n, k] . w[m, k]^T in f32 through Backend::matmul, 2 n k m FLOPs
-//    per call, after one warm-up call;
+//  - peak_flops: y[n, m] = x[n, k] . w[m, k]^T through Backend::matmul, x f32 and w in
+//    gemm_weights (the rate of the GEMMs a bf16 / fp16 training run multiplies with: tensor
+//    cores on a GPU), 2 n k m FLOPs per call, after one warm-up call;
 //  - read_bandwidth, host memory (the CPU backend, with the current thread count,
 //    core/parallel.h): every thread sums its share of a read_bytes buffer (OpenMP), after a
 //    first pass that also writes the buffer (first touch on each thread's pages);

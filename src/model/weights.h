@@ -7,6 +7,7 @@
 // GGUF files map onto the same struct (model/gguf_model.h).
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "core/tensor.h"
@@ -41,6 +42,15 @@ struct ModelWeights {
   DeviceMemory* memory = &host_memory();
   TensorStore placed;
 };
+
+// The layer's matrices in one fixed order: q, k, v, o, gate, up, down (gate absent,
+// data == nullptr, in GPT-2's MLP).
+inline std::array<Tensor*, 7> layer_matrices(LayerWeights& l) {
+  return {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down};
+}
+inline std::array<const Tensor*, 7> layer_matrices(const LayerWeights& l) {
+  return {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down};
+}
 
 // Maps the archive's tensors onto ModelWeights, checking every shape against `config`.
 // Errors name the tensor and file (see SafetensorsArchive::tensor).

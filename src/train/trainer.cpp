@@ -12,9 +12,11 @@
 #include "model/training_pass.h"
 #include "model/weight_placement.h"
 #include "train/checkpoint.h"
+#include "train/compute_weights.h"
 #include "train/data_loader.h"
 #include "train/lora_parameters.h"
 #include "train/loss_curve.h"
+#include "train/loss_scaler.h"
 #include "train/parameters.h"
 #include "train/prepare.h"
 
@@ -35,6 +37,12 @@ void validate(const TrainOptions& o) {
   LrSchedule s = o.schedule;
   s.total_steps = o.steps;
   s.validate();
+  if (o.precision == Precision::FP16 &&
+      (!(o.initial_loss_scale > 0.0) || !std::isfinite(o.initial_loss_scale) ||
+       o.loss_scale_growth_interval < 1))
+    fail(
+        "--initial-loss-scale must be a positive number and --loss-scale-growth-interval >= 1, got {} and {}",
+        o.initial_loss_scale, o.loss_scale_growth_interval);
   if (o.lora.enabled() && o.from_model.empty())
     fail(
         "--lora-rank needs --from MODEL_DIR: LoRA adapts a pretrained model, it does not train from scratch");
@@ -63,6 +71,24 @@ void truncate_metrics(const std::filesystem::path& path, int64_t step) {
   file.commit();
 }
 
+// The Error of a step whose loss or gradients are not finite (see "Divergence" in trainer.h).
+[[noreturn]] void fail_diverged(const TrainOptions& o, int64_t step, double loss, double lr,
+                                double loss_scale) {
+  const std::string what = std::isfinite(loss)
+                               ? fmt::format("the gradients are not finite (loss {:.4f})", loss)
+                               : fmt::format("the loss is {}", loss);
+  if (o.precision == Precision::FP16)
+    fail(
+        "step {}: {} even at loss scale {}: fp16 overflows in the forward pass itself (activations beyond "
+        "65504) or training diverged. Train with --precision bf16 or fp32, or lower --lr (now {:.3g}); "
+        "--resume continues from the last checkpoint",
+        step, what, loss_scale, lr);
+  fail(
+      "step {}: {}: training diverged (this step was not applied). Lower --lr (now {:.3g}), lengthen "
+      "--warmup-steps (now {}) or clip with --max-grad-norm (now {}), then --resume from the last checkpoint",
+      step, what, lr, o.schedule.warmup_steps, o.adamw.max_grad_norm);
+}
+
 class Run {
  public:
   Run(const TrainOptions& o, Backend& backend, const TrainObserver& obs)
@@ -83,18 +109,23 @@ class Run {
     metrics_.flush();
   }
   std::filesystem::path checkpoint(int64_t step);
+  // The weights the forward and backward multiply with: the compute copy under bf16 / fp16.
+  const ModelWeights& compute_model() const {
+    if (compute_) return compute_->weights();
+    return adapter_ ? base_->weights : params_->weights();
+  }
   // One micro-batch's forward + backward, or the loss alone, of the model or the adapter.
   double forward_backward(std::span<const int32_t> in, std::span<const int32_t> tgt, float scale) {
     if (adapter_) {
-      return pass_->forward_backward(base_->weights, adapter_->weights(), adapter_->grads(), in, tgt, scale)
+      return pass_->forward_backward(compute_model(), adapter_->weights(), adapter_->grads(), in, tgt, scale)
           .loss;
     }
-    return pass_->forward_backward(params_->weights(), params_->grads(), in, tgt, scale).loss;
+    return pass_->forward_backward(compute_model(), params_->grads(), in, tgt, scale).loss;
   }
   double evaluate_loss(std::span<const int32_t> in, std::span<const int32_t> tgt) {
-    if (adapter_) return pass_->evaluate(base_->weights, in, tgt, &adapter_->weights()).loss;
-    return pass_->evaluate(params_->weights(), in, tgt).loss;
+    return pass_->evaluate(compute_model(), in, tgt, adapter_ ? &adapter_->weights() : nullptr).loss;
   }
+  void setup_precision();
 
   const TrainOptions& o_;
   Backend& backend_;
@@ -109,6 +140,8 @@ class Run {
   std::unique_ptr<DataLoader> train_, val_;
   std::unique_ptr<TrainingPass> pass_;
   std::unique_ptr<AdamWOptimizer> optimizer_;
+  std::unique_ptr<ComputeWeights> compute_;  // bf16 / fp16: the matrices' compute copy
+  LossScaler scaler_;                        // fp16: the dynamic loss scale
   std::ofstream metrics_;
   std::vector<LossPoint> train_curve_, val_curve_;
   int64_t tokens_ = 0;
@@ -139,6 +172,18 @@ void Run::setup_model() {
   }
   trainable_ = params_.get();
   model_->weights = view_weights(params_->weights());
+}
+
+void Run::setup_precision() {
+  if (o_.precision == Precision::FP32) return;
+  compute_ = std::make_unique<ComputeWeights>(adapter_ ? base_->weights : params_->weights(),
+                                              compute_dtype(o_.precision), backend_);
+  info(fmt::format("precision: {} matrices ({:.1f} MB {}), FP32 master weights, gradients and AdamW state{}",
+                   precision_name(o_.precision), static_cast<double>(compute_->bytes()) / 1e6,
+                   adapter_ ? "rounded once from the frozen model" : "rounded after every step",
+                   o_.precision == Precision::FP16
+                       ? fmt::format("; dynamic loss scale from {}", scaler_.scale())
+                       : std::string()));
 }
 
 EvalReport Run::evaluate(int64_t step) {
@@ -185,6 +230,8 @@ std::filesystem::path Run::checkpoint(int64_t step) {
   state.model_config = model_config_json_;
   state.options = o_.to_json();
   state.lora = lora_json(o_);
+  state.loss_scale = scaler_.scale();
+  state.scaler_growth_tracker = scaler_.growth_tracker();
   const auto path = save_checkpoint(o_.run_dir / "checkpoints", state, *trainable_, o_.keep_checkpoints);
   write_loss_curve(o_.run_dir / "loss.svg", train_curve_, val_curve_);
   if (obs_.on_checkpoint) obs_.on_checkpoint(path);
@@ -207,6 +254,9 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
       config, backend_, o_.batch, o_.seq_len, o_.lora,
       o_.recompute_activations ? TrainingPass::Activations::Recomputed : TrainingPass::Activations::Kept);
   optimizer_ = std::make_unique<AdamWOptimizer>(o_.adamw);
+  scaler_ = LossScaler({.enabled = o_.precision == Precision::FP16,
+                        .init_scale = o_.initial_loss_scale,
+                        .growth_interval = o_.loss_scale_growth_interval});
   std::error_code ec;
   std::filesystem::create_directories(o_.run_dir, ec);
   if (ec) fail("{}: cannot create the run directory ({})", o_.run_dir.string(), ec.message());
@@ -228,6 +278,8 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     if (state.model_config != model_config_json_)
       fail("{}: the checkpoint is of another model configuration than this run's", latest.string());
     optimizer_->restore(state.optimizer_steps);
+    if (o_.precision == Precision::FP16 && state.options.value("precision", "fp32") == "fp16")
+      scaler_.restore(state.loss_scale, state.scaler_growth_tracker);
     train_->restore(state.loader);
     tokens_ = state.tokens;
     first_step = state.step + 1;
@@ -236,6 +288,7 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
   } else {
     std::filesystem::remove(metrics_path, ec);
   }
+  setup_precision();
   metrics_.open(metrics_path, std::ios::app);
   if (!metrics_) fail("{}: cannot open for writing", metrics_path.string());
   info(fmt::format(
@@ -263,7 +316,6 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
   if (o_.eval_every > 0 && first_step == 1) summary.first_eval = evaluate(0);
   std::vector<int32_t> in(static_cast<size_t>(o_.batch * o_.seq_len)), tgt(in.size());
   const auto start = Clock::now();
-  const float micro_scale = 1.0f / static_cast<float>(o_.grad_accum);
   // LoRA: no gradient of the frozen matrices (2 N of the 6 N per token), plus the adapter's
   // own matmuls (6 per trainable parameter and token).
   const double flops_per_sequence =
@@ -276,6 +328,8 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
   for (; step <= o_.steps; ++step) {
     const auto step_start = Clock::now();
     trainable_->zero_grads();
+    const double loss_scale = scaler_.scale();
+    const auto micro_scale = static_cast<float>(loss_scale / static_cast<double>(o_.grad_accum));
     double loss = 0.0;
     for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
       train_->next_batch(o_.batch, in, tgt);
@@ -283,7 +337,9 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     }
     loss /= static_cast<double>(o_.grad_accum);
     const double lr = schedule.at(step);
-    const AdamWOptimizer::StepResult r = optimizer_->step(*trainable_, backend_, lr, 1.0);
+    const AdamWOptimizer::StepResult r = optimizer_->step(*trainable_, backend_, lr, loss_scale);
+    scaler_.update(!r.applied);
+    if (r.applied && compute_ && !adapter_) compute_->refresh();
     const int64_t step_tokens = o_.grad_accum * o_.batch * o_.seq_len;
     tokens_ += step_tokens;
     summary.tokens += step_tokens;
@@ -295,6 +351,7 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     report.grad_norm = r.grad_norm;
     report.elapsed_seconds = seconds_since(start);
     report.applied = r.applied;
+    report.loss_scale = loss_scale;
     const double step_seconds = seconds_since(step_start);
     report.tokens_per_second = static_cast<double>(step_tokens) / step_seconds;
     if (o_.peak_flops > 0.0)
@@ -303,14 +360,19 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     report.eta_seconds = report.elapsed_seconds / static_cast<double>(step - first_step + 1) *
                          static_cast<double>(o_.steps - step);
     train_curve_.push_back({step, loss});
-    metrics({{"step", step},
-             {"loss", loss},
-             {"lr", lr},
-             {"grad_norm", r.grad_norm},
-             {"applied", r.applied},
-             {"tokens", tokens_},
-             {"tokens_per_s", report.tokens_per_second}});
+    nlohmann::json line = {{"step", step},
+                           {"loss", loss},
+                           {"lr", lr},
+                           {"grad_norm", r.grad_norm},
+                           {"applied", r.applied},
+                           {"tokens", tokens_},
+                           {"tokens_per_s", report.tokens_per_second}};
+    if (o_.precision == Precision::FP16) line["loss_scale"] = loss_scale;
+    metrics(line);
     if (obs_.on_step) obs_.on_step(report);
+    const bool diverged = o_.precision == Precision::FP16 ? !r.applied && loss_scale <= 1.0
+                                                          : !r.applied || !std::isfinite(loss);
+    if (diverged) fail_diverged(o_, step, loss, lr, loss_scale);
     const bool last = step == o_.steps;
     if (o_.eval_every > 0 && (step % o_.eval_every == 0 || last)) summary.last_eval = evaluate(step);
     if (o_.sample_every > 0 && step % o_.sample_every == 0 && !last) sample(step);
@@ -350,7 +412,10 @@ nlohmann::json TrainOptions::to_json() const {
           {"lora_rank", lora.rank},
           {"lora_alpha", lora.alpha},
           {"lora_targets", lora.targets_string()},
-          {"recompute_activations", recompute_activations}};
+          {"recompute_activations", recompute_activations},
+          {"precision", precision_name(precision)},
+          {"initial_loss_scale", initial_loss_scale},
+          {"loss_scale_growth_interval", loss_scale_growth_interval}};
 }
 
 TrainSummary train(const TrainOptions& options, Backend& backend, const TrainObserver& observer,

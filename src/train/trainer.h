@@ -13,7 +13,14 @@
 // run_dir/checkpoints/step_*.tmckpt, the last `keep` kept. resume continues from the newest
 // checkpoint bit-exactly (same data order, same RNG, same optimizer state).
 // run_dir also gets metrics.jsonl (one JSON object per step / eval) and loss.svg.
-// Precision: FP32 master weights, FP32 math and optimizer state, on every backend.
+// Precision (train/precision.h): FP32 master weights, gradients and AdamW state always; with
+// bf16 / fp16 the matrices are multiplied as a rounded copy (train/compute_weights.h, refreshed
+// after every applied step), and fp16 scales the loss (train/loss_scaler.h: a step whose
+// gradients overflow is skipped and the scale backs off). A run may resume with another
+// precision; the loss scale carries over between fp16 runs only.
+// Divergence: a step whose loss or gradients are not finite stops the run with an Error that
+// names the step and what to change (under fp16: once the loss scale is down to 1), its
+// parameters untouched and no checkpoint written for it.
 // recompute_activations: the TrainingPass keeps only each layer's input and recomputes its
 // activations in the backward (model/training_pass.h: less memory, about +33% flops, the
 // same numbers bit for bit), so a run may resume with the other setting. The MFU counts the
@@ -23,7 +30,8 @@
 // (frozen, never copied, never checkpointed); only the adapter (train/lora_parameters.h,
 // PEFT's initialisation seeded by `seed`) is trained, and AdamW's state exists for it alone.
 // Its checkpoints hold the adapter, the optimizer state and the base model's path and
-// config, which a resume verifies.
+// config, which a resume verifies. Under bf16 / fp16 its f32 matrices are multiplied as a
+// copy rounded once (matrices already in that dtype as they are).
 #pragma once
 
 #include <atomic>
@@ -39,6 +47,7 @@
 #include "model/model.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
+#include "train/precision.h"
 
 namespace tokenmill {
 
@@ -57,6 +66,9 @@ struct TrainOptions {
   bool resume = false;
   LoraConfig lora;  // rank 0: full fine-tuning (or from scratch)
   bool recompute_activations = false;
+  Precision precision = Precision::FP32;
+  double initial_loss_scale = 65536.0;        // fp16 (PyTorch GradScaler's defaults)
+  int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps before the scale doubles
   // The device's peak FLOP/s (measure/roofline.h), for the MFU of each step; 0: not reported.
   double peak_flops = 0.0;
 
@@ -70,6 +82,7 @@ struct StepReport {
   double mfu = 0.0;  // model FLOPs (measure/flops.h, training = 3 x forward) / peak; 0 if unknown
   double elapsed_seconds = 0.0, eta_seconds = 0.0;
   bool applied = true;
+  double loss_scale = 1.0;  // the scale this step's loss was multiplied by (fp16; else 1)
 };
 struct EvalReport {
   int64_t step = 0;

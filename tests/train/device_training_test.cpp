@@ -1,6 +1,7 @@
 // Training on a backend whose memory the host cannot touch (FencedBackend: the CPU backend
 // behind PROT_NONE pages, opened only inside ops and copies), as a GPU backend's memory is:
-// runs from scratch, with recomputed activations and LoRA fine-tuning must give the plain
+// runs from scratch, with recomputed activations, in bf16 / fp16 precision (the matrices'
+// compute copy and its refresh live there too) and LoRA fine-tuning must give the plain
 // CPU backend's losses, gradient norms, validation losses, samples and checkpoint files bit
 // for bit, and resume bit-exactly from a checkpoint written there. Any host access to the
 // parameters, gradients, moments or activations would be a SIGSEGV instead.
@@ -128,11 +129,21 @@ TEST_F(DeviceTraining, RecomputedActivationsGiveTheCpuRunAndResume) {
   testing::expect_resume_is_bit_exact(options_, dir_, fenced_, true);
 }
 
+TEST_F(DeviceTraining, ReducedPrecisionGivesTheCpuRunAndResumes) {
+  for (const Precision precision : {Precision::BF16, Precision::FP16}) {
+    options_.precision = precision;
+    expect_fenced_run_equals_cpu(std::string(precision_name(precision)));
+  }
+  testing::expect_resume_is_bit_exact(options_, dir_, fenced_);  // fp16: with its loss scale
+}
+
 TEST_F(DeviceTraining, LoraFineTuningGivesTheCpuRunAndResumes) {
   options_.from_model = testing::kTinyRunModel;
   options_.lora = {4, 8.0, parse_lora_targets("q,k,v,o,gate,up,down")};
   expect_fenced_run_equals_cpu("lora");
   testing::expect_resume_is_bit_exact(options_, dir_, fenced_);
+  options_.precision = Precision::BF16;  // the frozen model multiplied as a bf16 copy
+  expect_fenced_run_equals_cpu("lora_bf16");
 }
 
 TEST_F(DeviceTraining, FullFineTuningGivesTheCpuRun) {

@@ -107,6 +107,23 @@ TEST(TrainCommand, DeviceFlagChoosesTheBackend) {
     EXPECT_EQ(line_from(fallback.output, step), line_from(cpu.output, step)) << step;
 }
 
+TEST(TrainCommand, PrecisionFlagChoosesTheComputeCopy) {
+  const TempDir dir;
+  const std::string data = prepare_data(dir);
+  const auto bf16 = train_tiny(dir, data, "--precision bf16");
+  EXPECT_EQ(bf16.exit_code, 0) << bf16.output;
+  for (const char* part : {"bf16-weight 512^3 GEMM", "precision: bf16 matrices", "FP32 master weights"})
+    EXPECT_NE(bf16.output.find(part), std::string::npos) << "missing: " << part << "\n" << bf16.output;
+  const TempDir fp16_dir;
+  const auto fp16 = train_tiny(fp16_dir, data, "--precision fp16 --initial-loss-scale 1024");
+  EXPECT_EQ(fp16.exit_code, 0) << fp16.output;
+  for (const char* part : {"dynamic loss scale from 1024", "| loss scale 1024 |"})
+    EXPECT_NE(fp16.output.find(part), std::string::npos) << "missing: " << part << "\n" << fp16.output;
+  const auto bad = train_tiny(fp16_dir, data, "--precision fp64");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find("unknown precision 'fp64'"), std::string::npos) << bad.output;
+}
+
 TEST(TrainCommand, BadInputIsAClearError) {
   const TempDir dir;
   const auto missing =
