@@ -14,8 +14,9 @@
 #                                          conformance and parity suites on the GPU (< 3 min);
 #                                          bench: the op and model benchmarks (< 8 min;
 #                                          GPU_CHECK_LAYERS=8 for a quicker model), then
-#                                          `tokenmill bench --device cuda` on a small shape
-#                                          and `tokenmill doctor`; all: both.
+#                                          `tokenmill bench --device cuda` on a small shape,
+#                                          `tokenmill doctor`, and the quickstart's model
+#                                          trained 60 steps in fp32, bf16, fp16; all: both.
 #                                          Logs in /tmp/gpu-check; $OUT receives logs.tgz,
 #                                          conformance.txt, table.md, bench.json, doctor.json.
 # Rebuild the bundle right before the device call (its `commit` file must match HEAD), then:
@@ -118,6 +119,16 @@ run_bench() {
     echo "tokenmill doctor: exit $? (see doctor.json)"
   python3 -c 'import json, sys; b = json.load(open(sys.argv[1])); print(b["device"]["name"], "|", b["gpu_sampling"]); [print(p["phase"], p["batch"], round(p["tokens_per_s"], 1), "tok/s", p["gpu_samples"]) for p in b["phases"]]' \
     "$logs/bench.json" || true
+  # Training on the GPU: the quickstart's model, 60 steps in each precision (val loss, tok/s).
+  env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/tokenmill" prepare -m tests/fixtures/hf/smollm_chat \
+    --input data/tinyshakespeare.txt --out "$logs/train_data" >"$logs/prepare.log" 2>&1 || echo "prepare failed"
+  for precision in fp32 bf16 fp16; do
+    timeout 90 env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/tokenmill" train --device cuda --data "$logs/train_data" \
+      --out "$logs/train_$precision" --layers 4 --hidden 128 --heads 4 --batch 16 --seq-len 128 --steps 60 \
+      --lr 3e-3 --warmup-steps 10 --eval-every 60 --precision "$precision" >"$logs/train_$precision.log" 2>&1 ||
+      echo "train $precision failed: $(tail -3 "$logs/train_$precision.log")"
+    grep -E '^(peak for MFU|val loss at end|tokens )' "$logs/train_$precision.log" | sed "s/^/train $precision: /"
+  done
   collect
 }
 
