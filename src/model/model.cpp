@@ -38,6 +38,12 @@ int64_t Model::parameter_count() const {
   return n;
 }
 
+DType Model::default_kv_dtype() const {
+  if (gguf) return DType::F16;
+  const bool f32_matrices = weights.layers.empty() || weights.layers.front().q.dtype == DType::F32;
+  return f32_matrices ? DType::F32 : DType::F16;
+}
+
 std::map<std::string, uint64_t> Model::weight_bytes_by_type() const {
   if (!gguf) return archive.bytes_by_dtype();
   std::map<std::string, uint64_t> out;

@@ -30,8 +30,11 @@ struct Model {
   // Parameters the forward pass uses (a tied matrix counts once).
   int64_t parameter_count() const;
   // The KV cache type the transformer uses unless told otherwise: f16 for GGUF files
-  // (llama.cpp's default and arithmetic), f32 for Hugging Face models (transformers').
-  DType default_kv_dtype() const { return gguf ? DType::F16 : DType::F32; }
+  // (llama.cpp's default and arithmetic); for Hugging Face models the dtype of their matrices
+  // as transformers keeps it, f32 for an f32 model, f16 for a bf16 or f16 one (transformers:
+  // bf16, which rounds K and V more than f16's 11-bit significand; the cache is half the bytes
+  // of f32 either way, and decode reads it whole for every token).
+  DType default_kv_dtype() const;
   // Bytes of the weight files by stored type ("BF16", "Q4_1", ...).
   std::map<std::string, uint64_t> weight_bytes_by_type() const;
 };

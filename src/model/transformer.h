@@ -32,7 +32,7 @@ class Transformer {
   static constexpr int64_t kDefaultChunkTokens = 256;
 
   // `context` caps the sequence length (0: the model's context length). The KV cache is
-  // `kv_dtype`, by default Model::default_kv_dtype() (f16 for GGUF, f32 for HF models).
+  // `kv_dtype`, by default Model::default_kv_dtype() (f16 for GGUF and 16-bit HF models, f32 for f32 ones).
   // Throws Error when the model's weights are not in the backend's memory.
   Transformer(const Model& model, Backend& backend, int64_t context = 0,
               int64_t chunk_tokens = kDefaultChunkTokens, std::optional<DType> kv_dtype = std::nullopt);

@@ -22,8 +22,9 @@ using testing::TempDir;
 
 const std::filesystem::path kFixtures = std::filesystem::path(TOKENMILL_FIXTURES_DIR) / "hf";
 
+// The same f32 KV cache for every file, whatever its weights' default: only the weights differ.
 std::vector<float> logits(const Model& model, Backend& backend) {
-  Transformer tf(model, backend, 16);
+  Transformer tf(model, backend, 16, Transformer::kDefaultChunkTokens, DType::F32);
   const std::vector<int32_t> ids = {5, 17, 42, 3, 99, 7};
   std::vector<float> out(ids.size() * static_cast<size_t>(model.config.vocab_size));
   tf.forward_all(ids, out);
