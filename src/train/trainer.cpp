@@ -73,7 +73,7 @@ void truncate_metrics(const std::filesystem::path& path, int64_t step) {
 
 // The Error of a step whose loss or gradients are not finite (see "Divergence" in trainer.h).
 [[noreturn]] void fail_diverged(const TrainOptions& o, int64_t step, double loss, double lr,
-                                double loss_scale) {
+                                double loss_scale, bool applied) {
   const std::string what = std::isfinite(loss)
                                ? fmt::format("the gradients are not finite (loss {:.4f})", loss)
                                : fmt::format("the loss is {}", loss);
@@ -84,9 +84,10 @@ void truncate_metrics(const std::filesystem::path& path, int64_t step) {
         "--resume continues from the last checkpoint",
         step, what, loss_scale, lr);
   fail(
-      "step {}: {}: training diverged (this step was not applied). Lower --lr (now {:.3g}), lengthen "
-      "--warmup-steps (now {}) or clip with --max-grad-norm (now {}), then --resume from the last checkpoint",
-      step, what, lr, o.schedule.warmup_steps, o.adamw.max_grad_norm);
+      "step {}: {}: training diverged ({}). Lower --lr (now {:.3g}), lengthen --warmup-steps (now {}) or "
+      "clip with --max-grad-norm (now {}), then --resume from the last checkpoint",
+      step, what, applied ? "its finite gradients were applied" : "this step was not applied", lr,
+      o.schedule.warmup_steps, o.adamw.max_grad_norm);
 }
 
 class Run {
@@ -372,7 +373,7 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     if (obs_.on_step) obs_.on_step(report);
     const bool diverged = o_.precision == Precision::FP16 ? !r.applied && loss_scale <= 1.0
                                                           : !r.applied || !std::isfinite(loss);
-    if (diverged) fail_diverged(o_, step, loss, lr, loss_scale);
+    if (diverged) fail_diverged(o_, step, loss, lr, loss_scale, r.applied);
     const bool last = step == o_.steps;
     if (o_.eval_every > 0 && (step % o_.eval_every == 0 || last)) summary.last_eval = evaluate(step);
     if (o_.sample_every > 0 && step % o_.sample_every == 0 && !last) sample(step);
