@@ -119,6 +119,7 @@ run_bench() {
     echo "tokenmill doctor: exit $? (see doctor.json)"
   python3 -c 'import json, sys; b = json.load(open(sys.argv[1])); print(b["device"]["name"], "|", b["gpu_sampling"]); [print(p["phase"], p["batch"], round(p["tokens_per_s"], 1), "tok/s", p["gpu_samples"]) for p in b["phases"]]' \
     "$logs/bench.json" || true
+  collect
   # Training on the GPU: the quickstart's model, 60 steps in each precision (val loss, tok/s).
   env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/tokenmill" prepare -m tests/fixtures/hf/smollm_chat \
     --input data/tinyshakespeare.txt --out "$logs/train_data" >"$logs/prepare.log" 2>&1 || echo "prepare failed"
@@ -127,7 +128,7 @@ run_bench() {
       --out "$logs/train_$precision" --layers 4 --hidden 128 --heads 4 --batch 16 --seq-len 128 --steps 60 \
       --lr 3e-3 --warmup-steps 10 --eval-every 60 --precision "$precision" >"$logs/train_$precision.log" 2>&1 ||
       echo "train $precision failed: $(tail -3 "$logs/train_$precision.log")"
-    grep -E '^(peak for MFU|val loss at end|tokens )' "$logs/train_$precision.log" | sed "s/^/train $precision: /"
+    grep -E '^(peak for MFU|val loss at end|tokens )' "$logs/train_$precision.log" | sed "s/^/train $precision: /" || true
   done
   collect
 }

@@ -109,7 +109,7 @@ void run_train(TrainFlags& f) {
         "step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f}{}{} | {:.0f} tok/s | {} elapsed, ETA "
         "{}\n",
         r.step, r.steps, r.loss, r.lr, r.grad_norm, r.applied ? "" : " (step skipped: non-finite)",
-        o.precision == Precision::FP16 ? fmt::format(" | loss scale {:g}", r.loss_scale) : std::string(),
+        o.precision == Precision::FP16 ? fmt::format(" | loss scale {}", r.loss_scale) : std::string(),
         r.tokens_per_second, duration(r.elapsed_seconds), duration(r.eta_seconds));
     std::fflush(stdout);
   };

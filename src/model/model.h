@@ -30,10 +30,12 @@ struct Model {
   // Parameters the forward pass uses (a tied matrix counts once).
   int64_t parameter_count() const;
   // The KV cache type the transformer uses unless told otherwise: f16 for GGUF files
-  // (llama.cpp's default and arithmetic); for Hugging Face models the dtype of their matrices
-  // as transformers keeps it, f32 for an f32 model, f16 for a bf16 or f16 one (transformers:
-  // bf16, which rounds K and V more than f16's 11-bit significand; the cache is half the bytes
-  // of f32 either way, and decode reads it whole for every token).
+  // (llama.cpp's default and arithmetic); for Hugging Face models f32 when their matrices are
+  // f32 (transformers' arithmetic), f16 when they are bf16 or f16 (transformers keeps such a
+  // cache in bf16: half the bytes of f32, which decode reads whole for every token). An f16
+  // cache means llama.cpp's attention arithmetic (Backend::attention): K, V, q and the softmax
+  // probabilities rounded to f16 (11-bit significand, where bf16 has 8; but a range of
+  // +-65504, where bf16 has f32's).
   DType default_kv_dtype() const;
   // Bytes of the weight files by stored type ("BF16", "Q4_1", ...).
   std::map<std::string, uint64_t> weight_bytes_by_type() const;

@@ -79,9 +79,8 @@ void truncate_metrics(const std::filesystem::path& path, int64_t step) {
                                : fmt::format("the loss is {}", loss);
   if (o.precision == Precision::FP16)
     fail(
-        "step {}: {} even at loss scale {}: fp16 overflows in the forward pass itself (activations beyond "
-        "65504) or training diverged. Train with --precision bf16 or fp32, or lower --lr (now {:.3g}); "
-        "--resume continues from the last checkpoint",
+        "step {}: {} at loss scale {}: fp16 overflows (beyond 65504) or training diverged. Train with "
+        "--precision bf16 or fp32, or lower --lr (now {:.3g}); --resume continues from the last checkpoint",
         step, what, loss_scale, lr);
   fail(
       "step {}: {}: training diverged ({}). Lower --lr (now {:.3g}), lengthen --warmup-steps (now {}) or "
@@ -279,8 +278,14 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     if (state.model_config != model_config_json_)
       fail("{}: the checkpoint is of another model configuration than this run's", latest.string());
     optimizer_->restore(state.optimizer_steps);
-    if (o_.precision == Precision::FP16 && state.options.value("precision", "fp32") == "fp16")
-      scaler_.restore(state.loss_scale, state.scaler_growth_tracker);
+    const std::string saved_precision = state.options.value("precision", "fp32");
+    if (saved_precision != precision_name(o_.precision))
+      info(fmt::format("the checkpoint's run trained in {}; this one continues in {} (--precision)",
+                       saved_precision, precision_name(o_.precision)));
+    // The scale carries over between fp16 runs; the growth count up to this run's interval.
+    if (o_.precision == Precision::FP16 && saved_precision == "fp16")
+      scaler_.restore(state.loss_scale,
+                      std::min(state.scaler_growth_tracker, o_.loss_scale_growth_interval - 1));
     train_->restore(state.loader);
     tokens_ = state.tokens;
     first_step = state.step + 1;
@@ -371,8 +376,10 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     if (o_.precision == Precision::FP16) line["loss_scale"] = loss_scale;
     metrics(line);
     if (obs_.on_step) obs_.on_step(report);
-    const bool diverged = o_.precision == Precision::FP16 ? !r.applied && loss_scale <= 1.0
-                                                          : !r.applied || !std::isfinite(loss);
+    // fp16: overflowing gradients are the loss scaler's to handle, down to a scale of 1; a
+    // non-finite loss is not (the scale does not enter the forward pass).
+    const bool diverged =
+        !std::isfinite(loss) || (!r.applied && (o_.precision != Precision::FP16 || loss_scale <= 1.0));
     if (diverged) fail_diverged(o_, step, loss, lr, loss_scale, r.applied);
     const bool last = step == o_.steps;
     if (o_.eval_every > 0 && (step % o_.eval_every == 0 || last)) summary.last_eval = evaluate(step);

@@ -19,8 +19,9 @@
 // gradients overflow is skipped and the scale backs off). A run may resume with another
 // precision; the loss scale carries over between fp16 runs only.
 // Divergence: a step whose loss or gradients are not finite stops the run with an Error that
-// names the step and what to change (under fp16: once the loss scale is down to 1), with no
-// checkpoint written for it (non-finite gradients are never applied).
+// names the step and what to change (fp16's non-finite gradients only once the loss scale is
+// down to 1: above it they are skipped steps), with no checkpoint written for it (non-finite
+// gradients are never applied).
 // recompute_activations: the TrainingPass keeps only each layer's input and recomputes its
 // activations in the backward (model/training_pass.h: less memory, about +33% flops, the
 // same numbers bit for bit), so a run may resume with the other setting. The MFU counts the

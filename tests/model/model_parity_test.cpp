@@ -4,8 +4,8 @@
 // q/k/v biases). Tolerances:
 //  - logits computed by transformers in float32 (also for bf16/f16 files: same rounded
 //    weights, f32 math, which is our CPU policy): max |ours - theirs| <= 1e-4 * max |theirs|
-//    with an f32 KV cache; with the default cache of bf16/f16 models (f16, which rounds K
-//    and V: Model::default_kv_dtype) <= 3e-3 * max |theirs|;
+//    with an f32 KV cache; with the default cache of bf16/f16 models (f16, which rounds K,
+//    V, q and the probabilities: Model::default_kv_dtype) <= 3e-3 * max |theirs|;
 //  - logits transformers computed in the file's own half precision ("logits_native"):
 //    max |ours - theirs| <= 5e-2 * max |theirs| (bf16 keeps 8 bits of mantissa);
 //  - greedy continuation of 32 tokens: identical ids.

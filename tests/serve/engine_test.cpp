@@ -148,11 +148,11 @@ TEST_F(EngineTest, ConcurrentQuantizedRequestsGiveTheirSoloTokens) {
 // the GEMM kernel (more rows). Each gives a row the same bits whatever the other rows, but the
 // two sum in different orders, so a request alone (one-row decode steps) and among 64 others
 // (steps of many rows) sees logits that differ in the last bits, and an f16 KV cache (GGUF
-// models) can round such a difference up to an f16 step. The guarantee, with the tolerance
-// measured on these fixtures (largest difference seen: 3.6e-6 with the f32 cache, 1.4e-3 with
-// the f16 cache): each logprob differs by less than `tolerance` while the tokens agree, and
-// the greedy tokens agree up to the first step where the solo run's two most likely tokens
-// are within 2 * tolerance of each other; there the batched run may take the second one.
+// and 16-bit Hugging Face models) can round such a difference up to an f16 step. The guarantee, with the
+// tolerance measured on these fixtures (largest difference seen: 3.6e-6 with the f32 cache, 1.4e-3 with the
+// f16 cache): each logprob differs by less than `tolerance` while the tokens agree, and the greedy tokens
+// agree up to the first step where the solo run's two most likely tokens are within 2 * tolerance of each
+// other; there the batched run may take the second one.
 struct FloatFixture {
   const char* path;
   float tolerance;
