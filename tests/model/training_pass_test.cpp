@@ -46,13 +46,14 @@ Fixture make_fixture(const std::string& name) {
   return f;
 }
 
-// Mean cross-entropy of the inference Transformer's logits, in double.
+// Mean cross-entropy of the inference Transformer's logits, in double, over an f32 KV cache
+// (the training pass's attention is f32; a 16-bit model's default cache would be f16).
 double inference_loss(const Fixture& f, Backend& backend) {
   const int64_t vocab = f.model->config.vocab_size;
   double total = 0.0;
   int64_t count = 0;
   for (int64_t b = 0; b < kBatch; ++b) {
-    Transformer tf(*f.model, backend, kSeq);
+    Transformer tf(*f.model, backend, kSeq, Transformer::kDefaultChunkTokens, DType::F32);
     std::vector<float> logits(static_cast<size_t>(kSeq * vocab));
     tf.forward_all(std::span(f.inputs).subspan(static_cast<size_t>(b * kSeq), kSeq), logits);
     for (int64_t t = 0; t < kSeq; ++t) {
