@@ -64,8 +64,11 @@ double gemm_flops(Backend& backend, const CalibrationOptions& options) {
   backend.memory().copy_from_host(x.data, host.data(), x.nbytes());
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>((i * 104729) % 1000) / 1000.0f - 0.5f;
   backend.memory().copy_from_host(w32.data, host.data(), w32.nbytes());
-  const Tensor w = options.gemm_weights == DType::F32 ? w32 : arena.allocate(options.gemm_weights, {n, n});
-  if (w.data != w32.data) backend.convert(w32, w);
+  Tensor w = w32;
+  if (options.gemm_weights != DType::F32) {  // the same values, rounded to the weights' dtype
+    w = arena.allocate(options.gemm_weights, {n, n});
+    backend.convert(w32, w);
+  }
   const auto multiply = [&] { backend.matmul(x, w, nullptr, y); };
   const auto sync = sync_on(backend.memory(), y);
   multiply();  // warm-up: kernel scratch, caches
