@@ -20,17 +20,21 @@
 #                                          Logs in /tmp/gpu-check; $OUT receives logs.tgz,
 #                                          conformance.txt, table.md, bench.json, doctor.json.
 # Rebuild the bundle right before the device call (its `commit` file must match HEAD), then:
-#   run(command="scripts/gpu-check.sh run tests", carry=["build/gpu-bundle"], timeout_s=300)
-#   run(command="scripts/gpu-check.sh run bench", carry=["build/gpu-bundle"], timeout_s=600)
+#   run(command="scripts/gpu-check.sh run tests", carry=["build/gpu-bundle.txz"], timeout_s=300)
+#   run(command="scripts/gpu-check.sh run bench", carry=["build/gpu-bundle.txz"], timeout_s=600)
+# (GPU_BUILD=build/lead reuses an existing sm_90 build tree; GPU_TEST_TIMEOUT caps each test binary.)
 # Architectures other than sm_90: GPU_ARCH=80 scripts/gpu-check.sh bundle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bundle=build/gpu-bundle
 
 build_bundle() {
-  local build=build/gpu-build
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTOKENMILL_WERROR=ON -DTOKENMILL_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES="${GPU_ARCH:-90}" -DTOKENMILL_BUILD_BENCH=ON >/dev/null
+  # GPU_BUILD names an existing CUDA build tree to reuse (e.g. build/lead); its settings stay.
+  local build=${GPU_BUILD:-build/gpu-build}
+  if [[ -z "${GPU_BUILD:-}" ]]; then
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTOKENMILL_WERROR=ON -DTOKENMILL_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES="${GPU_ARCH:-90}" -DTOKENMILL_BUILD_BENCH=ON >/dev/null
+  fi
   local tests=(backend_conformance_test backend_paged_attention_test backend_backward_linear_test
     backend_backward_layers_test backend_quant_matmul_test cuda_availability_test cuda_gemm_engine_test
     model_parity_test)
@@ -45,13 +49,16 @@ build_bundle() {
     while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
   git rev-parse --short HEAD >"$bundle/commit"
   pwd >"$bundle/source_dir"  # the tests read their fixtures from here
-  du -sh "$bundle"
+  # The device tool carries at most 64 MiB with the tree: the bundle travels xz-packed.
+  tar cJf "$bundle.txz" -C "$(dirname "$bundle")" "$(basename "$bundle")"
+  du -sh "$bundle" "$bundle.txz"
 }
 
 logs=/tmp/gpu-check      # everything; $OUT gets logs.tgz, conformance.txt, table.md, bench.json, doctor.json
 lib_path=""             # our binaries' libraries; never exported, so python3 keeps its own libgomp
 
 prepare_run() {
+  if [[ ! -x "$bundle/bin/gpu_ops_bench" && -f "$bundle.txz" ]]; then tar xJf "$bundle.txz" -C "$(dirname "$bundle")"; fi
   [[ -x "$bundle/bin/gpu_ops_bench" ]] || { echo "no $bundle: run 'scripts/gpu-check.sh bundle' first (here, not on the GPU machine)" >&2; exit 2; }
   mkdir -p "$logs"
   # cuBLASLt from the CUDA toolkit or from PyTorch's wheels, whichever the image has.
@@ -87,7 +94,7 @@ run_tests() {
     local name log
     name=$(basename "$t")
     log="$logs/$name.log"
-    if timeout 120 env LD_LIBRARY_PATH="$lib_path" "$t" --gtest_filter='*cuda*:CudaAvailability.*:GemmEngineOnGpu.*' >"$log" 2>&1; then
+    if timeout "${GPU_TEST_TIMEOUT:-60}" env LD_LIBRARY_PATH="$lib_path" "$t" --gtest_filter='*cuda*:CudaAvailability.*:GemmEngineOnGpu.*' >"$log" 2>&1; then
       echo "PASS $name: $(grep -o '\[  PASSED  \] [0-9]* test' "$log" | grep -o '[0-9]*') passed, $(grep -c '^\[  SKIPPED \].* ms)$' "$log" || true) skipped" >>"$summary"
     else
       failed=1
@@ -124,7 +131,7 @@ run_bench() {
   env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/tokenmill" prepare -m tests/fixtures/hf/smollm_chat \
     --input data/tinyshakespeare.txt --out "$logs/train_data" >"$logs/prepare.log" 2>&1 || echo "prepare failed"
   for precision in fp32 bf16 fp16; do
-    timeout 90 env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/tokenmill" train --device cuda --data "$logs/train_data" \
+    timeout 60 env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/tokenmill" train --device cuda --data "$logs/train_data" \
       --out "$logs/train_$precision" --layers 4 --hidden 128 --heads 4 --batch 16 --seq-len 128 --steps 60 \
       --lr 3e-3 --warmup-steps 10 --eval-every 60 --precision "$precision" >"$logs/train_$precision.log" 2>&1 ||
       echo "train $precision failed: $(tail -3 "$logs/train_$precision.log")"
