@@ -16,7 +16,7 @@ namespace tokenmill::cli {
 namespace {
 
 struct BenchFlags {
-  std::string model, shape, dtype, batch, phases;
+  std::string model, shape, dtype, batch, phases, train_precision;
   std::string device = "auto";
   bool json = false;
   std::string out_dir;
@@ -57,6 +57,7 @@ void run_bench_command(BenchFlags f) {
   }
   if (!f.batch.empty()) f.options.batch_sizes = parse_batch_sizes(f.batch);
   if (!f.phases.empty()) parse_phases(f.phases, f.options);
+  if (!f.train_precision.empty()) f.options.train_precision = parse_precision(f.train_precision);
   // --max-memory-gib, or else what the memory has available.
   const auto budget_of = [&](const DeviceMemory& memory) {
     return MemoryBudget(f.max_memory_gib > 0 ? static_cast<uint64_t>(f.max_memory_gib * (1u << 30))
@@ -113,6 +114,9 @@ void add_bench_command(CLI::App& app) {
                   "plus train when the model can train in half the free memory)");
   cmd->add_option("--train-batch", f->options.train_batch, "Sequences per training step (default 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  cmd->add_option("--train-precision", f->train_precision,
+                  "fp32 (default) or bf16: the train phase multiplies with a bf16 copy of the matrices, FP32 "
+                  "master weights, gradients and AdamW state (as `train --precision bf16`)");
   cmd->add_option("--max-memory-gib", f->max_memory_gib,
                   "Memory the run may allocate, in GiB (default: what the host, and a GPU, have available)")
       ->check(CLI::Range(0.0, 1e6));

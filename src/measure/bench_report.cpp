@@ -85,8 +85,8 @@ std::string gpu_cells(const std::optional<GpuSampleSummary>& gpu) {
 }
 
 std::string ceilings_line(const Ceilings& c) {
-  return fmt::format("{}FLOP/s (f32 {}^3 GEMM), {} {}B/s ({} MiB), ridge {:.2f} FLOP/byte", si(c.peak_flops),
-                     c.gemm_size, c.device_copy ? "copy" : "read", si(c.read_bandwidth), c.read_bytes >> 20,
+  return fmt::format("{}FLOP/s ({} {}^3 GEMM), {} {}B/s ({} MiB), ridge {:.2f} FLOP/byte", si(c.peak_flops),
+                     dtype_name(c.gemm_weights), c.gemm_size, c.device_copy ? "copy" : "read", si(c.read_bandwidth), c.read_bytes >> 20,
                      ridge_point(c));
 }
 
@@ -181,7 +181,7 @@ nlohmann::json bench_json(const BenchRun& run, const std::optional<Comparison>& 
       {"roofline",
        {{"peak_flops", c.peak_flops},
         {"read_bandwidth", c.read_bandwidth},
-        {"gemm", fmt::format("f32 {0}x{0}x{0}", c.gemm_size)},
+        {"gemm", fmt::format("{0} {1}x{1}x{1}", dtype_name(c.gemm_weights), c.gemm_size)},
         {"copy_bytes", c.read_bytes},
         {"bandwidth_probe", c.device_copy ? "device copy" : "host read"}}},
       {"model",

@@ -148,7 +148,7 @@ std::optional<PhaseMeasurement> time_training(BenchModel& model, Backend& backen
   // A synthetic model's host master copy is stepped in place; otherwise one is made.
   const bool make_master = model.params == nullptr || !on_host;
   const uint64_t master_bytes = make_master ? 16 * static_cast<uint64_t>(model.summary.parameters) : 0;
-  TrainStepBench bench(config, backend, {options.train_batch, seq_len, 2, options.seed});
+  TrainStepBench bench(config, backend, {options.train_batch, seq_len, 2, options.seed, options.train_precision});
   if (options.train == TrainPhase::Auto) {
     const std::string obstacle = auto_train_obstacle(model, master_bytes, bench.activation_bytes(), budget);
     if (!obstacle.empty()) {
@@ -156,9 +156,18 @@ std::optional<PhaseMeasurement> time_training(BenchModel& model, Backend& backen
       return std::nullopt;
     }
   }
+  if (options.train_precision != Precision::FP32)
+    notes.push_back(fmt::format(
+        "train phase in {0}: the matrices multiplied as a {0} copy, FP32 master weights, gradients and AdamW "
+        "state",
+        precision_name(options.train_precision)));
   budget.reserve(bench.activation_bytes(),
                  fmt::format("the training activations ({} x {} tokens)", options.train_batch, seq_len),
                  "lower --train-batch or --prompt-tokens, or leave train out of --phases");
+  if (options.train_precision != Precision::FP32)  // at most 2 bytes a parameter: the matrices' copy
+    budget.reserve(2 * static_cast<uint64_t>(model.summary.parameters),
+                   fmt::format("the {} copy of the matrices", precision_name(options.train_precision)),
+                   "train in --train-precision fp32, or leave train out of --phases");
   if (!make_master) return bench.run(*model.params);
   budget.reserve(master_bytes, "the f32 weights, gradients and AdamW moments of training",
                  "leave train out of --phases");
@@ -170,6 +179,16 @@ std::optional<PhaseMeasurement> time_training(BenchModel& model, Backend& backen
   model.params = std::make_unique<ParameterSet>(config);
   model.params->load(model.model->weights);
   return bench.run(*model.params);
+}
+
+// The weights of the roofline's GEMM (bench_runner.h): those of the run's compute-bound work.
+DType calibration_weights(const BenchOptions& options, const BenchRun& run) {
+  const bool trained = std::any_of(run.phases.begin(), run.phases.end(),
+                                   [](const PhaseMeasurement& p) { return p.phase == "train"; });
+  if (trained && options.train_precision != Precision::FP32) return compute_dtype(options.train_precision);
+  if (run.model.weight_dtype == "bf16") return DType::BF16;
+  if (run.model.weight_dtype == "f16") return DType::F16;
+  return DType::F32;
 }
 
 // The sampler of a run on `backend` (a CUDA device: its name starts "cuda:N"), or nullptr
@@ -286,7 +305,9 @@ BenchRun run_bench(BenchModel& bench_model, Backend& backend, const BenchOptions
 
   if (sampler) summarize_gpu(*sampler, run);
   run.peak_memory_bytes = peak_resident_bytes();
-  run.ceilings = measure_ceilings(backend, options.calibration);
+  CalibrationOptions calibration = options.calibration;
+  calibration.gemm_weights = calibration_weights(options, run);
+  run.ceilings = measure_ceilings(backend, calibration);
   return run;
 }
 

@@ -9,7 +9,9 @@
 //  - decode: greedy decode steps after that prompt at each batch size of the sweep, through
 //    the serving engine's PagedTransformer (measure/decode_sweep.h);
 //  - train: full training steps (forward, backward, AdamW) over batches of sequences of the
-//    prompt's length (measure/train_step_bench.h), on the f32 master copy of the weights.
+//    prompt's length (measure/train_step_bench.h), on the f32 master copy of the weights,
+//    in train_precision (fp32, or bf16: the matrices multiplied as a bf16 copy, as
+//    `tokenmill train --precision bf16` runs).
 //    Auto (the default) runs it for a synthetic model (whose master copy exists anyway) and
 //    for a loaded model with f32/bf16/f16 weights whose training state (16 bytes per
 //    parameter, plus the activations) takes at most half of the memory budget; otherwise it
@@ -17,6 +19,9 @@
 //    state is made there, the master weights seeded as for training from scratch
 //    (ParameterSet::init_gpt2), not copied from the model: a step's work does not depend on
 //    the values. Asked for explicitly, a train phase that cannot run is an Error.
+// The roofline's GEMM is calibrated on the weights the compute-bound work multiplies with:
+// bf16 when the train phase runs in bf16, else the model's weights when they are bf16 or f16,
+// else f32 (the report names it).
 // Timed with steady_clock. FLOPs come from measure/flops.h, minimum bytes read from
 // measure/traffic.h. Every large buffer is reserved in the run's MemoryBudget first. The
 // ceilings (measure/roofline.h) are measured after the phases, so the peak memory (VmHWM,
@@ -35,6 +40,7 @@
 #include "measure/gpu_samples.h"
 #include "measure/memory_budget.h"
 #include "measure/roofline.h"
+#include "train/precision.h"
 
 namespace tokenmill {
 
@@ -49,6 +55,7 @@ struct BenchOptions {
   bool prefill = true, decode = true;
   TrainPhase train = TrainPhase::Auto;
   int64_t train_batch = 1;  // sequences per training step
+  Precision train_precision = Precision::FP32;  // FP32 or BF16
   uint64_t seed = 1234;     // of the random prompt and training tokens
   CalibrationOptions calibration;
 };

@@ -143,6 +143,7 @@ Ceilings measure_ceilings(Backend& backend, const CalibrationOptions& options) {
         options.gemm_size, options.read_bytes, options.min_seconds, options.passes);
   Ceilings c;
   c.gemm_size = options.gemm_size;
+  c.gemm_weights = options.gemm_weights;
   c.read_bytes = options.read_bytes / sizeof(uint64_t) * sizeof(uint64_t);
   c.peak_flops = gemm_flops(backend, options);
   c.device_copy = !backend.memory().is_host();

@@ -17,7 +17,8 @@
 namespace tokenmill {
 
 struct Ceilings {
-  double peak_flops = 0;      // FLOP/s of the calibrated GEMM (CalibrationOptions::gemm_weights)
+  double peak_flops = 0;      // FLOP/s of the calibrated GEMM
+  DType gemm_weights = DType::F32;  // that GEMM's weights (CalibrationOptions::gemm_weights)
   double read_bandwidth = 0;  // bytes/s of the multi-threaded streaming read, or of the device copy
   int64_t gemm_size = 0;      // the GEMM is gemm_size^3 (n = k = m)
   uint64_t read_bytes = 0;    // size of the buffer read (copied)

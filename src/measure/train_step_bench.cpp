@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <span>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "measure/flops.h"
 #include "measure/traffic.h"
+#include "train/compute_weights.h"
 #include "train/optimizer.h"
 
 namespace tokenmill {
@@ -25,6 +27,10 @@ TrainStepBench::TrainStepBench(const ModelConfig& config, Backend& backend, cons
       options_(options),
       pass_(config, backend, options.batch, options.seq_len) {
   if (options.steps < 1) fail("bench: the train phase needs at least one timed step (got {})", options.steps);
+  if (options.precision == Precision::FP16)
+    fail(
+        "bench: the train phase runs in fp32 or bf16 (fp16 training needs the loss scaler, which the bench "
+        "leaves out); `tokenmill train --precision fp16` reports its throughput");
 }
 
 PhaseMeasurement TrainStepBench::run(ParameterSet& params) {
@@ -36,15 +42,19 @@ PhaseMeasurement TrainStepBench::run(ParameterSet& params) {
   for (size_t i = 0; i < inputs.size(); ++i) targets[i] = i + 1 < inputs.size() ? inputs[i + 1] : id(rng);
 
   AdamWOptimizer optimizer{AdamWOptions{}};
+  std::optional<ComputeWeights> rounded;  // bf16: the matrices' compute copy
+  if (options_.precision != Precision::FP32) rounded.emplace(params.weights(), compute_dtype(options_.precision), backend_);
+  const ModelWeights& multiplied = rounded ? rounded->weights() : params.weights();
   const auto step = [&] {
     params.zero_grads();
-    const double loss = pass_.forward_backward(params.weights(), params.grads(), inputs, targets, 1.0f).loss;
+    const double loss = pass_.forward_backward(multiplied, params.grads(), inputs, targets, 1.0f).loss;
     if (!std::isfinite(loss))
       fail(
           "bench: the training loss of the random model is {}, not finite (a numerical defect; please report "
           "it)",
           loss);
     optimizer.step(params, backend_, kLearningRate, 1.0);
+    if (rounded) rounded->refresh();
   };
   step();  // warm-up
   const auto start = BenchClock::now();

@@ -1,7 +1,10 @@
 // The train phase of `tokenmill bench`: full training steps as `tokenmill train` runs them
 // (train/trainer.cpp): zero the gradients, TrainingPass::forward_backward over a batch of
 // sequences (model/training_pass.h), one AdamW step (train/optimizer.h) on the f32 master
-// copy. The inputs are seeded random in-vocabulary ids, the targets the inputs shifted by one.
+// copy, in `precision`: FP32, or BF16 with the matrices multiplied as a bf16 copy rounded from
+// the master after every step (train/compute_weights.h, as `tokenmill train --precision bf16`;
+// fp16 would need the loss scaler, which a throughput figure leaves out, and is an Error).
+// The inputs are seeded random in-vocabulary ids, the targets the inputs shifted by one.
 // One untimed warm-up step (first touch of the activations, gradients and moments), then
 // `steps` timed ones, ended by a copy to the host (on a GPU, the clock stops when the last
 // step has finished); the phase reports one step: its tokens, FLOPs and bytes, and the mean
@@ -18,6 +21,7 @@
 #include "measure/bench_runner.h"
 #include "model/training_pass.h"
 #include "train/parameters.h"
+#include "train/precision.h"
 
 namespace tokenmill {
 
@@ -26,6 +30,7 @@ struct TrainStepOptions {
   int64_t seq_len = 0;  // tokens per sequence
   int64_t steps = 2;    // timed
   uint64_t seed = 1234;
+  Precision precision = Precision::FP32;  // FP32 or BF16
 };
 
 class TrainStepBench {

@@ -75,6 +75,32 @@ TEST(BenchCli, JsonOnStdoutCapsToTheContextAndComparesWithAPeer) {
   EXPECT_GT(json["compare"]["phases"][0]["ratio"].get<double>(), 0.0);
 }
 
+// --train-precision bf16: the train phase multiplies with a bf16 copy, and the MFU is against a
+// bf16 GEMM; the prefill of bf16 weights is judged against a bf16 GEMM too, f32 ones' f32.
+TEST(BenchCli, TheRooflineGemmHasTheWeightsTheWorkMultipliesWith) {
+  CommandResult r = run_tokenmill(
+      "-t 2 bench -m " + kLlama + kQuick + " --phases train --train-batch 2 --train-precision bf16 --json",
+      /*with_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto json = nlohmann::json::parse(r.output);
+  EXPECT_EQ(json["roofline"]["gemm"], "bf16 1024x1024x1024");
+  ASSERT_EQ(json["phases"].size(), 1u);
+  EXPECT_EQ(json["phases"][0]["phase"], "train");
+  EXPECT_EQ(json["phases"][0]["tokens"], 64);  // 2 sequences of the prompt's 32 tokens
+  EXPECT_GT(json["phases"][0]["mfu"].get<double>(), 0);
+  EXPECT_THAT(json["notes"].dump(), HasSubstr("train phase in bf16"));
+
+  r = run_tokenmill("-t 2 bench -m " + kLlama + kQuick + " --phases prefill --json", /*with_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output)["roofline"]["gemm"], "f32 1024x1024x1024");
+  r = run_tokenmill(
+      "-t 2 bench --shape gpt2-124m --dtype f16 --prompt-tokens 4 --decode-tokens 1 "
+      "--calibration-seconds 0.02 --phases prefill --json",
+      /*with_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output)["roofline"]["gemm"], "f16 1024x1024x1024");
+}
+
 TEST(BenchCli, BadInputIsAClearError) {
   CommandResult r = run_tokenmill("bench -m /nonexistent/model" + kQuick);
   EXPECT_GT(r.exit_code, 0);
@@ -94,6 +120,12 @@ TEST(BenchCli, BadInputIsAClearError) {
   r = run_tokenmill("bench -m " + kLlama + " --dtype bf16" + kQuick);
   EXPECT_GT(r.exit_code, 0);
   EXPECT_THAT(r.output, HasSubstr("error: --dtype applies to --shape only"));
+  r = run_tokenmill("bench -m " + kLlama + kQuick + " --phases train --train-precision fp16");
+  EXPECT_GT(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: bench: the train phase runs in fp32 or bf16"));
+  r = run_tokenmill("bench -m " + kLlama + kQuick + " --train-precision fp64");
+  EXPECT_GT(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("fp64"));
 }
 
 TEST(BenchCli, DeviceCudaWithoutAGpuIsRefusedWithTheReason) {
