@@ -123,16 +123,17 @@ void paged_attention(const KernelTable& kernels, const Tensor& q, const Tensor& 
   if (!list.empty()) run_attention(kernels, list);
 }
 
-void store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool) {
+void store_kv(const KernelTable& kernels, const Tensor& rows, std::span<const int64_t> slots,
+              const Tensor& pool) {
   const checks::StoreKvDims d = checks::check_store_kv(rows, slots, pool);
   const int64_t n = d.n, width = d.width;
   const float* x = rows.as<const float>();
+  const size_t row_bytes = static_cast<size_t>(width) * dtype_size(pool.dtype);
   parallel_for_chunks(n, grain_for(width, kMinElementwiseWork), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const auto first = static_cast<size_t>(slots[static_cast<size_t>(r)] * width);
-      for (int64_t e = 0; e < width; ++e)
-        store_from_f32(pool.data, pool.dtype, first + static_cast<size_t>(e), x[r * width + e]);
-    }
+    for (int64_t r = r0; r < r1; ++r)
+      kernels.convert_from_f32(
+          x + r * width, width, pool.dtype,
+          static_cast<char*>(pool.data) + static_cast<size_t>(slots[static_cast<size_t>(r)]) * row_bytes);
   });
 }
 

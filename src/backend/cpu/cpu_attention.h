@@ -16,6 +16,7 @@ void attention(const KernelTable& kernels, const Tensor& q, const Tensor& k_cach
                int64_t first_pos, float scale, const Tensor& out);
 void paged_attention(const KernelTable& kernels, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
                      std::span<const Backend::PagedSequence> sequences, float scale, const Tensor& out);
-void store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool);
+void store_kv(const KernelTable& kernels, const Tensor& rows, std::span<const int64_t> slots,
+              const Tensor& pool);
 
 }  // namespace tokenmill::cpu

@@ -197,14 +197,16 @@ class CpuBackend final : public Backend {
     cpu::paged_attention(kernels_, q, k_pool, v_pool, sequences, scale, out);
   }
   void store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool) override {
-    cpu::store_kv(rows, slots, pool);
+    cpu::store_kv(kernels_, rows, slots, pool);
   }
 
   void convert(const Tensor& x, const Tensor& y) override {
     const int64_t count = checks::check_convert(x, y);
     const float* xp = x.as<const float>();
+    const size_t size = dtype_size(y.dtype);
     parallel_for_chunks(count, kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) store_from_f32(y.data, y.dtype, static_cast<size_t>(i), xp[i]);
+      kernels_.convert_from_f32(xp + i0, i1 - i0, y.dtype,
+                                static_cast<char*>(y.data) + static_cast<size_t>(i0) * size);
     });
   }
 

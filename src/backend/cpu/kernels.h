@@ -71,6 +71,8 @@ struct KernelTable {
 
   // --- per-row and elementwise ops (count / d elements, f32 unless stated).
   void (*convert_to_f32)(const void* src, DType dtype, int64_t count, float* dst) = nullptr;
+  // dst = src rounded to dtype (F32, BF16 or F16) bit for bit as core/dtype.h's store_from_f32.
+  void (*convert_from_f32)(const float* src, int64_t count, DType dtype, void* dst) = nullptr;
   void (*rms_norm)(const float* x, const float* weight, float eps, int64_t rows, int64_t d,
                    float* y) = nullptr;
   void (*layer_norm)(const float* x, const float* weight, const float* bias, float eps, int64_t rows,

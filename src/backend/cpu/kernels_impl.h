@@ -324,6 +324,23 @@ void convert_to_f32(const void* src, DType dtype, int64_t count, float* dst) {
   }
 }
 
+// dst[0, count) = src rounded to `dtype` (F32, BF16, F16) exactly as store_from_f32 rounds it.
+template <class S>
+void convert_from_f32(const float* src, int64_t count, DType dtype, void* dst) {
+  constexpr int64_t W = S::kWidth;
+  if (dtype == DType::F32) {
+    std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(float));
+    return;
+  }
+  auto* h = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  if (dtype == DType::BF16)
+    for (; i + W <= count; i += W) S::store_bf16(h + i, S::load(src + i));
+  else
+    for (; i + W <= count; i += W) S::store_f16(h + i, S::load(src + i));
+  for (; i < count; ++i) store_from_f32(dst, dtype, static_cast<size_t>(i), src[i]);
+}
+
 // ---------------------------------------------------------------- matmul: decode GEMV
 
 // Rows per GEMV block for nt tokens: as many accumulators as registers allow after the
@@ -783,6 +800,7 @@ KernelTable make_kernel_table(const char* isa) {
       .gemm_pack_x = &gemm_pack_x<S>,
       .gemm_panel = &gemm_panel<S>,
       .convert_to_f32 = &convert_to_f32<S>,
+      .convert_from_f32 = &convert_from_f32<S>,
       .rms_norm = &rms_norm<S>,
       .layer_norm = &layer_norm<S>,
       .gelu_tanh = &gelu_tanh<S>,

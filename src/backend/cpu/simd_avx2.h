@@ -29,6 +29,27 @@ struct Avx2 {
   }
   // v rounded to f16 (nearest even) and widened back.
   static V round_f16(V v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
+  // Stores v rounded to bf16 / f16 exactly as core/dtype.h's f32_to_bf16 / f32_to_f16: nearest
+  // even, overflow to infinity, a NaN becomes the quiet NaN of its sign (bf16: its top bits,
+  // quieted; f16: sign | 0x7e00, where F16C alone would keep payload bits).
+  static void store_bf16(uint16_t* p, V v) {
+    const __m256i bits = _mm256_castps_si256(v), high = _mm256_srli_epi32(bits, 16);
+    const __m256i bias =
+        _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(high, _mm256_set1_epi32(1)));
+    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, bias), 16);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    const __m256i h = _mm256_blendv_epi8(rounded, _mm256_or_si256(high, _mm256_set1_epi32(0x40)), nan);
+    // Lanes hold values < 2^16: packus keeps them; per 128-bit half, so permute the halves back.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0xd8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+  }
+  static void store_f16(uint16_t* p, V v) {
+    const V nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    const V quiet = copysign(_mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), v);  // -> sign | 0x7e00
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_cvtps_ph(_mm256_blendv_ps(v, quiet, nan), _MM_FROUND_TO_NEAREST_INT));
+  }
 
   // 2 kWidth bf16 values p[0..16) as the even-indexed ones (p[0], p[2], ...) and the odd ones:
   // each 32-bit lane holds a pair, so one shift and one mask widen both.

@@ -30,6 +30,24 @@ struct Avx512 {
   }
   // v rounded to f16 (nearest even) and widened back.
   static V round_f16(V v) { return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
+  // Stores v rounded to bf16 / f16 exactly as core/dtype.h's f32_to_bf16 / f32_to_f16 (see
+  // Avx2::store_bf16).
+  static void store_bf16(uint16_t* p, V v) {
+    const __m512i bits = _mm512_castps_si512(v), high = _mm512_srli_epi32(bits, 16);
+    const __m512i bias =
+        _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(high, _mm512_set1_epi32(1)));
+    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, bias), 16);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)),
+                                                  _mm512_set1_epi32(0x7f800000));
+    const __m512i h = _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(high, _mm512_set1_epi32(0x40)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(h));  // lanes < 2^16: exact
+  }
+  static void store_f16(uint16_t* p, V v) {
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const V quiet = copysign(_mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)), v);  // -> sign | 0x7e00
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtps_ph(_mm512_mask_blend_ps(nan, v, quiet), _MM_FROUND_TO_NEAREST_INT));
+  }
 
   // 2 kWidth bf16 values p[0..32) as the even-indexed ones (p[0], p[2], ...) and the odd ones:
   // each 32-bit lane holds a pair, so one shift and one mask widen both.

@@ -1,0 +1,82 @@
+// The CPU kernels' f32 -> bf16 / f16 rounding (KernelTable::convert_from_f32, behind
+// Backend::convert and store_kv) against core/dtype.h's scalar reference, bit for bit, on
+// every instruction set this CPU runs: ties, overflow, f16 subnormals, infinities, zeros and
+// NaNs with payloads, at lengths that leave tails of every size.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/kernels.h"
+#include "core/dtype.h"
+
+namespace tokenmill {
+namespace {
+
+std::vector<const cpu::KernelTable*> tables() {
+  std::vector<const cpu::KernelTable*> list = {&cpu::kernels_avx2()};
+  if (cpu_supports(CpuIsa::Avx512)) list.push_back(&cpu::kernels_avx512());
+  return list;
+}
+
+// Values whose rounding is easy to get wrong, then random ones over many binades.
+std::vector<float> hard_values() {
+  std::vector<uint32_t> bits = {
+      0x00000000u, 0x80000000u,               // +-0
+      0x7f800000u, 0xff800000u,               // +-inf
+      0x7fc00000u, 0xffc00000u,               // quiet NaNs
+      0x7f800001u, 0xff812345u, 0x7fbfffffu,  // signalling NaNs with payloads
+      0x7fffffffu, 0xffffffffu,               // NaN, all payload bits
+      0x3f808000u, 0x3f818000u,               // bf16 ties: to even down, to even up
+      0x3f807fffu, 0x3f808001u,               // just below / above a bf16 tie
+      0x7f7fffffu, 0xff7fffffu,               // +-FLT_MAX: bf16 rounds to inf
+      0x477fe000u, 0x477ff000u, 0x477fefffu,  // f16 max 65504, 65520 (-> inf), just below
+      0x38800000u, 0x387fffffu,               // f16 smallest normal, just below (subnormal)
+      0x33800000u, 0x33000000u, 0x33000001u,  // f16 smallest subnormal, half of it (tie -> 0), above
+      0x33c00000u, 0x34200000u,               // f16 subnormal ties: 1.5 and 2.5 x 2^-24
+      0x00000001u, 0x807fffffu,               // f32 subnormals
+      0x3f800000u, 0xc0490fdbu,               // 1, -pi
+  };
+  std::vector<float> values;
+  for (const uint32_t b : bits) values.push_back(std::bit_cast<float>(b));
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> any;
+  for (int i = 0; i < 2000; ++i) values.push_back(std::bit_cast<float>(any(rng)));
+  return values;
+}
+
+TEST(CpuConvertFromF32, MatchesTheScalarRoundingBitForBit) {
+  const std::vector<float> values = hard_values();
+  for (const cpu::KernelTable* kernels : tables()) {
+    for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+      SCOPED_TRACE(std::string(kernels->isa) + " " + std::string(dtype_name(dtype)));
+      const size_t size = dtype_size(dtype);
+      // Every length from 0 to 40 (all tails of 8 and 16 lanes), then all values at once,
+      // each from an odd offset too (unaligned source and destination).
+      for (size_t offset : {size_t{0}, size_t{1}}) {
+        for (size_t n = 0; n <= values.size() - offset; n = n < 40 ? n + 1 : values.size() - offset) {
+          const float* src = values.data() + offset;
+          std::vector<unsigned char> got(n * size + 1, 0xa5), want(n * size + 1, 0xa5);
+          kernels->convert_from_f32(src, static_cast<int64_t>(n), dtype, got.data() + offset % 2);
+          for (size_t i = 0; i < n; ++i) store_from_f32(want.data() + offset % 2, dtype, i, src[i]);
+          if (offset % 2 == 0) {
+            ASSERT_EQ(got, want) << "n=" << n;
+          } else {
+            ASSERT_EQ(std::memcmp(got.data() + 1, want.data() + 1, n * size), 0) << "n=" << n << " unaligned";
+            ASSERT_EQ(got[0], 0xa5);
+          }
+          if (n == values.size() - offset) break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tokenmill
