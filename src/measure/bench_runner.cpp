@@ -148,7 +148,8 @@ std::optional<PhaseMeasurement> time_training(BenchModel& model, Backend& backen
   // A synthetic model's host master copy is stepped in place; otherwise one is made.
   const bool make_master = model.params == nullptr || !on_host;
   const uint64_t master_bytes = make_master ? 16 * static_cast<uint64_t>(model.summary.parameters) : 0;
-  TrainStepBench bench(config, backend, {options.train_batch, seq_len, 2, options.seed, options.train_precision});
+  TrainStepBench bench(config, backend,
+                       {options.train_batch, seq_len, 2, options.seed, options.train_precision});
   if (options.train == TrainPhase::Auto) {
     const std::string obstacle = auto_train_obstacle(model, master_bytes, bench.activation_bytes(), budget);
     if (!obstacle.empty()) {
@@ -285,7 +286,8 @@ BenchRun run_bench(BenchModel& bench_model, Backend& backend, const BenchOptions
   if (context < 2)
     fail("bench needs a model context of at least 2 tokens (one prompt token, one decode step); {} has {}",
          model.path.string(), context);
-  int64_t prompt_tokens = options.prompt_tokens, decode_tokens = options.decode_tokens;
+  // Without the decode phase the whole context is the prompt's (a train phase's sequences).
+  int64_t prompt_tokens = options.prompt_tokens, decode_tokens = options.decode ? options.decode_tokens : 0;
   fit_context(context, prompt_tokens, decode_tokens, run.notes);
   std::mt19937_64 rng(options.seed);
   std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(config.vocab_size - 1));

@@ -101,6 +101,26 @@ TEST(BenchCli, TheRooflineGemmHasTheWeightsTheWorkMultipliesWith) {
   EXPECT_EQ(nlohmann::json::parse(r.output)["roofline"]["gemm"], "f16 1024x1024x1024");
 }
 
+// The decode phase's tokens take context from the prompt only when that phase runs: a train
+// phase alone gets sequences of the whole context (the fixture's 128 positions).
+TEST(BenchCli, ATrainPhaseAloneHasTheWholeContext) {
+  CommandResult r = run_tokenmill(
+      "-t 2 bench -m " + kLlama + " --phases train --prompt-tokens 128 --calibration-seconds 0.02 --json",
+      /*with_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto json = nlohmann::json::parse(r.output);
+  EXPECT_EQ(json["phases"][0]["tokens"], 128);
+  EXPECT_THAT(json["notes"].dump(), Not(HasSubstr("capped")));
+  r = run_tokenmill("-t 2 bench -m " + kLlama +
+                        " --phases prefill,decode --batch 1 --prompt-tokens 128 --decode-tokens 8 "
+                        "--calibration-seconds 0.02 --json",
+                    /*with_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json = nlohmann::json::parse(r.output);
+  EXPECT_EQ(json["phases"][0]["tokens"], 120);  // 128 - 8 decode tokens
+  EXPECT_THAT(json["notes"].dump(), HasSubstr("prompt capped from 128 to 120 tokens"));
+}
+
 TEST(BenchCli, BadInputIsAClearError) {
   CommandResult r = run_tokenmill("bench -m /nonexistent/model" + kQuick);
   EXPECT_GT(r.exit_code, 0);
