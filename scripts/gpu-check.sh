@@ -3,22 +3,28 @@
 # reference, then its hot ops timed side by side with PyTorch, as one short table.
 #
 # Then a Llama-3-8B-shaped model (random bf16 weights) through the model layer, prefill and
-# decode at batch 1 / 16 / 64 / 256, side by side with transformers.
+# decode at batch 1 / 16 / 64 / 256, side by side with transformers; and training of a
+# GPT-2-124M-shaped model in bf16 (8 sequences of 1024 tokens a step: tokens/s and MFU) side by
+# side with a PyTorch loop, eager and torch.compile.
 #
 # A GPU is lent rarely, for minutes, on a machine with nvcc and PyTorch but none of our
 # Debian dependencies; so the build happens here and the binaries travel:
 #   scripts/gpu-check.sh bundle   (here)   builds for sm_90 into build/gpu-bundle: the
 #                                          backend test binaries, gpu_ops_bench, and the
 #                                          shared libraries they need that a bare image lacks
-#   scripts/gpu-check.sh run [tests|bench|all]   (there)  tests: a smoke case, then the
+#   scripts/gpu-check.sh run [tests|bench|all] [LOG_DIR]   (there)  tests: a smoke case, then the
 #                                          conformance and parity suites on the GPU (< 3 min);
 #                                          bench: the op and model benchmarks (< 8 min;
 #                                          GPU_CHECK_LAYERS=8 for a quicker model), then
 #                                          `tokenmill bench --device cuda` on a small shape,
 #                                          `tokenmill doctor`, and the quickstart's model
-#                                          trained 60 steps in fp32, bf16, fp16; all: both.
-#                                          Logs in /tmp/gpu-check; $OUT receives logs.tgz,
-#                                          conformance.txt, table.md, bench.json, doctor.json.
+#                                          trained 60 steps in fp32, bf16, fp16, and the GPT-2
+#                                          training comparison; all: both.
+#                                          Every log and figure in LOG_DIR (default
+#                                          /tmp/gpu-check): figures.json holds every table's
+#                                          rows; $OUT (the device tool's) receives logs.tgz,
+#                                          conformance.txt, table.md, figures.json, bench.json,
+#                                          doctor.json.
 # Rebuild the bundle right before the device call (its `commit` file must match HEAD), then:
 #   run(command="scripts/gpu-check.sh run tests", carry=["build/gpu-bundle.txz"], timeout_s=300)
 #   run(command="scripts/gpu-check.sh run bench", carry=["build/gpu-bundle.txz"], timeout_s=600)
@@ -54,7 +60,7 @@ build_bundle() {
   du -sh "$bundle" "$bundle.txz"
 }
 
-logs=/tmp/gpu-check      # everything; $OUT gets logs.tgz, conformance.txt, table.md, bench.json, doctor.json
+logs=${3:-/tmp/gpu-check}  # everything; $OUT gets logs.tgz and the summaries (collect)
 lib_path=""             # our binaries' libraries; never exported, so python3 keeps its own libgomp
 
 prepare_run() {
@@ -77,7 +83,7 @@ prepare_run() {
 collect() {
   [[ -n "${OUT:-}" ]] || return 0
   tar czf "$OUT/logs.tgz" -C "$logs" . 2>/dev/null || true
-  for f in conformance.txt table.md bench.json doctor.json; do [[ -f "$logs/$f" ]] && cp "$logs/$f" "$OUT/"; done
+  for f in conformance.txt table.md figures.json bench.json doctor.json; do [[ -f "$logs/$f" ]] && cp "$logs/$f" "$OUT/"; done
   return 0
 }
 
@@ -107,16 +113,52 @@ run_tests() {
   return "$failed"
 }
 
+# GPT-2-124M-shaped training, bf16 (FP32 master weights), 8 x 1024 tokens a step: `tokenmill
+# bench`'s train phase (MFU against its bf16 GEMM) vs bench/torch_train_peer.py under autocast,
+# eager and torch.compile.
+train_vs_pytorch() {
+  local name="train gpt2-124m bf16 8x1024"
+  echo
+  if timeout 150 env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/tokenmill" bench --device cuda --shape gpt2-124m \
+      --phases train --train-precision bf16 --prompt-tokens 1024 --train-batch 8 --json \
+      >"$logs/train_bench.json" 2>"$logs/train_bench.log"; then
+    python3 bench/gpu/train_rows.py "$name" "$logs/train_bench.json" >"$logs/train_ours.jsonl"
+  else
+    echo "tokenmill bench (train) failed: $(tail -3 "$logs/train_bench.log")"
+  fi
+  local mode
+  for mode in eager compile; do
+    if timeout 240 python3 bench/torch_train_peer.py --shape gpt2-124m --device cuda --autocast bf16 --batch 8 \
+        --seq-len 1024 --steps 10 $([[ $mode == compile ]] && echo --compile) \
+        >"$logs/train_torch_$mode.json" 2>"$logs/train_torch_$mode.log"; then
+      python3 bench/gpu/train_rows.py "$name" "$logs/train_torch_$mode.json" >"$logs/train_torch_$mode.jsonl"
+    else
+      echo "torch_train_peer ($mode) failed: $(tail -3 "$logs/train_torch_$mode.log")"
+    fi
+  done
+  [[ -s "$logs/train_ours.jsonl" ]] || return 0
+  for mode in eager compile; do
+    touch "$logs/train_torch_$mode.jsonl"
+    python3 bench/gpu/compare.py "$logs/train_ours.jsonl" "$logs/train_torch_$mode.jsonl" --peer-name "PyTorch $mode" \
+      --title "training vs PyTorch $mode (share of roofline: MFU)" --json "$logs/figures.json" | tee -a "$logs/table.md"
+  done
+}
+
 run_bench() {
   local layers="${GPU_CHECK_LAYERS:-32}"
+  rm -f "$logs/figures.json"
   timeout 60 env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/gpu_ops_bench" >"$logs/ours.jsonl" 2>"$logs/ours.log" || echo "gpu_ops_bench failed: $(tail -3 "$logs/ours.log")"
   timeout 60 python3 bench/gpu/torch_peer.py >"$logs/torch.jsonl" 2>"$logs/torch.log" || echo "torch_peer failed: $(tail -3 "$logs/torch.log")"
-  python3 bench/gpu/compare.py "$logs/ours.jsonl" "$logs/torch.jsonl" | tee "$logs/table.md"
+  python3 bench/gpu/compare.py "$logs/ours.jsonl" "$logs/torch.jsonl" --title "ops vs PyTorch" \
+    --json "$logs/figures.json" | tee "$logs/table.md"
   collect
   timeout 150 env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/gpu_model_bench" "$layers" >"$logs/model_ours.jsonl" 2>"$logs/model_ours.log" || echo "gpu_model_bench failed: $(tail -3 "$logs/model_ours.log")"
   timeout 180 python3 bench/gpu/transformers_peer.py "$layers" >"$logs/model_peer.jsonl" 2>"$logs/model_peer.log" || echo "transformers_peer failed: $(tail -3 "$logs/model_peer.log")"
   echo
-  python3 bench/gpu/compare.py "$logs/model_ours.jsonl" "$logs/model_peer.jsonl" | tee -a "$logs/table.md"
+  python3 bench/gpu/compare.py "$logs/model_ours.jsonl" "$logs/model_peer.jsonl" \
+    --title "Llama-3-8B-shaped ($layers layers), bf16, vs transformers" --json "$logs/figures.json" | tee -a "$logs/table.md"
+  collect
+  train_vs_pytorch
   collect
   # `tokenmill bench` on the GPU (small shape, NVML readings per phase) and `tokenmill doctor`.
   timeout 120 env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/tokenmill" bench --device cuda --shape smollm2-135m \
@@ -125,7 +167,7 @@ run_bench() {
   timeout 60 env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/tokenmill" doctor --json >"$logs/doctor.json" 2>"$logs/doctor.log" ||
     echo "tokenmill doctor: exit $? (see doctor.json)"
   python3 -c 'import json, sys; b = json.load(open(sys.argv[1])); print(b["device"]["name"], "|", b["gpu_sampling"]); [print(p["phase"], p["batch"], round(p["tokens_per_s"], 1), "tok/s", p["gpu_samples"]) for p in b["phases"]]' \
-    "$logs/bench.json" || true
+    "$logs/bench.json" 2>/dev/null || true
   collect
   # Training on the GPU: the quickstart's model, 60 steps in each precision (val loss, tok/s).
   env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/tokenmill" prepare -m tests/fixtures/hf/smollm_chat \
