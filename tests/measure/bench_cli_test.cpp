@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -122,30 +123,22 @@ TEST(BenchCli, ATrainPhaseAloneHasTheWholeContext) {
 }
 
 TEST(BenchCli, BadInputIsAClearError) {
-  CommandResult r = run_tokenmill("bench -m /nonexistent/model" + kQuick);
-  EXPECT_GT(r.exit_code, 0);
-  EXPECT_THAT(r.output, HasSubstr("error: model '/nonexistent/model' does not exist"));
-  r = run_tokenmill("bench -m " + kLlama + kQuick + " --compare false");
-  EXPECT_GT(r.exit_code, 0);
-  EXPECT_THAT(r.output, HasSubstr("error: --compare: 'false' failed"));
-  r = run_tokenmill("bench -m " + kLlama + " --decode-tokens 0");
-  EXPECT_GT(r.exit_code, 0);
-  EXPECT_THAT(r.output, HasSubstr("--decode-tokens"));
-  r = run_tokenmill("bench -m " + kLlama + kQuick + " --batch 1,two");
-  EXPECT_GT(r.exit_code, 0);
-  EXPECT_THAT(r.output, HasSubstr("error: --batch: 'two' is not a batch size"));
-  r = run_tokenmill("bench -m " + kLlama + kQuick + " --phases prefill,sample");
-  EXPECT_GT(r.exit_code, 0);
-  EXPECT_THAT(r.output, HasSubstr("error: --phases: 'sample' is not a phase"));
-  r = run_tokenmill("bench -m " + kLlama + " --dtype bf16" + kQuick);
-  EXPECT_GT(r.exit_code, 0);
-  EXPECT_THAT(r.output, HasSubstr("error: --dtype applies to --shape only"));
-  r = run_tokenmill("bench -m " + kLlama + kQuick + " --phases train --train-precision fp16");
-  EXPECT_GT(r.exit_code, 0);
-  EXPECT_THAT(r.output, HasSubstr("error: bench: the train phase runs in fp32 or bf16"));
-  r = run_tokenmill("bench -m " + kLlama + kQuick + " --train-precision fp64");
-  EXPECT_GT(r.exit_code, 0);
-  EXPECT_THAT(r.output, HasSubstr("fp64"));
+  const std::pair<std::string, std::string> cases[] = {
+      {"-m /nonexistent/model" + kQuick, "error: model '/nonexistent/model' does not exist"},
+      {"-m " + kLlama + kQuick + " --compare false", "error: --compare: 'false' failed"},
+      {"-m " + kLlama + " --decode-tokens 0", "--decode-tokens"},
+      {"-m " + kLlama + kQuick + " --batch 1,two", "error: --batch: 'two' is not a batch size"},
+      {"-m " + kLlama + kQuick + " --phases prefill,sample", "error: --phases: 'sample' is not a phase"},
+      {"-m " + kLlama + " --dtype bf16" + kQuick, "error: --dtype applies to --shape only"},
+      {"-m " + kLlama + kQuick + " --phases train --train-precision fp16",
+       "error: bench: the train phase runs in fp32 or bf16"},
+      {"-m " + kLlama + kQuick + " --train-precision fp64", "fp64"},
+  };
+  for (const auto& [args, error] : cases) {
+    const CommandResult r = run_tokenmill("bench " + args);
+    EXPECT_GT(r.exit_code, 0) << args;
+    EXPECT_THAT(r.output, HasSubstr(error)) << args;
+  }
 }
 
 TEST(BenchCli, DeviceCudaWithoutAGpuIsRefusedWithTheReason) {
