@@ -17,12 +17,12 @@
 namespace tokenmill {
 
 struct Ceilings {
-  double peak_flops = 0;      // FLOP/s of the calibrated GEMM
-  DType gemm_weights = DType::F32;  // that GEMM's weights (CalibrationOptions::gemm_weights)
-  double read_bandwidth = 0;  // bytes/s of the multi-threaded streaming read, or of the device copy
-  int64_t gemm_size = 0;      // the GEMM is gemm_size^3 (n = k = m)
-  uint64_t read_bytes = 0;    // size of the buffer read (copied)
-  bool device_copy = false;   // read_bandwidth is the device copy's (bytes read + written per second)
+  double peak_flops = 0;            // FLOP/s of the calibrated GEMM
+  double read_bandwidth = 0;        // bytes/s of the multi-threaded streaming read, or of the device copy
+  int64_t gemm_size = 0;            // the GEMM is gemm_size^3 (n = k = m)
+  uint64_t read_bytes = 0;          // size of the buffer read (copied)
+  bool device_copy = false;         // read_bandwidth is the device copy's (bytes read + written per second)
+  DType gemm_weights = DType::F32;  // the GEMM's weights (CalibrationOptions::gemm_weights)
 };
 
 struct CalibrationOptions {
