@@ -66,7 +66,8 @@ logs=${3:-/tmp/gpu-check}  # everything; $OUT gets logs.tgz and the summaries (c
 lib_path=""             # our binaries' libraries; never exported, so python3 keeps its own libgomp
 
 prepare_run() {
-  if [[ ! -x "$bundle/bin/gpu_ops_bench" && -f "$bundle.txz" ]]; then tar xJf "$bundle.txz" -C "$(dirname "$bundle")"; fi
+  # The packed bundle is the one just carried: unpack it over whatever an earlier call left.
+  if [[ -f "$bundle.txz" ]]; then rm -rf "$bundle" && tar xJf "$bundle.txz" -C "$(dirname "$bundle")"; fi
   [[ -x "$bundle/bin/gpu_ops_bench" ]] || { echo "no $bundle: run 'scripts/gpu-check.sh bundle' first (here, not on the GPU machine)" >&2; exit 2; }
   mkdir -p "$logs"
   # cuBLASLt from the CUDA toolkit or from PyTorch's wheels, whichever the image has.
@@ -121,11 +122,13 @@ run_tests() {
 # eager and torch.compile.
 train_vs_pytorch() {
   local name="train gpt2-124m bf16 8x1024"
+  rm -f "$logs"/train_ours.jsonl "$logs"/train_torch_*.jsonl
   echo
   if timeout 150 env LD_LIBRARY_PATH="$lib_path" "$bundle/bin/tokenmill" bench --device cuda --shape gpt2-124m \
       --phases train --train-precision bf16 --prompt-tokens 1024 --train-batch 8 --json \
       >"$logs/train_bench.json" 2>"$logs/train_bench.log"; then
-    python3 bench/gpu/train_rows.py "$name" "$logs/train_bench.json" >"$logs/train_ours.jsonl"
+    python3 bench/gpu/train_rows.py "$name" "$logs/train_bench.json" >"$logs/train_ours.jsonl" ||
+      echo "no train phase in $logs/train_bench.json"
   else
     echo "tokenmill bench (train) failed: $(tail -3 "$logs/train_bench.log")"
   fi
@@ -134,7 +137,8 @@ train_vs_pytorch() {
     if timeout 180 python3 bench/torch_train_peer.py --shape gpt2-124m --device cuda --autocast bf16 --batch 8 \
         --seq-len 1024 --steps 10 $([[ $mode == compile ]] && echo --compile) \
         >"$logs/train_torch_$mode.json" 2>"$logs/train_torch_$mode.log"; then
-      python3 bench/gpu/train_rows.py "$name" "$logs/train_torch_$mode.json" >"$logs/train_torch_$mode.jsonl"
+      python3 bench/gpu/train_rows.py "$name" "$logs/train_torch_$mode.json" >"$logs/train_torch_$mode.jsonl" ||
+        echo "no train phase in $logs/train_torch_$mode.json"
     else
       echo "torch_train_peer ($mode) failed: $(tail -3 "$logs/train_torch_$mode.log")"
     fi
@@ -190,5 +194,5 @@ case "${1:-} ${2:-all}" in
   "run tests") prepare_run; run_tests ;;
   "run bench") prepare_run; run_bench ;;
   "run all") prepare_run; status=0; run_tests || status=1; run_bench; exit "$status" ;;
-  *) echo "usage: scripts/gpu-check.sh bundle | run [tests|bench|all]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu-check.sh bundle | run [tests|bench|all] [LOG_DIR]" >&2; exit 2 ;;
 esac

@@ -57,7 +57,8 @@ void run_bench_command(BenchFlags f) {
   }
   if (!f.batch.empty()) f.options.batch_sizes = parse_batch_sizes(f.batch);
   if (!f.phases.empty()) parse_phases(f.phases, f.options);
-  if (!f.train_precision.empty()) f.options.train_precision = parse_precision(f.train_precision);
+  if (!f.train_precision.empty())
+    f.options.train_precision = parse_precision(f.train_precision, "--train-precision");
   // --max-memory-gib, or else what the memory has available.
   const auto budget_of = [&](const DeviceMemory& memory) {
     return MemoryBudget(f.max_memory_gib > 0 ? static_cast<uint64_t>(f.max_memory_gib * (1u << 30))

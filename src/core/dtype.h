@@ -126,12 +126,15 @@ inline float load_as_f32(const void* data, DType dtype, size_t i) {
   return dtype == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
 }
 
-// Writes `value` as element i of a buffer of plain `dtype` (rounding to nearest even).
+// Writes `value` as element i of a buffer of plain `dtype` (rounding to nearest even); the
+// buffer may be unaligned, as for load_as_f32.
 inline void store_from_f32(void* data, DType dtype, size_t i, float value) {
+  auto* bytes = static_cast<unsigned char*>(data);
   if (dtype == DType::F32) {
-    static_cast<float*>(data)[i] = value;
+    std::memcpy(bytes + 4 * i, &value, 4);
   } else {
-    static_cast<uint16_t*>(data)[i] = dtype == DType::BF16 ? f32_to_bf16(value) : f32_to_f16(value);
+    const uint16_t h = dtype == DType::BF16 ? f32_to_bf16(value) : f32_to_f16(value);
+    std::memcpy(bytes + 2 * i, &h, 2);
   }
 }
 

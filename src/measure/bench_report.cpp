@@ -44,11 +44,11 @@ std::vector<std::string> reading_notes(const BenchRun& run) {
           run.ceilings.read_bytes >> 20, run.ceilings.device_copy ? "copy" : "read"));
     if (m.mfu > 1)
       notes.push_back(fmt::format(
-          "{} runs above the measured f32 GEMM peak (MFU {}): its kernels outran the calibration GEMM "
+          "{} runs above the measured {} GEMM peak (MFU {}): its kernels outran the calibration GEMM "
           "(integer dot "
           "products of quantized weights, data resident in cache), or the calibration was disturbed by other "
           "processes; rerun on a quiet machine, with a longer --calibration-seconds.",
-          p.phase, percent(m.mfu)));
+          p.phase, dtype_name(run.ceilings.gemm_weights), percent(m.mfu)));
   }
   return notes;
 }
@@ -86,8 +86,8 @@ std::string gpu_cells(const std::optional<GpuSampleSummary>& gpu) {
 
 std::string ceilings_line(const Ceilings& c) {
   return fmt::format("{}FLOP/s ({} {}^3 GEMM), {} {}B/s ({} MiB), ridge {:.2f} FLOP/byte", si(c.peak_flops),
-                     dtype_name(c.gemm_weights), c.gemm_size, c.device_copy ? "copy" : "read", si(c.read_bandwidth), c.read_bytes >> 20,
-                     ridge_point(c));
+                     dtype_name(c.gemm_weights), c.gemm_size, c.device_copy ? "copy" : "read",
+                     si(c.read_bandwidth), c.read_bytes >> 20, ridge_point(c));
 }
 
 std::string model_line(const ModelSummary& m) {
@@ -243,9 +243,10 @@ std::string bench_markdown(const BenchRun& run, const std::optional<Comparison>&
       "- decode at batch b: b sequences decoded together by the serving engine's PagedTransformer, one step "
       "per token for all of them; tokens/s counts every sequence's tokens.\n";
   md +=
-      "- train: one step of forward, backward and AdamW on the f32 master copy (mean of the timed steps); "
-      "FLOPs 3 x forward with every token's logits; bytes: the f32 weights read twice, the gradients and "
-      "AdamW's state (activations not counted).\n";
+      "- train: one step of forward, backward and AdamW on the f32 master copy (mean of the timed steps), "
+      "bf16 runs multiplying a bf16 copy of the matrices; FLOPs 3 x forward with every token's logits; "
+      "bytes: the f32 weights read twice, the gradients and AdamW's state (activations, and a bf16 run's "
+      "copy and its refresh, not counted).\n";
   md += "\n![throughput vs batch size](throughput.svg)\n\n![roofline](roofline.svg)\n";
   return md;
 }

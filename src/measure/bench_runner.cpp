@@ -182,14 +182,22 @@ std::optional<PhaseMeasurement> time_training(BenchModel& model, Backend& backen
   return bench.run(*model.params);
 }
 
-// The weights of the roofline's GEMM (bench_runner.h): those of the run's compute-bound work.
-DType calibration_weights(const BenchOptions& options, const BenchRun& run) {
+// The weights of the roofline's GEMM (bench_runner.h): those of the run's compute-bound work,
+// the train phase's when it ran. A note says so when the other phases multiply another dtype.
+DType calibration_weights(const BenchOptions& options, BenchRun& run) {
+  const DType inference = run.model.weight_dtype == "bf16"  ? DType::BF16
+                          : run.model.weight_dtype == "f16" ? DType::F16
+                                                            : DType::F32;
   const bool trained = std::any_of(run.phases.begin(), run.phases.end(),
                                    [](const PhaseMeasurement& p) { return p.phase == "train"; });
-  if (trained && options.train_precision != Precision::FP32) return compute_dtype(options.train_precision);
-  if (run.model.weight_dtype == "bf16") return DType::BF16;
-  if (run.model.weight_dtype == "f16") return DType::F16;
-  return DType::F32;
+  if (!trained) return inference;
+  const DType train = compute_dtype(options.train_precision);
+  if ((options.prefill || options.decode) && train != inference)
+    run.notes.push_back(fmt::format(
+        "the roofline's GEMM multiplies {} weights as the train phase does; prefill and decode multiply {} "
+        "ones, so their MFU is against that {} peak too (--phases without train calibrates on theirs)",
+        dtype_name(train), dtype_name(inference), dtype_name(train)));
+  return train;
 }
 
 // The sampler of a run on `backend` (a CUDA device: its name starts "cuda:N"), or nullptr

@@ -20,8 +20,8 @@
 //    (ParameterSet::init_gpt2), not copied from the model: a step's work does not depend on
 //    the values. Asked for explicitly, a train phase that cannot run is an Error.
 // The roofline's GEMM is calibrated on the weights the compute-bound work multiplies with:
-// bf16 when the train phase runs in bf16, else the model's weights when they are bf16 or f16,
-// else f32 (the report names it).
+// the train phase's (f32 master, or its bf16 copy) when it runs, else the model's when they
+// are bf16 or f16, else f32 (the report names it, and a note says when the phases differ).
 // Timed with steady_clock. FLOPs come from measure/flops.h, minimum bytes read from
 // measure/traffic.h. Every large buffer is reserved in the run's MemoryBudget first. The
 // ceilings (measure/roofline.h) are measured after the phases, so the peak memory (VmHWM,
@@ -54,9 +54,9 @@ struct BenchOptions {
   std::vector<int64_t> batch_sizes = {1, 2, 4, 8};  // of the decode sweep
   bool prefill = true, decode = true;
   TrainPhase train = TrainPhase::Auto;
-  int64_t train_batch = 1;  // sequences per training step
+  int64_t train_batch = 1;                      // sequences per training step
   Precision train_precision = Precision::FP32;  // FP32 or BF16
-  uint64_t seed = 1234;     // of the random prompt and training tokens
+  uint64_t seed = 1234;                         // of the random prompt and training tokens
   CalibrationOptions calibration;
 };
 

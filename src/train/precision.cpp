@@ -4,11 +4,11 @@
 
 namespace tokenmill {
 
-Precision parse_precision(std::string_view name) {
+Precision parse_precision(std::string_view name, std::string_view flag) {
   if (name == "fp32") return Precision::FP32;
   if (name == "bf16") return Precision::BF16;
   if (name == "fp16") return Precision::FP16;
-  fail("--precision: unknown precision '{}'; choose fp32, bf16 or fp16", name);
+  fail("{}: unknown precision '{}'; choose fp32, bf16 or fp16", flag, name);
 }
 
 std::string_view precision_name(Precision precision) {

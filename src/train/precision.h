@@ -23,8 +23,8 @@ namespace tokenmill {
 
 enum class Precision : uint8_t { FP32, BF16, FP16 };
 
-// "fp32" | "bf16" | "fp16"; anything else is an Error naming the choices.
-Precision parse_precision(std::string_view name);
+// "fp32" | "bf16" | "fp16"; anything else is an Error naming `flag` and the choices.
+Precision parse_precision(std::string_view name, std::string_view flag = "--precision");
 std::string_view precision_name(Precision precision);
 // The dtype of the matrices' compute copy: F32 (no copy), BF16 or F16.
 DType compute_dtype(Precision precision);

@@ -91,6 +91,18 @@ TEST(BenchCli, TheRooflineGemmHasTheWeightsTheWorkMultipliesWith) {
   EXPECT_GT(json["phases"][0]["mfu"].get<double>(), 0);
   EXPECT_THAT(json["notes"].dump(), HasSubstr("train phase in bf16"));
 
+  EXPECT_THAT(json["notes"].dump(), Not(HasSubstr("roofline's GEMM")));
+
+  // A prefill of f32 weights beside a bf16 train phase: the GEMM is the train phase's, and a
+  // note says the prefill's MFU is against it.
+  r = run_tokenmill(
+      "-t 2 bench -m " + kLlama + kQuick + " --phases prefill,train --train-precision bf16 --json",
+      /*with_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json = nlohmann::json::parse(r.output);
+  EXPECT_EQ(json["roofline"]["gemm"], "bf16 1024x1024x1024");
+  EXPECT_THAT(json["notes"].dump(), HasSubstr("prefill and decode multiply f32 ones"));
+
   r = run_tokenmill("-t 2 bench -m " + kLlama + kQuick + " --phases prefill --json", /*with_stderr=*/false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(nlohmann::json::parse(r.output)["roofline"]["gemm"], "f32 1024x1024x1024");
@@ -132,7 +144,8 @@ TEST(BenchCli, BadInputIsAClearError) {
       {"-m " + kLlama + " --dtype bf16" + kQuick, "error: --dtype applies to --shape only"},
       {"-m " + kLlama + kQuick + " --phases train --train-precision fp16",
        "error: bench: the train phase runs in fp32 or bf16"},
-      {"-m " + kLlama + kQuick + " --train-precision fp64", "fp64"},
+      {"-m " + kLlama + kQuick + " --train-precision fp64",
+       "error: --train-precision: unknown precision 'fp64'"},
   };
   for (const auto& [args, error] : cases) {
     const CommandResult r = run_tokenmill("bench " + args);
