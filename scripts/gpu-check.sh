@@ -142,9 +142,7 @@ train_vs_pytorch() {
     else
       echo "torch_train_peer ($mode) failed: $(tail -3 "$logs/train_torch_$mode.log")"
     fi
-  done
-  [[ -s "$logs/train_ours.jsonl" ]] || return 0
-  for mode in eager compile; do
+    [[ -s "$logs/train_ours.jsonl" ]] || continue
     touch "$logs/train_torch_$mode.jsonl"
     python3 bench/gpu/compare.py "$logs/train_ours.jsonl" "$logs/train_torch_$mode.jsonl" --peer-name "PyTorch $mode" \
       --title "training vs PyTorch $mode (share of roofline: MFU)" --json "$logs/figures.json" | tee -a "$logs/table.md"

@@ -157,18 +157,20 @@ std::optional<PhaseMeasurement> time_training(BenchModel& model, Backend& backen
       return std::nullopt;
     }
   }
-  if (options.train_precision != Precision::FP32)
-    notes.push_back(fmt::format(
-        "train phase in {0}: the matrices multiplied as a {0} copy, FP32 master weights, gradients and AdamW "
-        "state",
-        precision_name(options.train_precision)));
   budget.reserve(bench.activation_bytes(),
                  fmt::format("the training activations ({} x {} tokens)", options.train_batch, seq_len),
                  "lower --train-batch or --prompt-tokens, or leave train out of --phases");
-  if (options.train_precision != Precision::FP32)  // at most 2 bytes a parameter: the matrices' copy
+  if (options.train_precision != Precision::FP32) {
+    const std::string_view precision = precision_name(options.train_precision);
+    // At most 2 bytes a parameter: the matrices' copy.
     budget.reserve(2 * static_cast<uint64_t>(model.summary.parameters),
-                   fmt::format("the {} copy of the matrices", precision_name(options.train_precision)),
+                   fmt::format("the {} copy of the matrices", precision),
                    "train in --train-precision fp32, or leave train out of --phases");
+    notes.push_back(fmt::format(
+        "train phase in {0}: the matrices multiplied as a {0} copy, FP32 master weights, gradients and AdamW "
+        "state",
+        precision));
+  }
   if (!make_master) return bench.run(*model.params);
   budget.reserve(master_bytes, "the f32 weights, gradients and AdamW moments of training",
                  "leave train out of --phases");

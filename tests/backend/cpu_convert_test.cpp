@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -61,13 +62,15 @@ TEST(CpuConvertFromF32, MatchesTheScalarRoundingBitForBit) {
       // from one element further on into a destination one byte off (vectors off their
       // alignment). The destination has a guard byte on each side.
       for (size_t offset : {size_t{0}, size_t{1}}) {
-        for (size_t n = 0; n <= values.size() - offset; n = n < 40 ? n + 1 : values.size() - offset) {
+        std::vector<size_t> lengths(41);
+        std::iota(lengths.begin(), lengths.end(), size_t{0});
+        lengths.push_back(values.size() - offset);
+        for (const size_t n : lengths) {
           const float* src = values.data() + offset;
           std::vector<unsigned char> got(n * size + 2, 0xa5), want(n * size + 2, 0xa5);
           kernels->convert_from_f32(src, static_cast<int64_t>(n), dtype, got.data() + offset);
           for (size_t i = 0; i < n; ++i) store_from_f32(want.data() + offset, dtype, i, src[i]);
           ASSERT_EQ(got, want) << "n=" << n << " offset=" << offset;
-          if (n == values.size() - offset) break;
         }
       }
     }
