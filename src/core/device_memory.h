@@ -30,7 +30,8 @@ class DeviceMemory {
   virtual uint64_t available() const = 0;
 };
 
-// The host's memory: aligned_alloc, memcpy; available() is host_available_memory("/")
+// The host's memory: aligned_alloc (blocks of 2 MiB or more 2 MiB-aligned, on transparent
+// huge pages where the kernel grants them), memcpy; available() is host_available_memory("/")
 // (core/host_available_memory.h), or the kernel's count of free pages when /proc cannot be read.
 DeviceMemory& host_memory();
 
