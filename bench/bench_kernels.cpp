@@ -1,6 +1,6 @@
 // bench_kernels: the machine's read bandwidth and the CPU backend's hot kernels.
 //
-//   ReadBandwidth/threads:N streaming sum over one 256 MiB buffer split between N threads
+//   ReadBandwidth/threads:N measure/stream_read.h's sum over one 256 MiB buffer split between N threads
 //                           (the roofline for memory-bound decode)
 //   Matmul/<isa>/<dtype>/n/k/m/<cold|hot>
 //                           y[n, m] = x[n, k] . w[m, k]^T. n = 1 is decode (GEMV), n = 512
@@ -33,9 +33,11 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "core/device_memory.h"
 #include "core/dtype.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "measure/stream_read.h"
 #include "quant/quant_reference.h"
 
 namespace tokenmill {
@@ -43,16 +45,14 @@ namespace {
 
 constexpr size_t kStreamBytes = size_t{256} << 20;
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
+// Host memory as the engine allocates it (huge pages for large blocks), so the kernels read
+// their operands the way they read a model's.
+struct HostFree {
+  void operator()(void* p) const { host_memory().free(p); }
 };
-using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
+using Buffer = std::unique_ptr<uint8_t, HostFree>;
 
-Buffer allocate(size_t bytes) {
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (p == nullptr) std::abort();
-  return Buffer(static_cast<uint8_t*>(p));
-}
+Buffer allocate(size_t bytes) { return Buffer(static_cast<uint8_t*>(host_memory().allocate(bytes))); }
 
 // Fills `count` elements of `dtype` with small, normal, non-zero values.
 void fill(void* data, DType dtype, size_t count) {
@@ -60,50 +60,36 @@ void fill(void* data, DType dtype, size_t count) {
     store_from_f32(data, dtype, i, 0.001f * static_cast<float>(static_cast<int>(i % 97) - 48) + 0.0005f);
 }
 
-// Sums floats [begin, end) of `data` (multiples of 32) on this thread; returns the sum so
-// the compiler keeps the loads.
-float sum_range(const float* data, int64_t begin, int64_t end) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t i = begin; i < end; i += 32)
-    for (int j = 0; j < 4; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_load_ps(data + i + 8 * j));
-  const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, s);
-  float total = 0;
-  for (const float v : lanes) total += v;
-  return total;
-}
-
-// The part of a `count`-float stream that thread t of `threads` reads (multiples of 32).
+// The part of a `count`-word stream that thread t of `threads` reads.
 std::pair<int64_t, int64_t> share(int64_t count, int64_t t, int64_t threads) {
-  const int64_t blocks = count / 32;
-  return {blocks * t / threads * 32, blocks * (t + 1) / threads * 32};
+  return {count * t / threads, count * (t + 1) / threads};
 }
 
-constexpr int64_t kStreamFloats = static_cast<int64_t>(kStreamBytes / sizeof(float));
+constexpr int64_t kStreamWords = static_cast<int64_t>(kStreamBytes / sizeof(uint64_t));
 
-const float* stream_buffer() {
+const uint64_t* stream_buffer() {
   static const Buffer buffer = [] {
     Buffer b = allocate(kStreamBytes);
-    fill(b.get(), DType::F32, kStreamBytes / sizeof(float));
+    auto* words = reinterpret_cast<uint64_t*>(b.get());
+    for (int64_t i = 0; i < kStreamWords; ++i) words[i] = static_cast<uint64_t>(i);
     return b;
   }();
-  return reinterpret_cast<const float*>(buffer.get());
+  return reinterpret_cast<const uint64_t*>(buffer.get());
 }
 
 // The read bandwidth (bytes/s) with the backend's thread count (OpenMP, as the kernels
 // run), best of 10 passes, measured once: the denominator of pct_of_read_bw.
 double read_bandwidth() {
   static const double bandwidth = [] {
-    const float* data = stream_buffer();
+    const uint64_t* data = stream_buffer();
     double best = 0;
     for (int pass = 0; pass < 11; ++pass) {
       const double start = omp_get_wtime();
-      float total = 0;
+      uint64_t total = 0;
 #pragma omp parallel num_threads(thread_count()) reduction(+ : total)
       {
-        const auto [begin, end] = share(kStreamFloats, omp_get_thread_num(), omp_get_num_threads());
-        total += sum_range(data, begin, end);
+        const auto [begin, end] = share(kStreamWords, omp_get_thread_num(), omp_get_num_threads());
+        total += stream_sum(data, begin, end);
       }
       benchmark::DoNotOptimize(total);
       const double seconds = omp_get_wtime() - start;
@@ -116,10 +102,10 @@ double read_bandwidth() {
 
 // Each benchmark thread streams its share of one 256 MiB buffer per iteration.
 void BM_ReadBandwidth(benchmark::State& state) {
-  const float* data = stream_buffer();
-  const auto [begin, end] = share(kStreamFloats, state.thread_index(), state.threads());
-  for (auto _ : state) benchmark::DoNotOptimize(sum_range(data, begin, end));
-  const double bytes = static_cast<double>(end - begin) * sizeof(float);
+  const uint64_t* data = stream_buffer();
+  const auto [begin, end] = share(kStreamWords, state.thread_index(), state.threads());
+  for (auto _ : state) benchmark::DoNotOptimize(stream_sum(data, begin, end));
+  const double bytes = static_cast<double>(end - begin) * sizeof(uint64_t);
   state.SetBytesProcessed(static_cast<int64_t>(static_cast<double>(state.iterations()) * bytes));
   state.counters["GB/s"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * bytes * 1e-9, benchmark::Counter::kIsRate);

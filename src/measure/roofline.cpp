@@ -12,6 +12,7 @@
 #include "core/arena.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "measure/stream_read.h"
 
 namespace tokenmill {
 
@@ -94,9 +95,7 @@ double read_bandwidth(const CalibrationOptions& options) {
   const auto read = [&] {
     std::fill(partial.begin(), partial.end(), 0);
     parallel_for_chunks(words, kReadGrain, [&](int64_t begin, int64_t end) {
-      uint64_t sum = 0;
-      for (int64_t i = begin; i < end; ++i) sum += data[i];
-      partial[static_cast<size_t>(omp_get_thread_num())] = sum;
+      partial[static_cast<size_t>(omp_get_thread_num())] = stream_sum(data, begin, end);
     });
     uint64_t total = 0;
     for (const uint64_t s : partial) total += s;
