@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -24,10 +25,13 @@ class HostMemory final : public DeviceMemory {
   // caches then cross no 4 KiB page boundary, where the hardware prefetchers stop. Measured
   // on a 2-core Xeon VM, 256 MiB read by 2 threads, 4 KiB -> 2 MiB pages: one plain stream
   // per thread 21 -> 26 GB/s, measure/stream_read.h's kernel 33 -> 36-40 GB/s, the bf16
-  // decode GEMV (bench_kernels, cold) 21-25 -> 27-32 GB/s. The advice is a hint: where the
-  // kernel refuses it, the memory is the same, only read more slowly.
+  // decode GEMV (bench_kernels, cold) 21-25 -> 27-32 GB/s. The cost: a block's last huge
+  // page is committed whole once touched (up to 2 MiB more per block), and a first touch
+  // may wait for the kernel to compact memory. The advice is a hint: where the kernel
+  // refuses it, the memory is the same, only read more slowly.
   void* allocate(size_t bytes) override {
     const size_t alignment = bytes >= kHugePage ? kHugePage : kAlignment;
+    if (bytes > SIZE_MAX - alignment) fail("out of host memory: cannot allocate {} bytes", bytes);
     const size_t size = (bytes + alignment - 1) / alignment * alignment;
     void* p = std::aligned_alloc(alignment, size);
     if (p == nullptr) fail("out of host memory: could not allocate {} bytes", bytes);

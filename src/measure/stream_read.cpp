@@ -23,8 +23,11 @@ uint64_t stream_sum(const uint64_t* words, int64_t begin, int64_t end) {
   for (int64_t i = 0; i < stream_words; i += kStepWords)
     for (int s = 0; s < kStreams; ++s) {
       const uint64_t* p = stream[s] + i;
-      _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes + 64, _MM_HINT_T0);
+      // Ahead of the range's end the address is outside it: computed as an integer (a
+      // pointer there would be undefined behaviour), and a prefetch never faults.
+      const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kPrefetchBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), _MM_HINT_T0);
       const auto* v = reinterpret_cast<const __m256i*>(p);
       const __m256i pair0 = _mm256_add_epi64(_mm256_loadu_si256(v), _mm256_loadu_si256(v + 1));
       const __m256i pair1 = _mm256_add_epi64(_mm256_loadu_si256(v + 2), _mm256_loadu_si256(v + 3));

@@ -136,7 +136,8 @@ TEST_P(ModelParity, PrefillInSmallChunksEqualsOnePass) {
   // rounds keys and values to f16, where a last-bit difference can flip a rounding (2^-11
   // relative) that later layers amplify: checked there at the f16 cache's parity tolerance.
   // On the GPU, other chunk sizes are also other GEMM algorithms, which bf16/f16 activation
-  // rounding amplifies. Tolerances are relative to the largest logit.
+  // rounding amplifies. Tolerances above 1e-4 are relative to the largest logit; 1e-4 is
+  // absolute.
   const DType default_cache = f.model->default_kv_dtype();
   std::vector<DType> caches = {DType::F32};
   if (default_cache != DType::F32) caches.push_back(default_cache);
