@@ -148,6 +148,10 @@ def render_markdown(report: dict) -> str:
             f"{tm['decode_tok_s']:.1f} | {lc['decode_tok_s']:.1f} | {tm['decode_tok_s'] / lc['decode_tok_s']:.2f}x | "
             f"{100 * tm['decode_tok_s'] / roof:.0f}% | {100 * lc['decode_tok_s'] / roof:.0f}% | "
             f"{e['greedy_prefix_match']}/{common.NEW_TOKENS} |")
+    shares = [f"{e['type']} {100 * e['huge_page_share']:.0f}%" for e in report["results"]
+              if e.get("huge_page_share") is not None]
+    if shares:
+        lines += ["", "Model files on 2 MiB pages (a fresh mapping after the runs): " + ", ".join(shares)]
     return "\n".join(lines) + "\n"
 
 
@@ -194,6 +198,7 @@ def main() -> int:
             except Exception as e:  # noqa: BLE001 - recorded in the report, the run goes on
                 common.log(f"  {engine} FAILED: {e}")
                 entry["errors"].append(f"{engine}: {e}")
+        entry["huge_page_share"] = common.huge_page_share([files[t]])
         if entry["tokenmill"] and entry["llama_cpp"]:
             entry["greedy_prefix_match"] = common.matching_prefix(entry["tokenmill"]["ids"], entry["llama_cpp"]["ids"])
         results.append(entry)
