@@ -18,13 +18,11 @@
 // the read bandwidth measured once per process with the kernels' own OpenMP thread count, OMP_NUM_THREADS or
 // all cores).
 #include <benchmark/benchmark.h>
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>

@@ -97,6 +97,16 @@ class ModelParity : public ::testing::TestWithParam<ParityCase> {
   }
   // The f32-math tolerance, or the tensor-core one for half weights on the GPU.
   double tolerance() const { return GetParam().device == "cuda" && half_weights_ ? 3e-2 : 1e-4; }
+  // The KV caches every check runs with: f32, and the model's default when that differs.
+  std::vector<DType> caches() const {
+    std::vector<DType> result = {DType::F32};
+    if (f_.model->default_kv_dtype() != DType::F32) result.push_back(f_.model->default_kv_dtype());
+    return result;
+  }
+  // tolerance() with an f32 cache; a 16-bit cache rounds keys and values to f16 (3e-3).
+  double tolerance(DType cache) const {
+    return cache == DType::F32 ? tolerance() : std::max(tolerance(), 3e-3);
+  }
   std::string name() const { return GetParam().fixture + " on " + GetParam().device; }
 
   Fixture f_;
@@ -106,12 +116,9 @@ class ModelParity : public ::testing::TestWithParam<ParityCase> {
 
 TEST_P(ModelParity, LogitsMatchTransformersAtEveryPosition) {
   const Fixture& f = f_;
-  const DType default_cache = f.model->default_kv_dtype();
-  std::vector<DType> caches = {DType::F32};
-  if (default_cache != DType::F32) caches.push_back(default_cache);
-  for (const DType cache : caches) {
+  for (const DType cache : caches()) {
     Transformer transformer(*f.model, *backend_, 0, Transformer::kDefaultChunkTokens, cache);
-    const double rel_tol = cache == DType::F32 ? tolerance() : std::max(tolerance(), 3e-3);
+    const double rel_tol = tolerance(cache);
     const auto& prompts = f.expected.at("prompts");
     for (size_t p = 0; p < prompts.size(); ++p) {
       const auto ids = prompts[p].get<std::vector<int32_t>>();
@@ -138,10 +145,7 @@ TEST_P(ModelParity, PrefillInSmallChunksEqualsOnePass) {
   // On the GPU, other chunk sizes are also other GEMM algorithms, which bf16/f16 activation
   // rounding amplifies. Tolerances above 1e-4 are relative to the largest logit; 1e-4 is
   // absolute.
-  const DType default_cache = f.model->default_kv_dtype();
-  std::vector<DType> caches = {DType::F32};
-  if (default_cache != DType::F32) caches.push_back(default_cache);
-  for (const DType cache : caches) {
+  for (const DType cache : caches()) {
     SCOPED_TRACE(std::string(dtype_name(cache)) + " KV cache");
     Transformer whole(*f.model, *backend_, 0, Transformer::kDefaultChunkTokens, cache);
     Transformer chunked(*f.model, *backend_, 0, /*chunk_tokens=*/3, cache);
@@ -150,7 +154,7 @@ TEST_P(ModelParity, PrefillInSmallChunksEqualsOnePass) {
     const Tensor b = chunked.forward_last(ids);
     float largest = 0;
     for (const float v : first) largest = std::max(largest, std::abs(v));
-    const double rel_tol = cache == DType::F32 ? tolerance() : std::max(tolerance(), 3e-3);
+    const double rel_tol = tolerance(cache);
     const float tol = rel_tol > 1e-4 ? static_cast<float>(rel_tol) * largest : 1e-4f;
     for (int64_t i = 0; i < b.numel(); ++i) EXPECT_NEAR(first[static_cast<size_t>(i)], b.as<float>()[i], tol);
   }
