@@ -93,7 +93,9 @@ std::string strip(const std::string& token, std::string_view content, size_t sta
 Decoder::Decoder(const std::vector<DecoderSpec>& steps, bool join_with_space)
     : steps_(steps), join_with_space_(join_with_space) {}
 
-std::string Decoder::decode(std::vector<std::string> tokens, bool raw_bytes) const {
+std::string Decoder::decode(std::vector<std::string> tokens, bool raw_bytes, DecodeAt at) const {
+  const bool at_start = at == DecodeAt::Start;
+  bool whole_text = false;  // whether a step has joined the tokens into one string
   const auto valid = [raw_bytes](std::string text) { return raw_bytes ? text : utf8::make_valid(text); };
   for (const DecoderSpec& step : steps_) {
     switch (step.kind) {
@@ -102,6 +104,7 @@ std::string Decoder::decode(std::vector<std::string> tokens, bool raw_bytes) con
         for (const std::string& t : tokens)
           if (!byte_level::decode(t, bytes)) bytes.append(t);
         tokens.assign(1, valid(std::move(bytes)));
+        whole_text = true;
         break;
       }
       case Kind::Replace:
@@ -112,14 +115,18 @@ std::string Decoder::decode(std::vector<std::string> tokens, bool raw_bytes) con
         std::string joined;
         for (const std::string& t : tokens) joined += t;
         tokens.assign(1, std::move(joined));
+        whole_text = true;
         break;
       }
       case Kind::Strip:
-        for (std::string& t : tokens) t = strip(t, step.content, step.start, step.stop);
+        // Each token loses `start` leading content; once joined, the one token is the whole
+        // text, and a continuation does not hold the text's start.
+        for (std::string& t : tokens)
+          t = strip(t, step.content, whole_text && !at_start ? 0 : step.start, step.stop);
         break;
       case Kind::Metaspace:
         for (size_t i = 0; i < tokens.size(); ++i) {
-          const bool drop = i == 0 && step.prepend_scheme != PrependScheme::Never;
+          const bool drop = i == 0 && at_start && step.prepend_scheme != PrependScheme::Never;
           tokens[i] = replace_literal(tokens[i], step.replacement, drop ? "" : " ");
         }
         break;

@@ -3,6 +3,8 @@
 // to a new list, and the result is their concatenation). The result is valid UTF-8, unless
 // raw bytes are asked for: then byte tokens that do not form whole characters are kept as
 // they are (what OpenAI's logprobs `bytes` report for a token holding part of a character).
+// Two steps treat the start of the text specially (Strip's `start` after a Fuse, Metaspace's
+// first token); decoding tokens that continue a text (streaming) leaves them out.
 #pragma once
 
 #include <string>
@@ -14,11 +16,15 @@
 
 namespace tokenmill {
 
+// Where the decoded tokens sit: at the start of the text, or continuing text before them.
+enum class DecodeAt { Start, Continuation };
+
 class Decoder {
  public:
   Decoder(const std::vector<DecoderSpec>& steps, bool join_with_space);
 
-  std::string decode(std::vector<std::string> tokens, bool raw_bytes = false) const;
+  std::string decode(std::vector<std::string> tokens, bool raw_bytes = false,
+                     DecodeAt at = DecodeAt::Start) const;
 
  private:
   std::vector<DecoderSpec> steps_;

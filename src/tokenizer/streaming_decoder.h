@@ -6,7 +6,10 @@
 // that still ends in U+FFFD (an incomplete character, e.g. half of an emoji split over two
 // byte tokens) is held back until a later id completes it, and so is a run of <0xNN> byte
 // tokens until it ends. So the concatenation of all push() results and flush() equals
-// Tokenizer::decode of all the ids (same skip_special). Should a decoder ever rewrite text
+// Tokenizer::decode of all the ids (same skip_special). Once the window has moved past the
+// stream's first ids it is decoded as a continuation (Tokenizer::decode_continuation), so
+// rules for the start of a text (Strip, Metaspace) apply only where the text starts.
+// Should a decoder ever rewrite text
 // already emitted, the stream goes on with the text after the common part instead of
 // stalling (HF's DecodeStream raises an error there).
 #pragma once
@@ -38,6 +41,9 @@ class StreamingDecoder {
   std::vector<int32_t> ids_;  // the window: context ids, then ids not yet fully emitted
   size_t prefix_index_ = 0;   // ids_[0, prefix_index_) is context already emitted
   std::string prefix_;        // decode(ids_[0, prefix_index_)) as of the last emission
+  bool past_start_ = false;   // whether ids_ no longer begins with the stream's first id
+
+  std::string decode_window() const;
 };
 
 }  // namespace tokenmill

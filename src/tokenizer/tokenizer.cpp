@@ -98,6 +98,20 @@ struct Tokenizer::Impl {
       fail("token id {} is outside the vocabulary of {} (size {})", id, spec.source, spec.tokens.size());
   }
 
+  // The text of `ids` (Tokenizer::decode and decode_continuation).
+  std::string decode(std::span<const int32_t> ids, bool skip_special, DecodeAt at) const {
+    std::vector<std::string> tokens;
+    tokens.reserve(ids.size());
+    for (const int32_t id : ids) {
+      check_id(id);
+      if (skip_special && spec.kinds[static_cast<size_t>(id)] == TokenKind::Control) continue;
+      const std::string& token = spec.tokens[static_cast<size_t>(id)];
+      if (token.empty()) continue;  // an id with no token: HF skips it too
+      tokens.push_back(token);
+    }
+    return decoder.decode(std::move(tokens), false, at);
+  }
+
   // Encodes plain text (no raw-text added tokens in it) into `ids`.
   void encode_plain(std::string_view segment, bool at_origin, bool parse_special,
                     std::vector<int32_t>& ids) const {
@@ -171,18 +185,11 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
-  const Impl& im = *impl_;
-  std::vector<std::string> tokens;
-  tokens.reserve(ids.size());
-  for (const int32_t id : ids) {
-    im.check_id(id);
-    const auto kind = im.spec.kinds[static_cast<size_t>(id)];
-    if (skip_special && kind == TokenKind::Control) continue;
-    const std::string& token = im.spec.tokens[static_cast<size_t>(id)];
-    if (token.empty()) continue;  // an id with no token: HF skips it too
-    tokens.push_back(token);
-  }
-  return im.decoder.decode(std::move(tokens));
+  return impl_->decode(ids, skip_special, DecodeAt::Start);
+}
+
+std::string Tokenizer::decode_continuation(std::span<const int32_t> ids, bool skip_special) const {
+  return impl_->decode(ids, skip_special, DecodeAt::Continuation);
 }
 
 std::string Tokenizer::token_bytes(int32_t id) const {

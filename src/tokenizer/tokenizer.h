@@ -51,6 +51,10 @@ class Tokenizer {
   // The text of `ids` (valid UTF-8, invalid byte sequences shown as U+FFFD). Throws Error
   // if an id is outside [0, vocab_size()). skip_special drops special (control) tokens.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
+  // As decode, for ids that continue a text rather than start it (a stream's window): the
+  // decoder's start-of-text rules (Strip's `start` on the joined text, Metaspace dropping
+  // the first token's space) do not apply.
+  std::string decode_continuation(std::span<const int32_t> ids, bool skip_special = false) const;
 
   // The token's string as stored in the vocabulary (byte-level tokens in their mapped
   // form, e.g. "Ġhello"). Error if out of range.

@@ -32,6 +32,14 @@ std::vector<std::string> corpus() {
   return out;
 }
 
+// The concatenation of a StreamingDecoder's output for `ids`, pushed one at a time.
+std::string stream_decode(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip_special) {
+  StreamingDecoder stream(tok, skip_special);
+  std::string streamed;
+  for (const int32_t id : ids) streamed += stream.push(id);
+  return streamed + stream.flush();
+}
+
 class ParityTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ParityTest, MatchesHuggingFace) {
@@ -53,11 +61,10 @@ TEST_P(ParityTest, MatchesHuggingFace) {
     EXPECT_EQ(decoded, from_hex(row["decoded"].get<std::string>())) << "decode of input " << i;
     EXPECT_EQ(decoded_skip, from_hex(row["decoded_skip"].get<std::string>()))
         << "decode(skip_special) of input " << i;
-    StreamingDecoder stream(tok);
-    std::string streamed;
-    for (const int32_t id : ref_ids) streamed += stream.push(id);
-    streamed += stream.flush();
+    const std::string streamed = stream_decode(tok, ref_ids, false);
     EXPECT_EQ(streamed, decoded) << "streamed decode of input " << i;
+    EXPECT_EQ(stream_decode(tok, ref_ids, true), decoded_skip)
+        << "streamed decode(skip_special) of input " << i;
     ok[0] += ids == row["ids"].get<std::vector<int32_t>>();
     ok[1] += ids_special == ref_ids;
     ok[2] += decoded == from_hex(row["decoded"].get<std::string>());

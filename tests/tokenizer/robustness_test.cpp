@@ -221,6 +221,28 @@ TEST(TokenizerDecode, StreamingNeverSplitsACharacter) {
   EXPECT_EQ(stream.flush(), "\xEF\xBF\xBD");
 }
 
+// A decoder that strips the start of the joined text (Llama 2's decoder strips one space;
+// this one strips up to two) must strip it only where the text starts, however the stream
+// cuts the ids into windows. A fuzzer found a stream of space tokens losing one.
+TEST(TokenizerDecode, StreamingStripsOnlyTheStartOfTheText) {
+  const Tokenizer tok = Tokenizer::from_spec(parse_tokenizer_json_text(R"({
+    "model": {"type": "BPE", "vocab": {"<unk>": 0, "▁": 1, "H": 2, "▁H": 3}, "merges": [["▁", "H"]]},
+    "decoder": {"type": "Sequence", "decoders": [
+      {"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "Fuse"},
+      {"type": "Strip", "content": " ", "start": 2, "stop": 0}]}})",
+                                                                       "strip.json"));
+  for (const std::vector<int32_t>& ids :
+       {std::vector<int32_t>{3, 1, 1, 1, 1}, {1, 1, 3, 1, 3}, {1, 3, 1, 1, 1, 2, 1, 1, 3}}) {
+    StreamingDecoder stream(tok);
+    std::string streamed;
+    for (const int32_t id : ids) streamed += stream.push(id);
+    streamed += stream.flush();
+    EXPECT_EQ(streamed, tok.decode(ids)) << ids.size() << " ids";
+  }
+  EXPECT_EQ(tok.decode(std::vector<int32_t>{1, 1, 1, 3}), "  H");
+  EXPECT_EQ(tok.decode_continuation(std::vector<int32_t>{1, 1, 1, 3}), "    H");
+}
+
 TEST(TokenizerJson, MalformedFilesAreClearErrors) {
   expect_error([] { parse_tokenizer_json_text("{not json", "t.json"); }, "invalid JSON");
   // nlohmann throws out_of_range, not parse_error, for a number too large for a double.
