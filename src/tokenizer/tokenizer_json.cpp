@@ -439,6 +439,11 @@ TokenizerSpec parse_tokenizer_json(const json& doc, std::string source) {
     spec.decoder_joins_with_space = true;
   }
   if (spec.tokens.empty()) r.bad("model.vocab", "the vocabulary is empty");
+  for (const std::vector<int32_t>* ids : {&spec.prefix_ids, &spec.suffix_ids})
+    for (const int32_t id : *ids)
+      if (id < 0 || static_cast<size_t>(id) >= spec.tokens.size())
+        r.bad("post_processor",
+              fmt::format("token id {} is outside the vocabulary (size {})", id, spec.tokens.size()));
   // Without tokenizer_config.json, the template's first and last tokens are the best guess.
   if (!spec.prefix_ids.empty()) spec.bos_id = spec.prefix_ids.front();
   if (!spec.suffix_ids.empty()) spec.eos_id = spec.suffix_ids.back();

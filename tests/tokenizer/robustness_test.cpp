@@ -300,6 +300,17 @@ TEST(TokenizerJson, MalformedFilesAreClearErrors) {
                        d["post_processor"] = {{"type", "TemplateProcessing"}};
                      }); },
                "single");
+  // The fuzzer found a template token id past the vocabulary read before it was checked.
+  expect_error(
+      [&] {
+        with([](auto& d) {
+          d["post_processor"] = {
+              {"type", "TemplateProcessing"},
+              {"single", {{{"SpecialToken", {{"id", "<s>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
+              {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1 << 20}}}}}}};
+        });
+      },
+      "post_processor: token id 1048576 is outside the vocabulary");
   expect_error([&] { with([](auto& d) { d["added_tokens"][0]["id"] = 1u << 30; }); }, "far beyond");
   expect_error([&] { with([](auto& d) { d["added_tokens"][0]["content"] = ""; }); }, "must not be empty");
   expect_error([&] { with([](auto& d) { d["added_tokens"][0].erase("content"); }); },
