@@ -118,7 +118,7 @@ void best_of_repetitions(benchmark::internal::Benchmark* b) {
                        [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); });
 }
 
-CpuIsa isa_arg(int64_t v) { return v == 1 ? CpuIsa::Avx512 : CpuIsa::Avx2; }
+CpuIsa isa_arg(int64_t v) { return v == 2 ? CpuIsa::Amx : v == 1 ? CpuIsa::Avx512 : CpuIsa::Avx2; }
 constexpr DType kBenchDtypes[] = {DType::F32,  DType::BF16, DType::F16,  DType::Q4_0,
                                   DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                                   DType::Q4_K, DType::Q5_K, DType::Q6_K};
@@ -142,7 +142,7 @@ void fill_weights(void* data, DType dtype, int64_t rows, int64_t k) {
   }
 }
 
-// Args: isa (0 avx2, 1 avx512), dtype (index into kBenchDtypes), n, k, m, cold (0/1).
+// Args: isa (0 avx2, 1 avx512, 2 amx), dtype (index into kBenchDtypes), n, k, m, cold (0/1).
 void BM_Matmul(benchmark::State& state) {
   const CpuIsa isa = isa_arg(state.range(0));
   const DType dtype = dtype_arg(state.range(1));
@@ -186,7 +186,10 @@ void BM_Matmul(benchmark::State& state) {
   }
 }
 
+// AMX differs from AVX-512 only in the bf16 GEMM (n = 512).
 void matmul_args(benchmark::internal::Benchmark* b) {
+  for (const auto& [k, m] : {std::pair<int64_t, int64_t>{576, 1536}, {768, 3072}})
+    b->Args({2, 1, 512, k, m, 0});
   for (const int64_t isa : {1, 0})
     for (const int64_t dtype : {0, 1, 2})
       for (const auto& [k, m] : {std::pair<int64_t, int64_t>{576, 1536}, {768, 3072}}) {

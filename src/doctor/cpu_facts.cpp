@@ -10,11 +10,7 @@ CpuFacts probe_cpu() {
   CpuFacts cpu;
   cpu.features = cpu_features();
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0) {
-    cpu.amx_bf16 = (edx >> 22) & 1;
-    cpu.amx_tile = (edx >> 24) & 1;
-    cpu.amx_int8 = (edx >> 25) & 1;
-  }
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0) cpu.amx_int8 = (edx >> 25) & 1;
   try {
     cpu.isa = cpu_isa_name(best_cpu_isa());
   } catch (const Error& e) {

@@ -66,12 +66,21 @@ std::vector<Finding> cpu_findings(const CpuFacts& cpu) {
   std::vector<Finding> out;
   const CpuFeatures& f = cpu.features;
   const bool has_avx512 = f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+  const bool has_amx = has_avx512 && f.avx512bf16 && f.amx_granted;
   if (!cpu.isa_error.empty()) {
     out.push_back(
         {"cpu isa", Status::Fail, cpu.isa_error, "unset TOKENMILL_CPU_ISA or name an ISA this CPU has"});
     return out;
   }
-  if (cpu.isa == "avx512")
+  if (cpu.isa == "amx")
+    out.push_back({"cpu isa", Status::Ok,
+                   "the CPU backend runs its AVX-512 kernels (16 f32 lanes per instruction), and its "
+                   "prefill matmuls over bf16 weights on AMX tiles",
+                   ""});
+  else if (cpu.isa == "avx512" && has_amx)
+    out.push_back({"cpu isa", Status::Info, "TOKENMILL_CPU_ISA caps the CPU backend at AVX-512 on an AMX CPU",
+                   "unset TOKENMILL_CPU_ISA for AMX prefill over bf16 weights"});
+  else if (cpu.isa == "avx512")
     out.push_back({"cpu isa", Status::Ok,
                    "the CPU backend runs its AVX-512 kernels (16 f32 lanes per instruction)", ""});
   else if (has_avx512)
@@ -83,7 +92,7 @@ std::vector<Finding> cpu_findings(const CpuFacts& cpu) {
                    "the CPU backend runs its AVX2 kernels (8 f32 lanes); this CPU lacks AVX-512 F/BW/VL/DQ",
                    "a CPU with AVX-512 (Intel Xeon Skylake-SP or later, AMD Zen 4 or later) runs the same "
                    "kernels at twice the vector width"});
-  if (cpu.isa == "avx512")
+  if (cpu.isa == "avx512" || cpu.isa == "amx")
     out.push_back(
         f.avx512vnni
             ? Finding{"cpu vnni", Status::Ok,
@@ -94,18 +103,22 @@ std::vector<Finding> cpu_findings(const CpuFacts& cpu) {
                       "no AVX512-VNNI: quantized matmul runs its AVX2 kernels (the f32 kernels still "
                       "use AVX-512)",
                       ""});
-  out.push_back(
-      {"cpu bf16", Status::Info,
-       fmt::format("AVX512-BF16 {}: no tokenmill kernel uses it yet (bf16 weights are widened to f32)",
-                   f.avx512bf16 ? "present" : "absent"),
-       ""});
-  out.push_back(
-      {"cpu amx", Status::Info,
-       cpu.amx_tile ? fmt::format("AMX tiles present (bf16: {}, int8: {}): no tokenmill kernel uses them yet",
-                                  cpu.amx_bf16 ? "yes" : "no", cpu.amx_int8 ? "yes" : "no")
-                    : std::string("no AMX (Intel Xeon Sapphire Rapids or later has it): nothing "
-                                  "in tokenmill needs it yet"),
-       ""});
+  if (cpu.isa == "amx")
+    out.push_back({"cpu amx", Status::Ok,
+                   "prefill matmuls over bf16 weights run on AMX tiles (one TDPBF16PS: 16x16x32 bf16 "
+                   "multiply-adds), f32 activations split into two bf16 parts so results keep f32 precision",
+                   ""});
+  else if (f.amx_tile && f.amx_bf16 && !f.amx_granted)
+    out.push_back({"cpu amx", Status::Warn,
+                   "the CPU has AMX-BF16 but Linux refused the process its tile state (arch_prctl "
+                   "ARCH_REQ_XCOMP_PERM)",
+                   "Linux 5.16 or later grants it; bf16 prefill runs on AVX-512 meanwhile"});
+  else if (!has_amx)
+    out.push_back({"cpu amx", Status::Info,
+                   fmt::format("no AMX-BF16: bf16-weight prefill runs on {} FMA (Intel Xeon Sapphire "
+                               "Rapids or later has AMX)",
+                               has_avx512 ? "AVX-512" : "AVX2"),
+                   ""});
   return out;
 }
 

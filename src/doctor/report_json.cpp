@@ -57,9 +57,10 @@ json cpu_json(const CpuFacts& c) {
             {"avx512dq", f.avx512dq},
             {"avx512bf16", f.avx512bf16},
             {"avx512vnni", f.avx512vnni},
-            {"amx_tile", c.amx_tile},
-            {"amx_bf16", c.amx_bf16},
-            {"amx_int8", c.amx_int8}}},
+            {"amx_tile", f.amx_tile},
+            {"amx_bf16", f.amx_bf16},
+            {"amx_int8", c.amx_int8},
+            {"amx_granted", f.amx_granted}}},
           {"backend_isa", c.isa.empty() ? json(nullptr) : json(c.isa)},
           {"isa_error", c.isa_error}};
 }

@@ -58,8 +58,10 @@ void host_section(std::string& out, const HostFacts& h) {
 void cpu_section(std::string& out, const CpuFacts& c) {
   Section s(out, "CPU");
   s.row("features", cpu_features_string());
-  s.row("amx",
-        c.amx_tile ? fmt::format("tile{}{}", c.amx_bf16 ? " bf16" : "", c.amx_int8 ? " int8" : "") : "no");
+  const CpuFeatures& f = c.features;
+  s.row("amx", f.amx_tile ? fmt::format("tile{}{}{}", f.amx_bf16 ? " bf16" : "", c.amx_int8 ? " int8" : "",
+                                        f.amx_granted ? "" : " (Linux refused the tile state)")
+                          : "no");
   s.row("backend isa", c.isa.empty() ? "refused: " + c.isa_error : c.isa);
 }
 

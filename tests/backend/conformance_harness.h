@@ -90,7 +90,7 @@ inline BackendUnderTest cuda_backend_under_test(const char* attention_kernel = n
 // CUDA backend on GPU 0 when there is one.
 inline std::vector<BackendUnderTest> backends_under_test() {
   std::vector<BackendUnderTest> list;
-  for (const CpuIsa isa : {CpuIsa::Avx2, CpuIsa::Avx512})
+  for (const CpuIsa isa : {CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Amx})
     if (cpu_supports(isa)) list.push_back(cpu_backend_under_test(isa));
 #ifdef TOKENMILL_HAS_CUDA
   if (cuda_usable()) list.push_back(cuda_backend_under_test());

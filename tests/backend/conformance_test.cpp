@@ -106,6 +106,7 @@ const MatmulShape kMatmulShapes[] = {
     {6, 8, 16},
     {12, 16, 32},
     {25, 40, 130},
+    {70, 100, 300},
     // GEMV k tails after 2-vector (bf16 pair) steps, single-vector steps and partial vectors.
     {1, 53, 20},
     {2, 29, 13},

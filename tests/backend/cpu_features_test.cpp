@@ -51,6 +51,13 @@ TEST(CpuFeatures, Avx512NeedsAllFourExtensions) {
   EXPECT_EQ(cpu_supports(CpuIsa::Avx512), f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq);
 }
 
+TEST(CpuFeatures, AmxNeedsAvx512Bf16AndTheTileStateGranted) {
+  const CpuFeatures& f = cpu_features();
+  EXPECT_EQ(cpu_supports(CpuIsa::Amx), cpu_supports(CpuIsa::Avx512) && f.avx512bf16 && f.amx_granted);
+  EXPECT_TRUE(!f.amx_granted || (f.amx_tile && f.amx_bf16));
+  EXPECT_EQ(cpu_features_string().find("amx-bf16") != std::string::npos, f.amx_granted);
+}
+
 TEST(CpuFeatures, ReportsVnniWhereDetected) {
   // The quantized matmul picks its AVX-512 kernels only with VNNI (cpu_backend.cpp).
   EXPECT_EQ(cpu_features_string().find("avx512vnni") != std::string::npos, cpu_features().avx512vnni);
@@ -59,15 +66,20 @@ TEST(CpuFeatures, ReportsVnniWhereDetected) {
 TEST(CpuFeatures, ParsesIsaNames) {
   EXPECT_EQ(parse_cpu_isa("avx2"), CpuIsa::Avx2);
   EXPECT_EQ(parse_cpu_isa("avx512"), CpuIsa::Avx512);
+  EXPECT_EQ(parse_cpu_isa("amx"), CpuIsa::Amx);
   EXPECT_THROW(parse_cpu_isa("sse2"), Error);
   EXPECT_THROW(parse_cpu_isa(""), Error);
   EXPECT_EQ(cpu_isa_name(CpuIsa::Avx2), "avx2");
   EXPECT_EQ(cpu_isa_name(CpuIsa::Avx512), "avx512");
+  EXPECT_EQ(cpu_isa_name(CpuIsa::Amx), "amx");
 }
 
 TEST(CpuFeatures, BestIsaIsTheWidestSupported) {
   ScopedIsaVariable unset(nullptr);
-  EXPECT_EQ(best_cpu_isa(), cpu_supports(CpuIsa::Avx512) ? CpuIsa::Avx512 : CpuIsa::Avx2);
+  const CpuIsa widest = cpu_supports(CpuIsa::Amx)      ? CpuIsa::Amx
+                        : cpu_supports(CpuIsa::Avx512) ? CpuIsa::Avx512
+                                                       : CpuIsa::Avx2;
+  EXPECT_EQ(best_cpu_isa(), widest);
 }
 
 TEST(CpuFeatures, EnvironmentVariableCapsTheIsa) {
@@ -80,10 +92,15 @@ TEST(CpuFeatures, EnvironmentVariableCapsTheIsa) {
     ScopedIsaVariable force("avx9000");
     EXPECT_THROW(best_cpu_isa(), Error);
   }
-  if (!cpu_supports(CpuIsa::Avx512)) {
-    ScopedIsaVariable force("avx512");
+  for (const CpuIsa isa : {CpuIsa::Avx512, CpuIsa::Amx}) {
+    if (cpu_supports(isa)) continue;
+    ScopedIsaVariable force(std::string(cpu_isa_name(isa)).c_str());
     EXPECT_THROW(best_cpu_isa(), Error);
-    EXPECT_THROW(make_cpu_backend_for(CpuIsa::Avx512), Error);
+    EXPECT_THROW(make_cpu_backend_for(isa), Error);
+  }
+  if (cpu_supports(CpuIsa::Amx)) {
+    ScopedIsaVariable force("avx512");
+    EXPECT_EQ(best_cpu_isa(), CpuIsa::Avx512);
   }
 }
 
@@ -91,6 +108,9 @@ TEST(CpuFeatures, BackendNamesTheIsa) {
   EXPECT_EQ(make_cpu_backend_for(CpuIsa::Avx2)->name(), "cpu-avx2");
   if (cpu_supports(CpuIsa::Avx512)) {
     EXPECT_EQ(make_cpu_backend_for(CpuIsa::Avx512)->name(), "cpu-avx512");
+  }
+  if (cpu_supports(CpuIsa::Amx)) {
+    EXPECT_EQ(make_cpu_backend_for(CpuIsa::Amx)->name(), "cpu-amx");
   }
 }
 

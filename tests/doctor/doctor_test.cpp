@@ -147,12 +147,23 @@ TEST(DoctorCpuFindings, ReportsTheIsaTheBackendUses) {
   CpuFacts wide = avx2;
   wide.features.avx512f = wide.features.avx512bw = wide.features.avx512vl = wide.features.avx512dq = true;
   wide.isa = "avx512";
-  wide.amx_tile = wide.amx_bf16 = true;
   const std::vector<Finding> wide_findings = cpu_findings(wide);
   EXPECT_EQ(find_area(wide_findings, "cpu isa")->status, Status::Ok);
   EXPECT_THAT(find_area(wide_findings, "cpu vnni")->found, HasSubstr("AVX2 kernels"));
   EXPECT_THAT(find_area(wide_findings, "cpu amx")->found,
-              HasSubstr("AMX tiles present (bf16: yes, int8: no)"));
+              HasSubstr("no AMX-BF16: bf16-weight prefill runs on AVX-512"));
+
+  CpuFacts amx = wide;
+  amx.features.avx512bf16 = amx.features.amx_tile = amx.features.amx_bf16 = true;
+  amx.features.amx_granted = false;
+  EXPECT_EQ(find_area(cpu_findings(amx), "cpu amx")->status, Status::Warn);
+  amx.features.amx_granted = true;
+  EXPECT_THAT(find_area(cpu_findings(amx), "cpu isa")->found, HasSubstr("caps the CPU backend at AVX-512"));
+  amx.isa = "amx";
+  const std::vector<Finding> amx_findings = cpu_findings(amx);
+  EXPECT_EQ(find_area(amx_findings, "cpu isa")->status, Status::Ok);
+  EXPECT_EQ(find_area(amx_findings, "cpu amx")->status, Status::Ok);
+  EXPECT_NE(find_area(amx_findings, "cpu vnni"), nullptr);
 
   CpuFacts refused;
   refused.isa_error = "TOKENMILL_CPU_ISA=avx512 but this CPU lacks it";

@@ -78,7 +78,7 @@ void matmul_backward(const KernelTable& kernels, const Tensor& x, const Tensor& 
       a.n = c;
       a.k = m;
       a.m = k;
-      gemm(kernels, a);
+      gemm(kernels.gemm, a);
     }
     if (dw != nullptr) {
       // dw[m, k] += dy^T[m, c] . x[c, k]: the product of A = dy^T [m, c] by W = x^T [k, c],
@@ -94,7 +94,7 @@ void matmul_backward(const KernelTable& kernels, const Tensor& x, const Tensor& 
       a.n = m;
       a.k = c;
       a.m = k;
-      gemm(kernels, a);
+      gemm(kernels.gemm, a);
     }
   }
   if (db != nullptr) {

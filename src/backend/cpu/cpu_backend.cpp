@@ -7,6 +7,7 @@
 #include "backend/checks/layer_checks.h"
 #include "backend/checks/linear_checks.h"
 #include "backend/checks/shape_checks.h"
+#include "backend/cpu/amx_gemm.h"
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/cpu_backward.h"
 #include "backend/cpu/cpu_gemm.h"
@@ -60,8 +61,12 @@ const float* vector_as_f32(const KernelTable& kernels, const char* op, const cha
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const KernelTable& kernels, const cpu::QuantKernelTable& quant_kernels, CpuIsa isa)
-      : kernels_(kernels), quant_kernels_(quant_kernels), name_("cpu-" + std::string(cpu_isa_name(isa))) {}
+  CpuBackend(const KernelTable& kernels, const cpu::QuantKernelTable& quant_kernels,
+             const cpu::GemmKernels* amx_gemm, CpuIsa isa)
+      : kernels_(kernels),
+        quant_kernels_(quant_kernels),
+        amx_gemm_(amx_gemm),
+        name_("cpu-" + std::string(cpu_isa_name(isa))) {}
 
   std::string_view name() const override { return name_; }
   DeviceMemory& memory() override { return host_memory(); }
@@ -112,7 +117,7 @@ class CpuBackend final : public Backend {
                           [&](int64_t m0, int64_t m1) { kernels_.gemv(a, m0, m1); });
       return;
     }
-    cpu::gemm(kernels_, a);
+    cpu::gemm(amx_gemm_ != nullptr && cpu::amx_gemm_applies(a) ? *amx_gemm_ : kernels_.gemm, a);
   }
 
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
@@ -287,6 +292,7 @@ class CpuBackend final : public Backend {
 
   const KernelTable& kernels_;
   const cpu::QuantKernelTable& quant_kernels_;
+  const cpu::GemmKernels* amx_gemm_;  // null unless CpuIsa::Amx
   std::string name_;
 };
 
@@ -298,11 +304,13 @@ std::unique_ptr<Backend> make_cpu_backend_for(CpuIsa isa) {
          cpu_features_string());
   // kernels_avx512() itself is AVX-512 code: call it only after the check above. The
   // quantized matmul's AVX-512 kernels also need VNNI; without it they run the AVX2 ones.
-  const KernelTable& kernels = isa == CpuIsa::Avx512 ? cpu::kernels_avx512() : cpu::kernels_avx2();
-  const cpu::QuantKernelTable& quant_kernels = isa == CpuIsa::Avx512 && cpu_features().avx512vnni
-                                                   ? cpu::quant_kernels_avx512_vnni()
-                                                   : cpu::quant_kernels_avx2();
-  return std::make_unique<CpuBackend>(kernels, quant_kernels, isa);
+  // AMX is the AVX-512 set plus the AMX GEMM for bf16 weights.
+  const bool avx512 = isa != CpuIsa::Avx2;
+  const KernelTable& kernels = avx512 ? cpu::kernels_avx512() : cpu::kernels_avx2();
+  const cpu::QuantKernelTable& quant_kernels =
+      avx512 && cpu_features().avx512vnni ? cpu::quant_kernels_avx512_vnni() : cpu::quant_kernels_avx2();
+  const cpu::GemmKernels* amx_gemm = isa == CpuIsa::Amx ? &cpu::amx_gemm_kernels() : nullptr;
+  return std::make_unique<CpuBackend>(kernels, quant_kernels, amx_gemm, isa);
 }
 
 std::unique_ptr<Backend> make_cpu_backend() { return make_cpu_backend_for(best_cpu_isa()); }

@@ -1,5 +1,8 @@
 #include "backend/cpu/cpu_features.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include "core/error.h"
@@ -7,6 +10,14 @@
 namespace tokenmill {
 
 namespace {
+
+// Asks Linux for the AMX tile data state (needed before the first tile instruction, once per
+// process; kernels before 5.16 do not know the request and refuse it).
+bool request_amx_state() {
+  constexpr long kReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM
+  constexpr long kXtileData = 18;         // XFEATURE_XTILEDATA
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+}
 
 CpuFeatures detect() {
   __builtin_cpu_init();
@@ -20,6 +31,9 @@ CpuFeatures detect() {
   f.avx512dq = __builtin_cpu_supports("avx512dq");
   f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+  f.amx_tile = __builtin_cpu_supports("amx-tile");
+  f.amx_bf16 = __builtin_cpu_supports("amx-bf16");
+  f.amx_granted = f.amx_tile && f.amx_bf16 && request_amx_state();
   return f;
 }
 
@@ -35,16 +49,24 @@ bool cpu_supports(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::Avx2: return f.avx2 && f.fma;
     case CpuIsa::Avx512: return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+    case CpuIsa::Amx: return cpu_supports(CpuIsa::Avx512) && f.avx512bf16 && f.amx_granted;
   }
   return false;
 }
 
-std::string_view cpu_isa_name(CpuIsa isa) { return isa == CpuIsa::Avx512 ? "avx512" : "avx2"; }
+std::string_view cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::Avx2: return "avx2";
+    case CpuIsa::Avx512: return "avx512";
+    case CpuIsa::Amx: return "amx";
+  }
+  return "?";
+}
 
 CpuIsa parse_cpu_isa(std::string_view name) {
-  if (name == "avx2") return CpuIsa::Avx2;
-  if (name == "avx512") return CpuIsa::Avx512;
-  fail("unknown CPU ISA '{}': expected avx2 or avx512", name);
+  for (const CpuIsa isa : {CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Amx})
+    if (name == cpu_isa_name(isa)) return isa;
+  fail("unknown CPU ISA '{}': expected avx2, avx512 or amx", name);
 }
 
 CpuIsa best_cpu_isa() {
@@ -55,6 +77,7 @@ CpuIsa best_cpu_isa() {
            forced, cpu_features_string());
     return isa;
   }
+  if (cpu_supports(CpuIsa::Amx)) return CpuIsa::Amx;
   if (cpu_supports(CpuIsa::Avx512)) return CpuIsa::Avx512;
   if (cpu_supports(CpuIsa::Avx2)) return CpuIsa::Avx2;
   fail("this CPU lacks AVX2/FMA, which tokenmill's x86-64-v3 build requires");
@@ -77,6 +100,7 @@ std::string cpu_features_string() {
   add(f.avx512dq, "avx512dq");
   add(f.avx512bf16, "avx512bf16");
   add(f.avx512vnni, "avx512vnni");
+  add(f.amx_granted, "amx-tile amx-bf16");
   return s;
 }
 

@@ -2,9 +2,12 @@
 //
 // The project baseline is x86-64-v3 (AVX2 + FMA + F16C), so the AVX2 kernels always run.
 // The AVX-512 kernels (F + BW + VL + DQ) run when the CPU has them; within them, the
-// quantized matmul uses VNNI when present and the AVX2 kernels otherwise. The environment variable
-// TOKENMILL_CPU_ISA=avx2|avx512 caps the choice (to test the lower path on a wide machine);
-// asking for more than the CPU has is an error, never a crash.
+// quantized matmul uses VNNI when present and the AVX2 kernels otherwise. AMX (the AVX-512
+// kernels plus the AMX GEMM for bf16 weights, amx_gemm.h) needs AMX-TILE, AMX-BF16 and
+// AVX512-BF16, and Linux's grant of the tile state to the process, which detection asks for
+// (arch_prctl ARCH_REQ_XCOMP_PERM, once). The environment variable
+// TOKENMILL_CPU_ISA=avx2|avx512|amx caps the choice (to test the lower paths on a wide
+// machine); asking for more than the CPU has is an error, never a crash.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +16,7 @@
 
 namespace tokenmill {
 
-enum class CpuIsa : uint8_t { Avx2, Avx512 };
+enum class CpuIsa : uint8_t { Avx2, Avx512, Amx };
 
 struct CpuFeatures {
   bool avx2 = false;
@@ -23,8 +26,11 @@ struct CpuFeatures {
   bool avx512bw = false;
   bool avx512vl = false;
   bool avx512dq = false;
-  bool avx512bf16 = false;  // detected and reported; no kernel needs it yet
+  bool avx512bf16 = false;  // vcvtneps2bf16: the AMX GEMM rounds activations with it
   bool avx512vnni = false;  // vpdpbusd: the quantized matmul's AVX-512 kernels need it
+  bool amx_tile = false;
+  bool amx_bf16 = false;
+  bool amx_granted = false;  // Linux let the process use the AMX tile state
 };
 
 // What this CPU supports (cached after the first call).
@@ -35,9 +41,10 @@ bool cpu_supports(CpuIsa isa);
 // variable names an unknown ISA or one this CPU lacks.
 CpuIsa best_cpu_isa();
 std::string_view cpu_isa_name(CpuIsa isa);
-// Parses "avx2" / "avx512"; throws Error otherwise.
+// Parses "avx2" / "avx512" / "amx"; throws Error otherwise.
 CpuIsa parse_cpu_isa(std::string_view name);
-// One line for logs and `doctor`, e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512dq".
+// One line for logs and `doctor`, e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512dq"
+// (amx-tile and amx-bf16 only where Linux granted the tile state).
 std::string cpu_features_string();
 
 }  // namespace tokenmill

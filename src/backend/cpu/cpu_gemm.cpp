@@ -9,17 +9,17 @@ namespace tokenmill::cpu {
 namespace {
 
 thread_local Scratch tl_packed_x;      // caller: x in token tiles, read by the workers
-thread_local Scratch tl_worker_panel;  // worker: one f32 weight panel
+thread_local Scratch tl_worker_panel;  // worker: one packed weight panel
 
 }  // namespace
 
-void gemm(const KernelTable& kernels, const MatmulArgs& a) {
+void gemm(const GemmKernels& kernels, const MatmulArgs& a) {
   const int64_t tile = kernels.tile_tokens, panel_rows = kernels.panel_rows;
   const int64_t tiles = (a.n + tile - 1) / tile;
   const int64_t panels = (a.m + panel_rows - 1) / panel_rows;
-  float* packed = tl_packed_x.floats(tiles * tile * a.k);
+  float* packed = tl_packed_x.floats(kernels.packed_x_floats(tiles, a.k));
   parallel_for_chunks(tiles, grain_for(tile * a.k, kMinElementwiseWork),
-                      [&](int64_t b0, int64_t b1) { kernels.gemm_pack_x(a, b0, b1, packed); });
+                      [&](int64_t b0, int64_t b1) { kernels.pack_x(a, b0, b1, packed); });
   // Enough tasks for every thread: split the tokens when there are few panels.
   const int64_t want = 4 * static_cast<int64_t>(thread_count());
   int64_t splits = panels >= want ? 1 : (want + panels - 1) / panels;
@@ -27,10 +27,10 @@ void gemm(const KernelTable& kernels, const MatmulArgs& a) {
   const int64_t tasks = panels * splits;
   const int64_t work_per_task = panel_rows * a.k * (a.n / splits + 1);
   parallel_for_chunks(tasks, grain_for(work_per_task, kMinMatmulWork), [&](int64_t i0, int64_t i1) {
-    float* panel = tl_worker_panel.floats(kGemmBlockK * panel_rows);
+    float* panel = tl_worker_panel.floats(kernels.panel_buffer_floats(a.k));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t p = i / splits, s = i % splits;
-      kernels.gemm_panel(a, packed, p, tiles * s / splits, tiles * (s + 1) / splits, panel);
+      kernels.panel(a, packed, p, tiles * s / splits, tiles * (s + 1) / splits, panel);
     }
   });
 }

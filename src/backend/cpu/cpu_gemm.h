@@ -1,14 +1,14 @@
-// The CPU backend's packed GEMM (the prefill regime of matmul, and the backward products):
-// x is packed once into token tiles, then (weight panel, token range) tasks run in parallel.
-// The order of every sum is fixed by the blocking, so the result is the same bits whatever
-// the thread count.
+// The CPU backend's packed GEMM driver (the prefill regime of matmul, and the backward
+// products): x is packed once into token tiles, then (weight panel, token range) tasks run in
+// parallel. The order of every sum is fixed by the blocking, so the result is the same bits
+// whatever the thread count.
 #pragma once
 
 #include "backend/cpu/kernels.h"
 
 namespace tokenmill::cpu {
 
-// y for the already checked `a` (any n >= 1, k >= 1, m >= 1; f32, bf16 or f16 weights).
-void gemm(const KernelTable& kernels, const MatmulArgs& a);
+// y for the already checked `a` (any n >= 1, k >= 1, m >= 1, and what `kernels` take).
+void gemm(const GemmKernels& kernels, const MatmulArgs& a);
 
 }  // namespace tokenmill::cpu

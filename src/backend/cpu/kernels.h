@@ -50,6 +50,23 @@ inline constexpr int64_t kGemvMaxTokens = 4;
 // GEMM blocking over k: weight panels hold [kGemmBlockK, panel_rows] f32.
 inline constexpr int64_t kGemmBlockK = 256;
 
+// A packed GEMM (the prefill regime of matmul, and the backward products), which
+// cpu_gemm.cpp drives: x is packed once into token tiles of `tile_tokens`, then each weight
+// panel of `panel_rows` rows is packed into a worker's buffer and multiplied by a range of
+// tiles. Every sum runs in an order fixed by the blocking (never by the thread count).
+struct GemmKernels {
+  int64_t tile_tokens = 0;
+  int64_t panel_rows = 0;
+  // The scratch floats that packed x (`tiles` tiles) and one worker's panel buffer need.
+  int64_t (*packed_x_floats)(int64_t tiles, int64_t k) = nullptr;
+  int64_t (*panel_buffer_floats)(int64_t k) = nullptr;
+  // Packs tiles [tile0, tile1) (of x, or of x stored transposed).
+  void (*pack_x)(const MatmulArgs& a, int64_t tile0, int64_t tile1, float* packed) = nullptr;
+  // y for weight panel `panel` and token tiles [tile0, tile1).
+  void (*panel)(const MatmulArgs& a, const float* packed, int64_t panel, int64_t tile0, int64_t tile1,
+                float* panel_buffer) = nullptr;
+};
+
 struct KernelTable {
   const char* isa = "";
 
@@ -57,17 +74,10 @@ struct KernelTable {
   // m0 must be a multiple of 8 (then the result does not depend on how rows are split).
   void (*gemv)(const MatmulArgs& a, int64_t m0, int64_t m1) = nullptr;
 
-  // --- matmul, prefill regime: x is packed once into token tiles of `tile_tokens`
+  // --- matmul, prefill regime, f32 arithmetic: x is packed as f32
   // (packed[(tile * k + i) * tile_tokens + t] = x[tile * tile_tokens + t, i], zero past n),
-  // then every weight panel of `panel_rows` rows is converted to f32 and multiplied by tiles.
-  int64_t tile_tokens = 0;
-  int64_t panel_rows = 0;
-  // Packs tiles [tile0, tile1) (of x, or of x stored transposed).
-  void (*gemm_pack_x)(const MatmulArgs& a, int64_t tile0, int64_t tile1, float* packed) = nullptr;
-  // y for weight panel `panel` and token tiles [tile0, tile1); `panel_buffer` holds
-  // kGemmBlockK * panel_rows floats.
-  void (*gemm_panel)(const MatmulArgs& a, const float* packed, int64_t panel, int64_t tile0, int64_t tile1,
-                     float* panel_buffer) = nullptr;
+  // and every weight panel is converted to f32, kGemmBlockK deep at a time.
+  GemmKernels gemm;
 
   // --- per-row and elementwise ops (count / d elements, f32 unless stated).
   void (*convert_to_f32)(const void* src, DType dtype, int64_t count, float* dst) = nullptr;

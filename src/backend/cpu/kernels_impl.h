@@ -459,6 +459,16 @@ void gemv(const MatmulArgs& a, int64_t m0, int64_t m1) {
 // ---------------------------------------------------------------- matmul: prefill GEMM
 
 template <class S>
+int64_t gemm_packed_x_floats(int64_t tiles, int64_t k) {
+  return tiles * S::kTileTokens * k;
+}
+
+template <class S>
+int64_t gemm_panel_buffer_floats(int64_t /*k*/) {
+  return kGemmBlockK * 2 * S::kWidth;
+}
+
+template <class S>
 void gemm_pack_x(const MatmulArgs& a, int64_t tile0, int64_t tile1, float* packed) {
   constexpr int64_t T = S::kTileTokens;
   const int64_t k = a.k;
@@ -795,10 +805,12 @@ KernelTable make_kernel_table(const char* isa) {
   return KernelTable{
       .isa = isa,
       .gemv = &gemv<S>,
-      .tile_tokens = S::kTileTokens,
-      .panel_rows = 2 * S::kWidth,
-      .gemm_pack_x = &gemm_pack_x<S>,
-      .gemm_panel = &gemm_panel<S>,
+      .gemm = {.tile_tokens = S::kTileTokens,
+               .panel_rows = 2 * S::kWidth,
+               .packed_x_floats = &gemm_packed_x_floats<S>,
+               .panel_buffer_floats = &gemm_panel_buffer_floats<S>,
+               .pack_x = &gemm_pack_x<S>,
+               .panel = &gemm_panel<S>},
       .convert_to_f32 = &convert_to_f32<S>,
       .convert_from_f32 = &convert_from_f32<S>,
       .rms_norm = &rms_norm<S>,

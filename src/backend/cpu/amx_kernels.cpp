@@ -1,0 +1,183 @@
+// The AMX GEMM's kernels (amx_gemm.h). This file is compiled with AVX-512, AVX512-BF16 and
+// AMX enabled; cpu_backend.cpp calls into it only when cpu_supports(CpuIsa::Amx).
+//
+// Blocking. k runs in steps of 32 (one 64-byte row of bf16 in a tile). A token tile is 32
+// tokens: per step, four A tiles of 16 tokens x 32 k, [token half][hi, lo]. A panel is 128
+// weight rows: per step, eight B tiles of 16 k-pairs x 16 rows (AMX's pair-interleaved
+// layout: B[p][r] holds w[r, 2p] and w[r, 2p + 1]). The tile registers hold, for 32 tokens
+// by 32 rows of the panel at a time: 0-3 the f32 sums C[token half][row half], 4-5 the two A
+// tiles, 6-7 the two B tiles. Per step that is 8 tile products, hi then lo, so each output
+// is summed in the same order (k ascending, hi before lo) whatever the tasks and threads.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+
+#include "backend/cpu/amx_gemm.h"
+#include "backend/cpu/simd_avx512.h"
+
+namespace tokenmill::cpu {
+namespace {
+
+constexpr int64_t kTileTokens = 32;
+constexpr int64_t kPanelRows = 128;
+constexpr int64_t kStep = 32;                 // k per step
+constexpr int64_t kTileValues = 16 * 32;      // bf16 values in one 1 KiB tile
+constexpr int64_t kATiles = 4;                // per token tile and step
+constexpr int64_t kBTiles = kPanelRows / 16;  // per panel and step
+
+int64_t steps(int64_t k) { return (k + kStep - 1) / kStep; }
+
+int64_t packed_x_floats(int64_t tiles, int64_t k) { return tiles * steps(k) * kATiles * kTileValues / 2; }
+
+int64_t panel_buffer_floats(int64_t k) { return steps(k) * kBTiles * kTileValues / 2; }
+
+// The first `count` lanes (none when count <= 0).
+__mmask16 first16(int64_t count) {
+  return count >= 16  ? static_cast<__mmask16>(0xffff)
+         : count <= 0 ? 0
+                      : static_cast<__mmask16>((1u << count) - 1);
+}
+__mmask32 first32(int64_t count) { return count >= 32 ? 0xffffffffu : count <= 0 ? 0 : (1u << count) - 1; }
+
+__m256i to_bf16(__m512 v) { return std::bit_cast<__m256i>(_mm512_cvtneps_pbh(v)); }
+
+__m512 from_bf16(__m256i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)); }
+
+// x = hi + lo for 16 lanes, stored as bf16 at hi and lo. Where x is infinite, lo is 0 (not
+// inf - inf = NaN), so the product is the f32 GEMM's.
+void split(__m512 x, uint16_t* hi, uint16_t* lo) {
+  const __m256i h = to_bf16(x);
+  const __m512 rest = _mm512_sub_ps(x, from_bf16(h));
+  const __m512 finite_rest = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(rest, rest, _CMP_ORD_Q), rest);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi), h);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo), to_bf16(finite_rest));
+}
+
+void pack_x(const MatmulArgs& a, int64_t tile0, int64_t tile1, float* packed) {
+  const int64_t n_steps = steps(a.k);
+  auto* out = reinterpret_cast<uint16_t*>(packed);
+  for (int64_t b = tile0; b < tile1; ++b) {
+    for (int64_t s = 0; s < n_steps; ++s) {
+      uint16_t* tiles = out + (b * n_steps + s) * kATiles * kTileValues;
+      const int64_t k0 = s * kStep;
+      for (int64_t t = 0; t < kTileTokens; ++t) {
+        const int64_t token = b * kTileTokens + t;
+        const int64_t count = token < a.n ? std::min(kStep, a.k - k0) : 0;  // zeros past n
+        const float* src = count > 0 ? a.x + token * a.k + k0 : a.x;
+        uint16_t* hi = tiles + (t / 16) * 2 * kTileValues + (t % 16) * kStep;
+        uint16_t* lo = hi + kTileValues;
+        split(_mm512_maskz_loadu_ps(first16(count), src), hi, lo);
+        split(_mm512_maskz_loadu_ps(first16(count - 16), src + 16), hi + 16, lo + 16);
+      }
+    }
+  }
+}
+
+// The B tiles of panel `panel` (rows past m and k past its end are zero): for each step and
+// group of 16 rows, the 16 rows' 32-bit k-pairs, transposed.
+void pack_panel(const MatmulArgs& a, int64_t panel, uint16_t* out) {
+  const auto* w = static_cast<const uint16_t*>(a.w);
+  for (int64_t s = 0; s < steps(a.k); ++s) {
+    const int64_t k0 = s * kStep;
+    const __mmask32 columns = first32(a.k - k0);
+    for (int64_t g = 0; g < kBTiles; ++g) {
+      __m512 rows[16];
+      for (int64_t j = 0; j < 16; ++j) {
+        const int64_t r = panel * kPanelRows + g * 16 + j;
+        rows[j] = r < a.m ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(columns, w + r * a.k + k0))
+                          : _mm512_setzero_ps();
+      }
+      Avx512::transpose(rows);  // 32-bit lanes: rows[p][j] = pair p of row j
+      uint16_t* tile = out + (s * kBTiles + g) * kTileValues;
+      for (int64_t p = 0; p < 16; ++p) _mm512_storeu_ps(reinterpret_cast<float*>(tile + p * 32), rows[p]);
+    }
+  }
+}
+
+// The 64-byte operand of ldtilecfg: palette 1, eight tiles of 16 rows x 64 bytes.
+struct TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+
+// y for tokens of tile `tile` and rows r0.. of the panel from the four f32 sums (c[token
+// half][row half]): the sum plus the bias, or plus y when accumulating.
+void write_y(const MatmulArgs& a, const float (&c)[2][2][16][16], int64_t tile, int64_t r0) {
+  for (int64_t half = 0; half < 2; ++half) {
+    const int64_t rows0 = r0 + half * 16;
+    const __mmask16 rows = first16(a.m - rows0);
+    if (rows == 0) continue;
+    const __m512 bias = a.bias != nullptr ? _mm512_maskz_loadu_ps(rows, a.bias + rows0) : _mm512_setzero_ps();
+    for (int64_t t = 0; t < kTileTokens; ++t) {
+      const int64_t token = tile * kTileTokens + t;
+      if (token >= a.n) break;
+      float* y = a.y + token * a.m + rows0;
+      const __m512 base = a.accumulate ? _mm512_maskz_loadu_ps(rows, y) : bias;
+      _mm512_mask_storeu_ps(y, rows, _mm512_add_ps(_mm512_loadu_ps(c[t / 16][half][t % 16]), base));
+    }
+  }
+}
+
+void panel(const MatmulArgs& a, const float* packed, int64_t panel, int64_t tile0, int64_t tile1,
+           float* panel_buffer) {
+  auto* b_tiles = reinterpret_cast<uint16_t*>(panel_buffer);
+  pack_panel(a, panel, b_tiles);
+  const auto* x_tiles = reinterpret_cast<const uint16_t*>(packed);
+  const int64_t n_steps = steps(a.k);
+  const TileConfig config;
+  _tile_loadconfig(&config);
+  alignas(64) float c[2][2][16][16];
+  for (int64_t b = tile0; b < tile1; ++b) {
+    for (int64_t pair = 0; pair < kBTiles / 2; ++pair) {
+      const int64_t r0 = panel * kPanelRows + pair * 32;
+      if (r0 >= a.m) break;
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      const uint16_t* x = x_tiles + b * n_steps * kATiles * kTileValues;
+      const uint16_t* w = b_tiles + pair * 2 * kTileValues;
+      for (int64_t s = 0; s < n_steps; ++s, x += kATiles * kTileValues, w += kBTiles * kTileValues) {
+        _tile_loadd(6, w, 64);
+        _tile_loadd(7, w + kTileValues, 64);
+        _tile_loadd(4, x, 64);                    // hi, tokens 0-15
+        _tile_loadd(5, x + 2 * kTileValues, 64);  // hi, tokens 16-31
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+        _tile_loadd(4, x + kTileValues, 64);      // lo, tokens 0-15
+        _tile_loadd(5, x + 3 * kTileValues, 64);  // lo, tokens 16-31
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+      _tile_stored(0, c[0][0], 64);
+      _tile_stored(1, c[0][1], 64);
+      _tile_stored(2, c[1][0], 64);
+      _tile_stored(3, c[1][1], 64);
+      write_y(a, c, b, r0);
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace
+
+const GemmKernels& amx_gemm_kernels() {
+  static const GemmKernels kernels{.tile_tokens = kTileTokens,
+                                   .panel_rows = kPanelRows,
+                                   .packed_x_floats = &packed_x_floats,
+                                   .panel_buffer_floats = &panel_buffer_floats,
+                                   .pack_x = &pack_x,
+                                   .panel = &panel};
+  return kernels;
+}
+
+}  // namespace tokenmill::cpu
