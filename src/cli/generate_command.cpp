@@ -53,10 +53,12 @@ std::vector<int32_t> prompt_of(const GenerateFlags& f, const TextModel& m) {
 void run_generate(const GenerateFlags& f) {
   const TextModel m = TextModel::load(f.model_dir);
   const auto backend = open_device(f.device, *m.model);
-  Transformer transformer(*m.model, *backend);
-
   GenerateRequest request;
   request.prompt = prompt_of(f, m);
+  // The KV cache holds what this one request can reach (capped at the model's context), not
+  // the whole context: a first touch of cache memory costs page faults inside the prefill.
+  Transformer transformer(*m.model, *backend, static_cast<int64_t>(request.prompt.size()) + f.max_new_tokens);
+
   request.max_new_tokens = f.max_new_tokens;
   request.eos_token_ids = m.eos_token_ids;
   request.ignore_eos = f.ignore_eos;
