@@ -36,4 +36,20 @@ void parallel_for_chunks(int64_t n, int64_t grain, Body&& body) {
   }
 }
 
+// As parallel_for_chunks, but each chunk of `grain` items goes to whichever thread is free
+// next: for items of unequal cost. Which thread runs which chunk varies from run to run.
+template <class Body>
+void parallel_for_dynamic(int64_t n, int64_t grain, Body&& body) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  const int64_t blocks = (n + grain - 1) / grain;
+  const int threads = blocks < thread_count() ? static_cast<int>(blocks) : thread_count();
+  if (threads <= 1) {
+    body(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t b = 0; b < blocks; ++b) body(b * grain, (b + 1) * grain < n ? (b + 1) * grain : n);
+}
+
 }  // namespace tokenmill

@@ -26,7 +26,9 @@ void gemm(const GemmKernels& kernels, const MatmulArgs& a) {
   if (splits > tiles) splits = tiles;
   const int64_t tasks = panels * splits;
   const int64_t work_per_task = panel_rows * a.k * (a.n / splits + 1);
-  parallel_for_chunks(tasks, grain_for(work_per_task, kMinMatmulWork), [&](int64_t i0, int64_t i1) {
+  // Tasks differ in cost (a last panel or token range may be partial): hand them out as
+  // threads come free. Each output is still summed by one task in one fixed order.
+  parallel_for_dynamic(tasks, grain_for(work_per_task, kMinMatmulWork), [&](int64_t i0, int64_t i1) {
     float* panel = tl_worker_panel.floats(kernels.panel_buffer_floats(a.k));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t p = i / splits, s = i % splits;
