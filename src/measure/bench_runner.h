@@ -73,7 +73,7 @@ struct DeviceSummary {
   std::string name;     // the CPU model, from /proc/cpuinfo ("unknown CPU" when absent), or the
                         // backend's name for a device ("cuda:0 (NVIDIA H100 80GB HBM3, sm_90)")
   int threads = 0;      // host threads
-  std::string isa;      // the CPU kernels' instruction set: "avx2", "avx512"; "" on a device
+  std::string isa;      // the CPU kernels' instruction set: "avx2", "avx512", "amx"; "" on a device
 };
 
 struct ModelSummary {

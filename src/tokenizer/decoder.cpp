@@ -126,7 +126,9 @@ std::string Decoder::decode(std::vector<std::string> tokens, bool raw_bytes, Dec
         break;
       case Kind::Metaspace:
         for (size_t i = 0; i < tokens.size(); ++i) {
-          const bool drop = i == 0 && at_start && step.prepend_scheme != PrependScheme::Never;
+          // HF drops every replacement in token 0; once joined, token 0 is the whole text,
+          // so a continuation is still part of it.
+          const bool drop = i == 0 && (at_start || whole_text) && step.prepend_scheme != PrependScheme::Never;
           tokens[i] = replace_literal(tokens[i], step.replacement, drop ? "" : " ");
         }
         break;

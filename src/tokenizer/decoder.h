@@ -3,8 +3,9 @@
 // to a new list, and the result is their concatenation). The result is valid UTF-8, unless
 // raw bytes are asked for: then byte tokens that do not form whole characters are kept as
 // they are (what OpenAI's logprobs `bytes` report for a token holding part of a character).
-// Two steps treat the start of the text specially (Strip's `start` after a Fuse, Metaspace's
-// first token); decoding tokens that continue a text (streaming) leaves them out.
+// Two steps treat the start of the text specially: Strip's `start` once the tokens are joined
+// (by Fuse or ByteLevel) into the whole text, and Metaspace's first token (while not joined);
+// decoding tokens that continue a text (streaming) leaves those rules out.
 #pragma once
 
 #include <string>

@@ -53,7 +53,7 @@ class Tokenizer {
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
   // As decode, for ids that continue a text rather than start it (a stream's window): the
   // decoder's start-of-text rules (Strip's `start` on the joined text, Metaspace dropping
-  // the first token's space) do not apply.
+  // the first token's spaces while the tokens are not joined) do not apply.
   std::string decode_continuation(std::span<const int32_t> ids, bool skip_special = false) const;
 
   // The token's string as stored in the vocabulary (byte-level tokens in their mapped

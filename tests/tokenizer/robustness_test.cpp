@@ -243,6 +243,23 @@ TEST(TokenizerDecode, StreamingStripsOnlyTheStartOfTheText) {
   EXPECT_EQ(tok.decode_continuation(std::vector<int32_t>{1, 1, 1, 3}), "    H");
 }
 
+// Metaspace after a Fuse sees one token, the whole text, and drops every "▁" in it (HF's
+// decoder); a stream's later windows are part of that token too. (Review found the stream
+// turning them into spaces.)
+TEST(TokenizerDecode, StreamingKeepsMetaspaceAfterAJoin) {
+  const Tokenizer tok = Tokenizer::from_spec(parse_tokenizer_json_text(R"({
+    "model": {"type": "BPE", "vocab": {"<unk>": 0, "▁a": 1, "▁b": 2, "c": 3}, "merges": []},
+    "decoder": {"type": "Sequence", "decoders": [{"type": "Fuse"},
+      {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true}]}})",
+                                                                       "metaspace.json"));
+  const std::vector<int32_t> ids = {1, 2, 3, 1, 2};
+  EXPECT_EQ(tok.decode(ids), "abcab");
+  StreamingDecoder stream(tok);
+  std::string streamed;
+  for (const int32_t id : ids) streamed += stream.push(id);
+  EXPECT_EQ(streamed + stream.flush(), "abcab");
+}
+
 TEST(TokenizerJson, MalformedFilesAreClearErrors) {
   expect_error([] { parse_tokenizer_json_text("{not json", "t.json"); }, "invalid JSON");
   // nlohmann throws out_of_range, not parse_error, for a number too large for a double.
