@@ -10,9 +10,10 @@ namespace tokenmill::doctor {
 
 struct CpuFacts {
   CpuFeatures features;
-  bool amx_int8 = false;  // CPUID.(7,0):EDX bit 25 (no kernel uses it)
-  std::string isa;        // best_cpu_isa(): "amx", "avx512" or "avx2"; "" when it refused
-  std::string isa_error;  // why best_cpu_isa() refused (TOKENMILL_CPU_ISA asks for too much)
+  bool amx_int8 = false;     // CPUID.(7,0):EDX bit 25 (no kernel uses it)
+  bool amx_granted = false;  // amx_tile_state_granted(), asked where the CPU has AMX-TILE and -BF16
+  std::string isa;           // best_cpu_isa(): "amx", "avx512" or "avx2"; "" when it refused
+  std::string isa_error;     // why best_cpu_isa() refused (TOKENMILL_CPU_ISA asks for too much)
 };
 
 CpuFacts probe_cpu();

@@ -66,7 +66,7 @@ std::vector<Finding> cpu_findings(const CpuFacts& cpu) {
   std::vector<Finding> out;
   const CpuFeatures& f = cpu.features;
   const bool has_avx512 = f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
-  const bool has_amx = has_avx512 && f.avx512bf16 && f.amx_granted;
+  const bool has_amx = has_avx512 && f.avx512bf16 && f.amx_bf16 && cpu.amx_granted;
   if (!cpu.isa_error.empty()) {
     out.push_back(
         {"cpu isa", Status::Fail, cpu.isa_error, "unset TOKENMILL_CPU_ISA or name an ISA this CPU has"});
@@ -103,21 +103,30 @@ std::vector<Finding> cpu_findings(const CpuFacts& cpu) {
                       "no AVX512-VNNI: quantized matmul runs its AVX2 kernels (the f32 kernels still "
                       "use AVX-512)",
                       ""});
+  const char* fma = cpu.isa == "avx2" ? "AVX2" : "AVX-512";
   if (cpu.isa == "amx")
     out.push_back({"cpu amx", Status::Ok,
                    "prefill matmuls over bf16 weights run on AMX tiles (one TDPBF16PS: 16x16x32 bf16 "
-                   "multiply-adds), f32 activations split into two bf16 parts so results keep f32 precision",
+                   "multiply-adds), each f32 activation split into two bf16 parts (16 of its 24 bits)",
                    ""});
-  else if (f.amx_tile && f.amx_bf16 && !f.amx_granted)
+  else if (f.amx_tile && f.amx_bf16 && !cpu.amx_granted)
     out.push_back({"cpu amx", Status::Warn,
-                   "the CPU has AMX-BF16 but Linux refused the process its tile state (arch_prctl "
-                   "ARCH_REQ_XCOMP_PERM)",
-                   "Linux 5.16 or later grants it; bf16 prefill runs on AVX-512 meanwhile"});
+                   fmt::format("the CPU has AMX-BF16 but Linux did not grant the process its tile state "
+                               "(arch_prctl ARCH_REQ_XCOMP_PERM): bf16 prefill runs on {} FMA",
+                               fma),
+                   "Linux grants it from 5.16 on unless a seccomp filter or a too-small signal stack "
+                   "refuses it"});
+  else if (f.amx_tile && f.amx_bf16 && !f.avx512bf16)
+    out.push_back({"cpu amx", Status::Info,
+                   fmt::format("AMX-BF16 without AVX512-BF16 (the AMX GEMM rounds activations with it): "
+                               "bf16 prefill runs on {} FMA",
+                               fma),
+                   ""});
   else if (!has_amx)
     out.push_back({"cpu amx", Status::Info,
                    fmt::format("no AMX-BF16: bf16-weight prefill runs on {} FMA (Intel Xeon Sapphire "
                                "Rapids or later has AMX)",
-                               has_avx512 ? "AVX-512" : "AVX2"),
+                               fma),
                    ""});
   return out;
 }

@@ -60,7 +60,7 @@ void cpu_section(std::string& out, const CpuFacts& c) {
   s.row("features", cpu_features_string());
   const CpuFeatures& f = c.features;
   s.row("amx", f.amx_tile ? fmt::format("tile{}{}{}", f.amx_bf16 ? " bf16" : "", c.amx_int8 ? " int8" : "",
-                                        f.amx_granted ? "" : " (Linux refused the tile state)")
+                                        f.amx_bf16 && !c.amx_granted ? " (tile state not granted)" : "")
                           : "no");
   s.row("backend isa", c.isa.empty() ? "refused: " + c.isa_error : c.isa);
 }

@@ -53,9 +53,10 @@ TEST(CpuFeatures, Avx512NeedsAllFourExtensions) {
 
 TEST(CpuFeatures, AmxNeedsAvx512Bf16AndTheTileStateGranted) {
   const CpuFeatures& f = cpu_features();
-  EXPECT_EQ(cpu_supports(CpuIsa::Amx), cpu_supports(CpuIsa::Avx512) && f.avx512bf16 && f.amx_granted);
-  EXPECT_TRUE(!f.amx_granted || (f.amx_tile && f.amx_bf16));
-  EXPECT_EQ(cpu_features_string().find("amx-bf16") != std::string::npos, f.amx_granted);
+  EXPECT_EQ(cpu_supports(CpuIsa::Amx), cpu_supports(CpuIsa::Avx512) && f.avx512bf16 && f.amx_tile &&
+                                           f.amx_bf16 && amx_tile_state_granted());
+  EXPECT_TRUE(!amx_tile_state_granted() || f.amx_tile);
+  EXPECT_EQ(cpu_features_string().find("amx-bf16") != std::string::npos, f.amx_bf16);
 }
 
 TEST(CpuFeatures, ReportsVnniWhereDetected) {

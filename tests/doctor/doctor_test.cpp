@@ -155,9 +155,8 @@ TEST(DoctorCpuFindings, ReportsTheIsaTheBackendUses) {
 
   CpuFacts amx = wide;
   amx.features.avx512bf16 = amx.features.amx_tile = amx.features.amx_bf16 = true;
-  amx.features.amx_granted = false;
   EXPECT_EQ(find_area(cpu_findings(amx), "cpu amx")->status, Status::Warn);
-  amx.features.amx_granted = true;
+  amx.amx_granted = true;
   EXPECT_THAT(find_area(cpu_findings(amx), "cpu isa")->found, HasSubstr("caps the CPU backend at AVX-512"));
   amx.isa = "amx";
   const std::vector<Finding> amx_findings = cpu_findings(amx);

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cfloat>
 #include <cstdint>
 
 #include "backend/cpu/amx_gemm.h"
@@ -45,14 +46,16 @@ __m256i to_bf16(__m512 v) { return std::bit_cast<__m256i>(_mm512_cvtneps_pbh(v))
 
 __m512 from_bf16(__m256i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)); }
 
-// x = hi + lo for 16 lanes, stored as bf16 at hi and lo. Where x is infinite, lo is 0 (not
-// inf - inf = NaN), so the product is the f32 GEMM's.
+// x = hi + lo for 16 lanes, stored as bf16 at hi and lo. Where hi is not finite (x infinite
+// or NaN, or |x| within half a bf16 step of FLT_MAX, which rounds to inf), lo is 0: the
+// product is then hi's (inf or NaN), never inf - inf.
 void split(__m512 x, uint16_t* hi, uint16_t* lo) {
   const __m256i h = to_bf16(x);
-  const __m512 rest = _mm512_sub_ps(x, from_bf16(h));
-  const __m512 finite_rest = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(rest, rest, _CMP_ORD_Q), rest);
+  const __m512 hf = from_bf16(h);
+  const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_abs_ps(hf), _mm512_set1_ps(FLT_MAX), _CMP_LE_OQ);
+  const __m512 rest = _mm512_maskz_sub_ps(finite, x, hf);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi), h);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo), to_bf16(finite_rest));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo), to_bf16(rest));
 }
 
 void pack_x(const MatmulArgs& a, int64_t tile0, int64_t tile1, float* packed) {
@@ -65,11 +68,13 @@ void pack_x(const MatmulArgs& a, int64_t tile0, int64_t tile1, float* packed) {
       for (int64_t t = 0; t < kTileTokens; ++t) {
         const int64_t token = b * kTileTokens + t;
         const int64_t count = token < a.n ? std::min(kStep, a.k - k0) : 0;  // zeros past n
+        // Masked-off lanes read nothing; the pointers stay inside x all the same.
         const float* src = count > 0 ? a.x + token * a.k + k0 : a.x;
+        const float* src_high = count > 16 ? src + 16 : src;
         uint16_t* hi = tiles + (t / 16) * 2 * kTileValues + (t % 16) * kStep;
         uint16_t* lo = hi + kTileValues;
         split(_mm512_maskz_loadu_ps(first16(count), src), hi, lo);
-        split(_mm512_maskz_loadu_ps(first16(count - 16), src + 16), hi + 16, lo + 16);
+        split(_mm512_maskz_loadu_ps(first16(count - 16), src_high), hi + 16, lo + 16);
       }
     }
   }
@@ -123,47 +128,69 @@ void write_y(const MatmulArgs& a, const float (&c)[2][2][16][16], int64_t tile, 
   }
 }
 
+// Tile products for steps [s0, s1) into the sums in tiles 0-3: x and w point at step s0's
+// A tiles (of one token tile) and B tiles (of one pair of row groups).
+void multiply_steps(const uint16_t* x, const uint16_t* w, int64_t s0, int64_t s1) {
+  for (int64_t s = s0; s < s1; ++s, x += kATiles * kTileValues, w += kBTiles * kTileValues) {
+    _tile_loadd(6, w, 64);
+    _tile_loadd(7, w + kTileValues, 64);
+    _tile_loadd(4, x, 64);                    // hi, tokens 0-15
+    _tile_loadd(5, x + 2 * kTileValues, 64);  // hi, tokens 16-31
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+    _tile_loadd(4, x + kTileValues, 64);      // lo, tokens 0-15
+    _tile_loadd(5, x + 3 * kTileValues, 64);  // lo, tokens 16-31
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+}
+
+// Steps per k block: a token tile's A tiles for one block (32 KiB) stay in L1 while every
+// row pair of the panel uses them; the pairs' f32 sums wait in memory between blocks (a
+// store and load of f32 tiles is exact, so the blocking changes no result).
+constexpr int64_t kBlockSteps = 8;
+
 void panel(const MatmulArgs& a, const float* packed, int64_t panel, int64_t tile0, int64_t tile1,
            float* panel_buffer) {
   auto* b_tiles = reinterpret_cast<uint16_t*>(panel_buffer);
   pack_panel(a, panel, b_tiles);
   const auto* x_tiles = reinterpret_cast<const uint16_t*>(packed);
   const int64_t n_steps = steps(a.k);
+  const int64_t rows = std::min(kPanelRows, a.m - panel * kPanelRows);
+  const int64_t pairs = (rows + 31) / 32;
   const TileConfig config;
   _tile_loadconfig(&config);
-  alignas(64) float c[2][2][16][16];
+  alignas(64) float c[kBTiles / 2][2][2][16][16];  // per pair: [token half][row half]
   for (int64_t b = tile0; b < tile1; ++b) {
-    for (int64_t pair = 0; pair < kBTiles / 2; ++pair) {
-      const int64_t r0 = panel * kPanelRows + pair * 32;
-      if (r0 >= a.m) break;
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
-      const uint16_t* x = x_tiles + b * n_steps * kATiles * kTileValues;
-      const uint16_t* w = b_tiles + pair * 2 * kTileValues;
-      for (int64_t s = 0; s < n_steps; ++s, x += kATiles * kTileValues, w += kBTiles * kTileValues) {
-        _tile_loadd(6, w, 64);
-        _tile_loadd(7, w + kTileValues, 64);
-        _tile_loadd(4, x, 64);                    // hi, tokens 0-15
-        _tile_loadd(5, x + 2 * kTileValues, 64);  // hi, tokens 16-31
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-        _tile_loadd(4, x + kTileValues, 64);      // lo, tokens 0-15
-        _tile_loadd(5, x + 3 * kTileValues, 64);  // lo, tokens 16-31
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+    const uint16_t* x = x_tiles + b * n_steps * kATiles * kTileValues;
+    for (int64_t s0 = 0; s0 < n_steps; s0 += kBlockSteps) {
+      const int64_t s1 = std::min(n_steps, s0 + kBlockSteps);
+      for (int64_t pair = 0; pair < pairs; ++pair) {
+        auto& sums = c[pair];
+        if (s0 == 0) {
+          _tile_zero(0);
+          _tile_zero(1);
+          _tile_zero(2);
+          _tile_zero(3);
+        } else {
+          _tile_loadd(0, sums[0][0], 64);
+          _tile_loadd(1, sums[0][1], 64);
+          _tile_loadd(2, sums[1][0], 64);
+          _tile_loadd(3, sums[1][1], 64);
+        }
+        multiply_steps(x + s0 * kATiles * kTileValues, b_tiles + (s0 * kBTiles + pair * 2) * kTileValues, s0,
+                       s1);
+        _tile_stored(0, sums[0][0], 64);
+        _tile_stored(1, sums[0][1], 64);
+        _tile_stored(2, sums[1][0], 64);
+        _tile_stored(3, sums[1][1], 64);
       }
-      _tile_stored(0, c[0][0], 64);
-      _tile_stored(1, c[0][1], 64);
-      _tile_stored(2, c[1][0], 64);
-      _tile_stored(3, c[1][1], 64);
-      write_y(a, c, b, r0);
     }
+    for (int64_t pair = 0; pair < pairs; ++pair) write_y(a, c[pair], b, panel * kPanelRows + pair * 32);
   }
   _tile_release();
 }

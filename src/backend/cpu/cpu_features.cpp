@@ -12,14 +12,6 @@ namespace tokenmill {
 
 namespace {
 
-// Asks Linux for the AMX tile data state (needed before the first tile instruction, once per
-// process; kernels before 5.16 do not know the request and refuse it).
-bool request_amx_state() {
-  constexpr long kReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM
-  constexpr long kXtileData = 18;         // XFEATURE_XTILEDATA
-  return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
-}
-
 CpuFeatures detect() {
   __builtin_cpu_init();
   CpuFeatures f;
@@ -38,7 +30,6 @@ CpuFeatures detect() {
     f.amx_tile = (edx >> 24) & 1;
     f.amx_bf16 = (edx >> 22) & 1;
   }
-  f.amx_granted = f.amx_tile && f.amx_bf16 && request_amx_state();
   return f;
 }
 
@@ -49,12 +40,23 @@ const CpuFeatures& cpu_features() {
   return features;
 }
 
+bool amx_tile_state_granted() {
+  static const bool granted = [] {
+    if (!cpu_features().amx_tile) return false;
+    constexpr long kReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM
+    constexpr long kXtileData = 18;         // XFEATURE_XTILEDATA
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+  }();
+  return granted;
+}
+
 bool cpu_supports(CpuIsa isa) {
   const CpuFeatures& f = cpu_features();
   switch (isa) {
     case CpuIsa::Avx2: return f.avx2 && f.fma;
     case CpuIsa::Avx512: return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
-    case CpuIsa::Amx: return cpu_supports(CpuIsa::Avx512) && f.avx512bf16 && f.amx_granted;
+    case CpuIsa::Amx:
+      return cpu_supports(CpuIsa::Avx512) && f.avx512bf16 && f.amx_bf16 && amx_tile_state_granted();
   }
   return false;
 }
@@ -105,7 +107,8 @@ std::string cpu_features_string() {
   add(f.avx512dq, "avx512dq");
   add(f.avx512bf16, "avx512bf16");
   add(f.avx512vnni, "avx512vnni");
-  add(f.amx_granted, "amx-tile amx-bf16");
+  add(f.amx_tile, "amx-tile");
+  add(f.amx_bf16, "amx-bf16");
   return s;
 }
 

@@ -4,8 +4,8 @@
 // The AVX-512 kernels (F + BW + VL + DQ) run when the CPU has them; within them, the
 // quantized matmul uses VNNI when present and the AVX2 kernels otherwise. AMX (the AVX-512
 // kernels plus the AMX GEMM for bf16 weights, amx_gemm.h) needs AMX-TILE, AMX-BF16 and
-// AVX512-BF16, and Linux's grant of the tile state to the process, which detection asks for
-// (arch_prctl ARCH_REQ_XCOMP_PERM, once). The environment variable
+// AVX512-BF16, and Linux's grant of the tile state to the process (amx_tile_state_granted:
+// asked for only when AMX is considered). The environment variable
 // TOKENMILL_CPU_ISA=avx2|avx512|amx caps the choice (to test the lower paths on a wide
 // machine); asking for more than the CPU has is an error, never a crash.
 #pragma once
@@ -30,11 +30,15 @@ struct CpuFeatures {
   bool avx512vnni = false;  // vpdpbusd: the quantized matmul's AVX-512 kernels need it
   bool amx_tile = false;
   bool amx_bf16 = false;
-  bool amx_granted = false;  // Linux let the process use the AMX tile state
 };
 
 // What this CPU supports (cached after the first call).
 const CpuFeatures& cpu_features();
+// Asks Linux, on the first call, to let this process use the AMX tile data state
+// (arch_prctl ARCH_REQ_XCOMP_PERM, process-wide, needed before the first tile instruction;
+// once granted, signal frames grow by the 8 KiB of tile data); returns whether it did. False
+// without AMX-TILE, before Linux 5.16, or where the kernel refuses (e.g. seccomp).
+bool amx_tile_state_granted();
 // Whether kernels for `isa` can run on this CPU.
 bool cpu_supports(CpuIsa isa);
 // The widest supported ISA, capped by TOKENMILL_CPU_ISA when set. Throws Error if the
@@ -43,8 +47,7 @@ CpuIsa best_cpu_isa();
 std::string_view cpu_isa_name(CpuIsa isa);
 // Parses "avx2" / "avx512" / "amx"; throws Error otherwise.
 CpuIsa parse_cpu_isa(std::string_view name);
-// One line for logs and `doctor`, e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512dq"
-// (amx-tile and amx-bf16 only where Linux granted the tile state).
+// One line for logs and `doctor`, e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512dq".
 std::string cpu_features_string();
 
 }  // namespace tokenmill
