@@ -56,8 +56,9 @@ void run_generate(const GenerateFlags& f) {
   GenerateRequest request;
   request.prompt = prompt_of(f, m);
   // The KV cache holds what this one request can reach (capped at the model's context), not
-  // the whole context: a first touch of cache memory costs page faults inside the prefill.
+  // the whole context, and is committed before the prefill rather than faulted in during it.
   Transformer transformer(*m.model, *backend, static_cast<int64_t>(request.prompt.size()) + f.max_new_tokens);
+  transformer.commit_cache();
 
   request.max_new_tokens = f.max_new_tokens;
   request.eos_token_ids = m.eos_token_ids;

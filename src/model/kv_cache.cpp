@@ -16,19 +16,19 @@ size_t cache_bytes(const ModelConfig& c, int64_t capacity, DType dtype) {
 }  // namespace
 
 KvCache::KvCache(const ModelConfig& config, int64_t capacity, DType dtype, DeviceMemory& memory)
-    : capacity_(capacity), arena_(cache_bytes(config, capacity, dtype), memory) {
+    : capacity_(capacity), memory_(&memory), arena_(cache_bytes(config, capacity, dtype), memory) {
   if (dtype != DType::F32 && dtype != DType::F16)
     fail("KV cache: dtype {} is not supported (f32, f16)", dtype_name(dtype));
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     keys_.push_back(arena_.allocate(dtype, {capacity, config.num_key_value_heads, config.head_dim}));
     values_.push_back(arena_.allocate(dtype, {capacity, config.num_key_value_heads, config.head_dim}));
   }
-  // Host caches are committed here, zeroed (as llama.cpp clears its cache), not on first
-  // touch inside a forward pass: a VM's kernel can take ~1 ms per 2 MiB page it faults in,
-  // which a 512-token prefill of SmolLM2 paid for its whole cache (perf: 5% of its samples).
-  if (memory.is_host())
-    for (const std::vector<Tensor>* tensors : {&keys_, &values_})
-      for (const Tensor& t : *tensors) std::memset(t.data, 0, t.nbytes());
+}
+
+void KvCache::commit() {
+  if (!memory_->is_host()) return;
+  for (const std::vector<Tensor>* tensors : {&keys_, &values_})
+    for (const Tensor& t : *tensors) std::memset(t.data, 0, t.nbytes());
 }
 
 }  // namespace tokenmill

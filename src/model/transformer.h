@@ -56,6 +56,8 @@ class Transformer {
     if (length < position()) tokens_.resize(static_cast<size_t>(length < 0 ? 0 : length));
   }
   void reset() { tokens_.clear(); }
+  // Commits the whole KV cache now (KvCache::commit), for a context sized to what will be used.
+  void commit_cache() { cache_.commit(); }
 
  private:
   // Runs n <= chunk tokens at position() and leaves the final-normed hidden states of the
