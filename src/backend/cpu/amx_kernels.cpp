@@ -128,10 +128,10 @@ void write_y(const MatmulArgs& a, const float (&c)[2][2][16][16], int64_t tile, 
   }
 }
 
-// Tile products for steps [s0, s1) into the sums in tiles 0-3: x and w point at step s0's
-// A tiles (of one token tile) and B tiles (of one pair of row groups).
-void multiply_steps(const uint16_t* x, const uint16_t* w, int64_t s0, int64_t s1) {
-  for (int64_t s = s0; s < s1; ++s, x += kATiles * kTileValues, w += kBTiles * kTileValues) {
+// Adds the tile products of `count` steps to the sums in tiles 0-3: x and w point at the first
+// step's A tiles (of one token tile) and B tiles (of one pair of row groups).
+void multiply_steps(const uint16_t* x, const uint16_t* w, int64_t count) {
+  for (int64_t s = 0; s < count; ++s, x += kATiles * kTileValues, w += kBTiles * kTileValues) {
     _tile_loadd(6, w, 64);
     _tile_loadd(7, w + kTileValues, 64);
     _tile_loadd(4, x, 64);                    // hi, tokens 0-15
@@ -149,11 +149,6 @@ void multiply_steps(const uint16_t* x, const uint16_t* w, int64_t s0, int64_t s1
   }
 }
 
-// Steps per k block: a token tile's A tiles for one block (32 KiB) stay in L1 while every
-// row pair of the panel uses them; the pairs' f32 sums wait in memory between blocks (a
-// store and load of f32 tiles is exact, so the blocking changes no result).
-constexpr int64_t kBlockSteps = 8;
-
 void panel(const MatmulArgs& a, const float* packed, int64_t panel, int64_t tile0, int64_t tile1,
            float* panel_buffer) {
   auto* b_tiles = reinterpret_cast<uint16_t*>(panel_buffer);
@@ -161,36 +156,23 @@ void panel(const MatmulArgs& a, const float* packed, int64_t panel, int64_t tile
   const auto* x_tiles = reinterpret_cast<const uint16_t*>(packed);
   const int64_t n_steps = steps(a.k);
   const int64_t rows = std::min(kPanelRows, a.m - panel * kPanelRows);
-  const int64_t pairs = (rows + 31) / 32;
   const TileConfig config;
   _tile_loadconfig(&config);
-  alignas(64) float c[kBTiles / 2][2][2][16][16];  // per pair: [token half][row half]
+  alignas(64) float c[2][2][16][16];  // [token half][row half]
   for (int64_t b = tile0; b < tile1; ++b) {
-    const uint16_t* x = x_tiles + b * n_steps * kATiles * kTileValues;
-    for (int64_t s0 = 0; s0 < n_steps; s0 += kBlockSteps) {
-      const int64_t s1 = std::min(n_steps, s0 + kBlockSteps);
-      for (int64_t pair = 0; pair < pairs; ++pair) {
-        auto& sums = c[pair];
-        if (s0 == 0) {
-          _tile_zero(0);
-          _tile_zero(1);
-          _tile_zero(2);
-          _tile_zero(3);
-        } else {
-          _tile_loadd(0, sums[0][0], 64);
-          _tile_loadd(1, sums[0][1], 64);
-          _tile_loadd(2, sums[1][0], 64);
-          _tile_loadd(3, sums[1][1], 64);
-        }
-        multiply_steps(x + s0 * kATiles * kTileValues, b_tiles + (s0 * kBTiles + pair * 2) * kTileValues, s0,
-                       s1);
-        _tile_stored(0, sums[0][0], 64);
-        _tile_stored(1, sums[0][1], 64);
-        _tile_stored(2, sums[1][0], 64);
-        _tile_stored(3, sums[1][1], 64);
-      }
+    for (int64_t pair = 0; pair * 32 < rows; ++pair) {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      multiply_steps(x_tiles + b * n_steps * kATiles * kTileValues, b_tiles + pair * 2 * kTileValues,
+                     n_steps);
+      _tile_stored(0, c[0][0], 64);
+      _tile_stored(1, c[0][1], 64);
+      _tile_stored(2, c[1][0], 64);
+      _tile_stored(3, c[1][1], 64);
+      write_y(a, c, b, panel * kPanelRows + pair * 32);
     }
-    for (int64_t pair = 0; pair < pairs; ++pair) write_y(a, c[pair], b, panel * kPanelRows + pair * 32);
   }
   _tile_release();
 }
