@@ -1,5 +1,6 @@
 // What the CPU backend can use on this CPU: the instruction-set extensions (from CPUID, via
-// backend/cpu/cpu_features.h, plus AMX-INT8 here) and the ISA its kernels run with.
+// backend/cpu/cpu_features.h), whether Linux granted the AMX tile state, and the ISA its
+// kernels run with.
 #pragma once
 
 #include <string>
@@ -10,7 +11,6 @@ namespace tokenmill::doctor {
 
 struct CpuFacts {
   CpuFeatures features;
-  bool amx_int8 = false;     // CPUID.(7,0):EDX bit 25 (no kernel uses it)
   bool amx_granted = false;  // amx_tile_state_granted(), asked where the CPU has AMX-TILE and -BF16
   std::string isa;           // best_cpu_isa(): "amx", "avx512" or "avx2"; "" when it refused
   std::string isa_error;     // why best_cpu_isa() refused (TOKENMILL_CPU_ISA asks for too much)

@@ -59,7 +59,7 @@ json cpu_json(const CpuFacts& c) {
             {"avx512vnni", f.avx512vnni},
             {"amx_tile", f.amx_tile},
             {"amx_bf16", f.amx_bf16},
-            {"amx_int8", c.amx_int8},
+            {"amx_int8", f.amx_int8},
             {"amx_granted", c.amx_granted}}},
           {"backend_isa", c.isa.empty() ? json(nullptr) : json(c.isa)},
           {"isa_error", c.isa_error}};

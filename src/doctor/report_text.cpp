@@ -59,7 +59,7 @@ void cpu_section(std::string& out, const CpuFacts& c) {
   Section s(out, "CPU");
   s.row("features", cpu_features_string());
   const CpuFeatures& f = c.features;
-  s.row("amx", f.amx_tile ? fmt::format("tile{}{}{}", f.amx_bf16 ? " bf16" : "", c.amx_int8 ? " int8" : "",
+  s.row("amx", f.amx_tile ? fmt::format("tile{}{}{}", f.amx_bf16 ? " bf16" : "", f.amx_int8 ? " int8" : "",
                                         f.amx_bf16 && !c.amx_granted ? " (tile state not granted)" : "")
                           : "no");
   s.row("backend isa", c.isa.empty() ? "refused: " + c.isa_error : c.isa);

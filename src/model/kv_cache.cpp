@@ -16,7 +16,7 @@ size_t cache_bytes(const ModelConfig& c, int64_t capacity, DType dtype) {
 }  // namespace
 
 KvCache::KvCache(const ModelConfig& config, int64_t capacity, DType dtype, DeviceMemory& memory)
-    : capacity_(capacity), memory_(&memory), arena_(cache_bytes(config, capacity, dtype), memory) {
+    : capacity_(capacity), arena_(cache_bytes(config, capacity, dtype), memory) {
   if (dtype != DType::F32 && dtype != DType::F16)
     fail("KV cache: dtype {} is not supported (f32, f16)", dtype_name(dtype));
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
@@ -26,7 +26,7 @@ KvCache::KvCache(const ModelConfig& config, int64_t capacity, DType dtype, Devic
 }
 
 void KvCache::commit() {
-  if (!memory_->is_host()) return;
+  if (!arena_.memory().is_host()) return;
   for (const std::vector<Tensor>* tensors : {&keys_, &values_})
     for (const Tensor& t : *tensors) std::memset(t.data, 0, t.nbytes());
 }

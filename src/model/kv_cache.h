@@ -34,7 +34,6 @@ class KvCache {
 
  private:
   int64_t capacity_;
-  DeviceMemory* memory_;
   Arena arena_;
   std::vector<Tensor> keys_, values_;
 };

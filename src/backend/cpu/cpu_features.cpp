@@ -24,11 +24,13 @@ CpuFeatures detect() {
   f.avx512dq = __builtin_cpu_supports("avx512dq");
   f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
-  // CPUID.(7,0):EDX bits 24 (AMX-TILE) and 22 (AMX-BF16); clang 14 knows no names for them.
+  // CPUID.(7,0):EDX bits 24 (AMX-TILE), 22 (AMX-BF16), 25 (AMX-INT8); clang 14 knows no
+  // names for them.
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0) {
     f.amx_tile = (edx >> 24) & 1;
     f.amx_bf16 = (edx >> 22) & 1;
+    f.amx_int8 = (edx >> 25) & 1;
   }
   return f;
 }

@@ -30,6 +30,7 @@ struct CpuFeatures {
   bool avx512vnni = false;  // vpdpbusd: the quantized matmul's AVX-512 kernels need it
   bool amx_tile = false;
   bool amx_bf16 = false;
+  bool amx_int8 = false;  // reported by doctor; no kernel uses it
 };
 
 // What this CPU supports (cached after the first call).
