@@ -30,25 +30,36 @@ inline Chunking chunking(int64_t n, int64_t grain) {
 
 }  // namespace detail
 
-// Calls body(begin, end) on disjoint chunks covering [0, n), in parallel.
-// Chunks are contiguous and their boundaries are multiples of `grain` (except the end).
+// Calls body(begin, end) on disjoint chunks covering [0, n), in parallel: one contiguous chunk
+// per thread, as equal as `align` allows (boundaries fall on multiples of it, except the end).
+// `grain` decides how many threads run: no more than there are whole grains in n, so each
+// thread gets at least about `grain` items.
 template <class Body>
-void parallel_for_chunks(int64_t n, int64_t grain, Body&& body) {
+void parallel_for_balanced(int64_t n, int64_t grain, int64_t align, Body&& body) {
   if (n <= 0) return;
   const detail::Chunking c = detail::chunking(n, grain);
   if (c.threads <= 1) {
     body(int64_t{0}, n);
     return;
   }
+  if (align < 1) align = 1;
+  const int64_t units = (n + align - 1) / align;
 #pragma omp parallel num_threads(c.threads)
   {
     const int64_t t = omp_get_thread_num();
-    const int64_t first = c.blocks * t / c.threads;
-    const int64_t last = c.blocks * (t + 1) / c.threads;
-    const int64_t begin = first * c.grain;
-    const int64_t end = last * c.grain < n ? last * c.grain : n;
+    const int64_t begin = units * t / c.threads * align;
+    const int64_t last = units * (t + 1) / c.threads * align;
+    const int64_t end = last < n ? last : n;
     if (begin < end) body(begin, end);
   }
+}
+
+// As parallel_for_balanced with align = grain: chunk boundaries are multiples of `grain`.
+// Where grain is a minimum amount of work, not an alignment, prefer parallel_for_balanced:
+// whole grains split unevenly (5 grains over 2 threads is 2:3).
+template <class Body>
+void parallel_for_chunks(int64_t n, int64_t grain, Body&& body) {
+  parallel_for_balanced(n, grain, grain, static_cast<Body&&>(body));
 }
 
 // As parallel_for_chunks, but each chunk of `grain` items goes to whichever thread is free

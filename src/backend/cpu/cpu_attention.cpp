@@ -65,7 +65,7 @@ void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> se
   // Work item: (sequence, token, a slice of one kv head's query heads), over the whole batch.
   // Whole groups read each cache row once for all their heads; groups are split only when
   // there are too few items to keep every thread busy. A sequence's tokens are visited in
-  // the order 0, n-1, 1, n-2, ... so the contiguous chunks of parallel_for_chunks get
+  // the order 0, n-1, 1, n-2, ... so the threads' contiguous chunks get
   // similar causal lengths. The split changes no result: each head's arithmetic is fixed.
   const int64_t group = heads / kv_heads;
   const int64_t want = 4 * static_cast<int64_t>(thread_count());
@@ -76,7 +76,7 @@ void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> se
   const int64_t slices = (group + slice - 1) / slice;   // items per (token, kv head)
   const int64_t items_per_token = kv_heads * slices;
   const int64_t grain = grain_for(slice * hd * (causal_work / tokens), kMinMatmulWork / 4);
-  parallel_for_chunks(tokens * items_per_token, grain, [&](int64_t i0, int64_t i1) {
+  parallel_for_balanced(tokens * items_per_token, grain, 1, [&](int64_t i0, int64_t i1) {
     float* scores = tl_worker_scores.floats(slice * max_len + 4);
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t token = i / items_per_token, item = i % items_per_token;
@@ -129,7 +129,7 @@ void store_kv(const KernelTable& kernels, const Tensor& rows, std::span<const in
   const int64_t n = d.n, width = d.width;
   const float* x = rows.as<const float>();
   const size_t row_bytes = static_cast<size_t>(width) * dtype_size(pool.dtype);
-  parallel_for_chunks(n, grain_for(width, kMinElementwiseWork), [&](int64_t r0, int64_t r1) {
+  parallel_for_balanced(n, grain_for(width, kMinElementwiseWork), 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       kernels.convert_from_f32(
           x + r * width, width, pool.dtype,

@@ -27,6 +27,7 @@ namespace {
 using checks::describe;
 using checks::expect_data;
 using cpu::grain_for;
+using cpu::kElementAlign;
 using cpu::KernelTable;
 using cpu::kMinElementwiseWork;
 using cpu::kMinMatmulWork;
@@ -78,7 +79,7 @@ class CpuBackend final : public Backend {
     const auto* base = static_cast<const char*>(table.data);
     float* y = out.as<float>();
     const bool quantized = is_quantized(table.dtype);
-    parallel_for_chunks(n, grain_for(d, kMinElementwiseWork), [&](int64_t t0, int64_t t1) {
+    parallel_for_balanced(n, grain_for(d, kMinElementwiseWork), 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const char* row = base + static_cast<size_t>(ids[static_cast<size_t>(t)]) * row_bytes;
         if (quantized) {
@@ -113,8 +114,8 @@ class CpuBackend final : public Backend {
       return;
     }
     if (n <= cpu::kGemvMaxTokens) {
-      parallel_for_chunks(m, grain_for(n * k, kMinMatmulWork, 8),
-                          [&](int64_t m0, int64_t m1) { kernels_.gemv(a, m0, m1); });
+      parallel_for_balanced(m, grain_for(n * k, kMinMatmulWork), 8,
+                            [&](int64_t m0, int64_t m1) { kernels_.gemv(a, m0, m1); });
       return;
     }
     cpu::gemm(amx_gemm_ != nullptr && cpu::amx_gemm_applies(a) ? *amx_gemm_ : kernels_.gemm, a);
@@ -127,7 +128,7 @@ class CpuBackend final : public Backend {
     const float* w = vector_as_f32(kernels_, op, "weight", weight, d, tl_vector_a);
     const float* xp = x.as<const float>();
     float* yp = y.as<float>();
-    parallel_for_chunks(rows, grain_for(d, kMinElementwiseWork), [&](int64_t r0, int64_t r1) {
+    parallel_for_balanced(rows, grain_for(d, kMinElementwiseWork), 1, [&](int64_t r0, int64_t r1) {
       kernels_.rms_norm(xp + r0 * d, w, eps, r1 - r0, d, yp + r0 * d);
     });
   }
@@ -141,7 +142,7 @@ class CpuBackend final : public Backend {
     const float* b = vector_as_f32(kernels_, op, "bias", bias, d, tl_vector_b);
     const float* xp = x.as<const float>();
     float* yp = y.as<float>();
-    parallel_for_chunks(rows, grain_for(d, kMinElementwiseWork), [&](int64_t r0, int64_t r1) {
+    parallel_for_balanced(rows, grain_for(d, kMinElementwiseWork), 1, [&](int64_t r0, int64_t r1) {
       kernels_.layer_norm(xp + r0 * d, w, b, eps, r1 - r0, d, yp + r0 * d);
     });
   }
@@ -164,7 +165,7 @@ class CpuBackend final : public Backend {
     float* xp = x.as<float>();
     const float* freq = inv_freq.as<const float>();
     const bool neox = layout == RopeLayout::Neox;
-    parallel_for_chunks(n, grain_for(heads * hd, kMinElementwiseWork), [&](int64_t t0, int64_t t1) {
+    parallel_for_balanced(n, grain_for(heads * hd, kMinElementwiseWork), 1, [&](int64_t t0, int64_t t1) {
       std::vector<double>& cs = tl_worker_angles;
       if (cs.size() < static_cast<size_t>(2 * half)) cs.resize(static_cast<size_t>(2 * half));
       for (int64_t t = t0; t < t1; ++t) {
@@ -209,7 +210,7 @@ class CpuBackend final : public Backend {
     const int64_t count = checks::check_convert(x, y);
     const float* xp = x.as<const float>();
     const size_t size = dtype_size(y.dtype);
-    parallel_for_chunks(count, kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
+    parallel_for_balanced(count, kMinElementwiseWork, kElementAlign, [&](int64_t i0, int64_t i1) {
       kernels_.convert_from_f32(xp + i0, i1 - i0, y.dtype,
                                 static_cast<char*>(y.data) + static_cast<size_t>(i0) * size);
     });
@@ -221,7 +222,7 @@ class CpuBackend final : public Backend {
     if (d == 0) return;
     const float* xp = x.as<const float>();
     float* yp = y.as<float>();
-    parallel_for_chunks(rows, grain_for(d, kMinElementwiseWork), [&](int64_t r0, int64_t r1) {
+    parallel_for_balanced(rows, grain_for(d, kMinElementwiseWork), 1, [&](int64_t r0, int64_t r1) {
       kernels_.softmax(xp + r0 * d, r1 - r0, d, yp + r0 * d);
     });
   }
@@ -277,8 +278,8 @@ class CpuBackend final : public Backend {
     const int64_t count = checks::check_unary(op, x, y);
     const float* xp = x.as<const float>();
     float* yp = y.as<float>();
-    parallel_for_chunks(count, kMinElementwiseWork,
-                        [&](int64_t i0, int64_t i1) { kernel(xp + i0, i1 - i0, yp + i0); });
+    parallel_for_balanced(count, kMinElementwiseWork, kElementAlign,
+                          [&](int64_t i0, int64_t i1) { kernel(xp + i0, i1 - i0, yp + i0); });
   }
 
   static void binary(const char* op, const Tensor& a, const Tensor& b, const Tensor& y, BinaryKernel kernel) {
@@ -286,8 +287,8 @@ class CpuBackend final : public Backend {
     const float* ap = a.as<const float>();
     const float* bp = b.as<const float>();
     float* yp = y.as<float>();
-    parallel_for_chunks(count, kMinElementwiseWork,
-                        [&](int64_t i0, int64_t i1) { kernel(ap + i0, bp + i0, i1 - i0, yp + i0); });
+    parallel_for_balanced(count, kMinElementwiseWork, kElementAlign,
+                          [&](int64_t i0, int64_t i1) { kernel(ap + i0, bp + i0, i1 - i0, yp + i0); });
   }
 
   const KernelTable& kernels_;

@@ -7,6 +7,8 @@ namespace tokenmill::cpu {
 
 inline constexpr int64_t kMinElementwiseWork = 32 * 1024;  // elements per thread
 inline constexpr int64_t kMinMatmulWork = 64 * 1024;       // multiply-adds per thread
+// Element-wise chunks start on 64-byte lines of f32 (no line written by two threads).
+inline constexpr int64_t kElementAlign = 16;
 
 // Grain (in items of `work_per_item` units) so a chunk holds at least ~`min_work` units:
 // tiny ops stay on one thread instead of paying for a parallel region.

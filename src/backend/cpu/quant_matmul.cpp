@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cpu/grain.h"
 #include "backend/cpu/scratch.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -35,12 +36,6 @@ constexpr int64_t kDecodeTokens = 4;            // up to here: split rows only, 
 constexpr int64_t kPanelRows = 32;
 constexpr int64_t kRangeTokens = 128;
 
-int64_t grain_for(int64_t work_per_item, int64_t min_work, int64_t multiple) {
-  const int64_t per = work_per_item > 0 ? work_per_item : 1;
-  const int64_t g = (min_work + per - 1) / per;
-  return round_up(g < 1 ? 1 : g, multiple);
-}
-
 // Types without a SIMD kernel: ggml blocks through the scalar reference.
 void reference_matmul(const MatmulArgs& a) {
   const DType act = quant::activation_type(a.w_dtype);
@@ -51,7 +46,7 @@ void reference_matmul(const MatmulArgs& a) {
   auto* panel = static_cast<uint8_t*>(tl_panel.bytes(a.n * act_row));
   for (int64_t t = 0; t < a.n; ++t) quant::quantize_row(act, a.x + t * a.k, panel + t * act_row, a.k);
   const auto* w = static_cast<const uint8_t*>(a.w);
-  parallel_for_chunks(a.m, grain_for(a.n * a.k, kMinRowWork, 1), [&](int64_t m0, int64_t m1) {
+  parallel_for_balanced(a.m, grain_for(a.n * a.k, kMinRowWork), 1, [&](int64_t m0, int64_t m1) {
     for (int64_t t = 0; t < a.n; ++t)
       for (int64_t r = m0; r < m1; ++r)
         a.y[t * a.m + r] = quant::vec_dot_row(a.w_dtype, w + r * w_row, panel + t * act_row, a.k) +
@@ -115,29 +110,29 @@ void quantized_matmul(const QuantKernelTable& kernels, const MatmulArgs& a) {
   if (a.n * a.k <= kSerialQuantize) {
     kernels.prepare_activations(qa, 0, a.n);
   } else {
-    parallel_for_chunks(a.n, grain_for(a.k, kSerialQuantize / 2, 1),
-                        [&](int64_t t0, int64_t t1) { kernels.prepare_activations(qa, t0, t1); });
+    parallel_for_balanced(a.n, grain_for(a.k, kSerialQuantize / 2), 1,
+                          [&](int64_t t0, int64_t t1) { kernels.prepare_activations(qa, t0, t1); });
   }
 
   const int64_t work_bytes = kernels.work_bytes(a.w_dtype, a.k);
   if (a.n <= kDecodeTokens) {
-    parallel_for_chunks(a.m, grain_for(a.n * a.k, kMinRowWork, 8), [&](int64_t m0, int64_t m1) {
+    parallel_for_balanced(a.m, grain_for(a.n * a.k, kMinRowWork), 8, [&](int64_t m0, int64_t m1) {
       kernels.matmul(qa, m0, m1, 0, a.n, static_cast<uint8_t*>(tl_work.bytes(work_bytes)));
     });
     return;
   }
   const int64_t panels = (a.m + kPanelRows - 1) / kPanelRows;
   const int64_t ranges = (a.n + kRangeTokens - 1) / kRangeTokens;
-  parallel_for_chunks(panels * ranges, grain_for(kPanelRows * kRangeTokens * a.k, kMinRowWork, 1),
-                      [&](int64_t i0, int64_t i1) {
-                        auto* work = static_cast<uint8_t*>(tl_work.bytes(work_bytes));
-                        for (int64_t i = i0; i < i1; ++i) {
-                          const int64_t p = i / ranges, g = i % ranges;
-                          const int64_t m0 = p * kPanelRows, t0 = g * kRangeTokens;
-                          kernels.matmul(qa, m0, std::min(a.m, m0 + kPanelRows), t0,
-                                         std::min(a.n, t0 + kRangeTokens), work);
-                        }
-                      });
+  parallel_for_balanced(panels * ranges, grain_for(kPanelRows * kRangeTokens * a.k, kMinRowWork), 1,
+                        [&](int64_t i0, int64_t i1) {
+                          auto* work = static_cast<uint8_t*>(tl_work.bytes(work_bytes));
+                          for (int64_t i = i0; i < i1; ++i) {
+                            const int64_t p = i / ranges, g = i % ranges;
+                            const int64_t m0 = p * kPanelRows, t0 = g * kRangeTokens;
+                            kernels.matmul(qa, m0, std::min(a.m, m0 + kPanelRows), t0,
+                                           std::min(a.n, t0 + kRangeTokens), work);
+                          }
+                        });
 }
 
 }  // namespace tokenmill::cpu
