@@ -18,7 +18,7 @@ namespace {
 // Per thread, as in cpu_backend.cpp: the caller's buffers are read by the workers of the
 // parallel region it starts.
 thread_local Scratch tl_rounded_q;                     // caller: q rounded to f16
-thread_local Scratch tl_worker_scores;                 // worker: scores of one work item
+thread_local Scratch tl_worker_scores;                 // worker: one work item's scratch
 thread_local std::vector<AttentionArgs> tl_sequences;  // caller: a batch's sequences
 thread_local std::vector<int64_t> tl_sequence_ends;    // caller: their running token counts
 
@@ -48,6 +48,10 @@ AttentionArgs batch_args(const Tensor& q, const Tensor& k, const Tensor& v, floa
   return a;
 }
 
+// Tokens per work item: their rows share each cache row while it is in L1 (and a 16-bit
+// cache is widened once for all of them).
+constexpr int64_t kQueryBlock = 16;
+
 // Runs the attention kernel for every token of `sequences` (at least one, each with n >= 1;
 // one q, out and cache layout, each its own rows, positions and block table).
 void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> sequences) {
@@ -55,38 +59,43 @@ void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> se
   const int64_t heads = any.n_heads, kv_heads = any.n_kv_heads, hd = any.head_dim;
   std::vector<int64_t>& ends = tl_sequence_ends;  // the caller's, read by the workers
   ends.clear();
-  int64_t tokens = 0, causal_work = 0, max_len = 0;
+  int64_t tokens = 0, blocks = 0, causal_work = 0, max_len = 0;
   for (const AttentionArgs& a : sequences) {
     tokens += a.n;
-    ends.push_back(tokens);
+    blocks += (a.n + kQueryBlock - 1) / kQueryBlock;
+    ends.push_back(blocks);
     causal_work += a.n * (a.first_pos + (a.n + 1) / 2);
     max_len = std::max(max_len, a.first_pos + a.n);
   }
-  // Work item: (sequence, token, a slice of one kv head's query heads), over the whole batch.
-  // Whole groups read each cache row once for all their heads; groups are split only when
-  // there are too few items to keep every thread busy. A sequence's tokens are visited in
-  // the order 0, n-1, 1, n-2, ... so the threads' contiguous chunks get
-  // similar causal lengths. The split changes no result: each head's arithmetic is fixed.
+  // Work item: (sequence, block of up to kQueryBlock tokens, a slice of one kv head's query
+  // heads), over the whole batch. Whole groups read each cache row once for all their
+  // heads; groups are split only when there are too few items to keep every thread busy.
+  // A sequence's blocks are visited in the order 0, last, 1, last - 1, ... so the threads'
+  // contiguous chunks get similar causal lengths. The split changes no result: each row's
+  // arithmetic is fixed (KernelTable::attention).
   const int64_t group = heads / kv_heads;
   const int64_t want = 4 * static_cast<int64_t>(thread_count());
-  int64_t splits = (want + tokens * kv_heads - 1) / (tokens * kv_heads);
+  int64_t splits = (want + blocks * kv_heads - 1) / (blocks * kv_heads);
   if (splits > group) splits = group;
   if (splits < 1) splits = 1;
   const int64_t slice = (group + splits - 1) / splits;  // heads per item
-  const int64_t slices = (group + slice - 1) / slice;   // items per (token, kv head)
-  const int64_t items_per_token = kv_heads * slices;
-  const int64_t grain = grain_for(slice * hd * (causal_work / tokens), kMinMatmulWork / 4);
-  parallel_for_balanced(tokens * items_per_token, grain, 1, [&](int64_t i0, int64_t i1) {
-    float* scores = tl_worker_scores.floats(slice * max_len + 4);
+  const int64_t slices = (group + slice - 1) / slice;   // items per (block, kv head)
+  const int64_t items_per_block = kv_heads * slices;
+  const int64_t block_tokens = std::min(kQueryBlock, (tokens + blocks - 1) / blocks);
+  const int64_t grain = grain_for(block_tokens * slice * hd * (causal_work / tokens), kMinMatmulWork / 4);
+  parallel_for_balanced(blocks * items_per_block, grain, 1, [&](int64_t i0, int64_t i1) {
+    float* scratch = tl_worker_scores.floats(attention_scratch_floats(kQueryBlock, slice, max_len, hd));
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t token = i / items_per_token, item = i % items_per_token;
-      const auto s = static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), token) - ends.begin());
+      const int64_t block = i / items_per_block, item = i % items_per_block;
+      const auto s = static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), block) - ends.begin());
       const AttentionArgs& a = sequences[s];
-      const int64_t order = token - (ends[s] - a.n);
-      const int64_t t = order % 2 == 0 ? order / 2 : a.n - 1 - order / 2;
+      const int64_t count = (a.n + kQueryBlock - 1) / kQueryBlock;
+      const int64_t order = block - (ends[s] - count);
+      const int64_t b = order % 2 == 0 ? order / 2 : count - 1 - order / 2;
+      const int64_t t0 = b * kQueryBlock, t1 = std::min(a.n, t0 + kQueryBlock);
       const int64_t h0 = (item / slices) * group + (item % slices) * slice;
       const int64_t h1 = h0 + slice < (item / slices + 1) * group ? h0 + slice : (item / slices + 1) * group;
-      kernels.attention(a, t, h0, h1, scores);
+      kernels.attention(a, t0, t1, h0, h1, scratch);
     }
   });
 }

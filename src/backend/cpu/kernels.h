@@ -45,6 +45,12 @@ struct AttentionArgs {
   int block_shift = 0;
 };
 
+// The scratch of KernelTable::attention for `tokens` x `heads` query rows whose longest
+// attends to `longest` positions: their scores, and the kv head's rows widened to f32.
+inline int64_t attention_scratch_floats(int64_t tokens, int64_t heads, int64_t longest, int64_t head_dim) {
+  return tokens * heads * longest + 2 * longest * head_dim + 4;
+}
+
 // The GEMV kernel handles up to this many tokens; more go to the packed GEMM.
 inline constexpr int64_t kGemvMaxTokens = 4;
 // GEMM blocking over k: weight panels hold [kGemmBlockK, panel_rows] f32.
@@ -99,10 +105,12 @@ struct KernelTable {
                           float* dup) = nullptr;
   void (*add)(const float* a, const float* b, int64_t count, float* y) = nullptr;
   void (*softmax)(const float* x, int64_t rows, int64_t d, float* y) = nullptr;
-  // out[t, h, :] for the query heads h in [h0, h1), which must share one kv head (so the
-  // cache rows are read once for all of them); `scores` holds (h1 - h0) * (first_pos + t + 1)
-  // floats.
-  void (*attention)(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, float* scores) = nullptr;
+  // out[t, h, :] for the tokens t in [t0, t1) and the query heads h in [h0, h1), which must
+  // share one kv head (so the cache rows are read once for all of them); `scratch` holds
+  // attention_scratch_floats(t1 - t0, h1 - h0, first_pos + t1, head_dim) floats. Each output
+  // is the same, bit for bit, whatever the tokens and heads of the call.
+  void (*attention)(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0, int64_t h1,
+                    float* scratch) = nullptr;
 };
 
 const KernelTable& kernels_avx2();

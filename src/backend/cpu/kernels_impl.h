@@ -657,142 +657,207 @@ void prefetch_row(const Storage<D>* row, int64_t hd) {
     _mm_prefetch(bytes + b, _MM_HINT_T1);
 }
 
-// scores[j * len + p] = scale * q_j . k_p for `heads` query heads (hd apart in q) and the
-// positions p < len. Keys are taken in blocks that stay in L1 while every head uses them,
-// four positions at a time (one four-way horizontal sum).
+// The query rows of one work item: query heads [h0, h0 + heads) of tokens [t0, t0 + count /
+// heads) of one sequence, all reading one kv head. Row r is token t0 + r / heads, head h0 +
+// r % heads; it attends to positions [0, len(r)) and keeps its scores at scores + r * stride.
+// Rows are in token order, so their lengths never decrease.
+struct QueryRows {
+  const AttentionArgs* a;
+  int64_t t0, h0, heads, count, stride;
+  float* scores;
+
+  int64_t token(int64_t r) const { return t0 + r / heads; }
+  int64_t len(int64_t r) const { return a->first_pos + token(r) + 1; }
+  int64_t offset(int64_t r) const { return (token(r) * a->n_heads + h0 + r % heads) * a->head_dim; }
+  const float* q(int64_t r) const { return a->q + offset(r); }
+  float* out(int64_t r) const { return a->out + offset(r); }
+  float* scores_of(int64_t r) const { return scores + r * stride; }
+};
+
+// scores_r[p] = scale * q_r . k_p for every row r and p < len(r). Keys are taken in blocks of
+// 64 positions that stay in L1 while every row uses them, four positions at a time (one
+// four-way horizontal sum); a row's positions past the last whole four of its length are
+// summed one at a time. Each score's arithmetic depends only on its row's length, not on
+// the other rows of the item.
 template <class S, DType D, bool kFull, class Rows>
-void attention_scores(const float* q, const Rows& keys, int64_t len, int64_t hd, int64_t heads, float scale,
-                      float* scores) {
+void attention_scores(const QueryRows& rows, const Rows& keys, int64_t hd, float scale) {
   using V = typename S::V;
   constexpr int64_t W = S::kWidth;
   constexpr int64_t kBlock = 64;
   const __m128 scale4 = _mm_set1_ps(scale);
-  for (int64_t p0 = 0; p0 < len; p0 += kBlock) {
-    const int64_t p1 = p0 + kBlock < len ? p0 + kBlock : len;
-    for (int64_t j = 0; j < heads; ++j) {
-      const float* qj = q + j * hd;
-      float* sj = scores + j * len;
+  const int64_t longest = rows.len(rows.count - 1);
+  for (int64_t p0 = 0; p0 < longest; p0 += kBlock) {
+    for (int64_t r = 0; r < rows.count; ++r) {
+      const int64_t len = rows.len(r);
+      if (p0 >= len) continue;
+      const int64_t p1 = p0 + kBlock < len ? p0 + kBlock : len;
+      const float* qr = rows.q(r);
+      float* sr = rows.scores_of(r);
       int64_t p = p0;
       for (; p + 4 <= p1; p += 4) {
         const Storage<D>* k[4] = {keys.row(p), keys.row(p + 1), keys.row(p + 2), keys.row(p + 3)};
-        if (j == 0)
-          for (int64_t r = p + kPrefetchRows; r < p + 4 + kPrefetchRows && r < len; ++r)
-            prefetch_row<D>(keys.row(r), hd);
+        if (r == 0)
+          for (int64_t ahead = p + kPrefetchRows; ahead < p + 4 + kPrefetchRows && ahead < longest; ++ahead)
+            prefetch_row<D>(keys.row(ahead), hd);
         V s[4] = {S::zero(), S::zero(), S::zero(), S::zero()};
         for (int64_t i = 0; i < hd; i += W) {
-          const V qv = load_head<S, kFull>(qj + i, hd - i);
-          for (int r = 0; r < 4; ++r) s[r] = S::fma(qv, load_head_w<S, D, kFull>(k[r] + i, hd - i), s[r]);
+          const V qv = load_head<S, kFull>(qr + i, hd - i);
+          for (int k4 = 0; k4 < 4; ++k4)
+            s[k4] = S::fma(qv, load_head_w<S, D, kFull>(k[k4] + i, hd - i), s[k4]);
         }
-        _mm_storeu_ps(sj + p, _mm_mul_ps(S::reduce_add4(s[0], s[1], s[2], s[3]), scale4));
+        _mm_storeu_ps(sr + p, _mm_mul_ps(S::reduce_add4(s[0], s[1], s[2], s[3]), scale4));
       }
       for (; p < p1; ++p) {
         const Storage<D>* k = keys.row(p);
         V s = S::zero();
         for (int64_t i = 0; i < hd; i += W)
-          s = S::fma(load_head<S, kFull>(qj + i, hd - i), load_head_w<S, D, kFull>(k + i, hd - i), s);
-        sj[p] = S::reduce_add(s) * scale;
+          s = S::fma(load_head<S, kFull>(qr + i, hd - i), load_head_w<S, D, kFull>(k + i, hd - i), s);
+        sr[p] = S::reduce_add(s) * scale;
       }
     }
   }
 }
 
-// out_j[i0, i0 + NV kWidth) = sum_p scores[j * len + p] v_p[...] for HG heads j (out_j hd
-// apart); lanes past head_dim are neither read nor written.
-template <class S, DType D, int HG, int NV, bool kFull, class Rows>
-void attention_values(const Rows& values, int64_t len, const float* scores, int64_t hd, int64_t i0,
-                      float* out) {
+// acc[j] += scores[j][p] v_p[i0, i0 + NV kWidth) for p in [p0, p1), p ascending; kAll: every
+// row j takes every p, else only those below len[j].
+template <class S, DType D, int HG, int NV, bool kFull, bool kAll, class Rows>
+[[gnu::always_inline]] inline void accumulate_values(typename S::V (&acc)[HG][NV], const Rows& values,
+                                                     const float* const (&scores)[HG],
+                                                     const int64_t (&len)[HG], int64_t p0, int64_t p1,
+                                                     int64_t longest, int64_t hd, int64_t i0) {
   using V = typename S::V;
   constexpr int64_t W = S::kWidth;
-  V acc[HG][NV];
-  for (int j = 0; j < HG; ++j)
-    for (int c = 0; c < NV; ++c) acc[j][c] = S::zero();
-  for (int64_t p = 0; p < len; ++p) {
+  for (int64_t p = p0; p < p1; ++p) {
     const Storage<D>* v = values.row(p) + i0;
-    if (p + kPrefetchRows < len) {
+    if (p + kPrefetchRows < longest) {
       const Storage<D>* ahead = values.row(p + kPrefetchRows) + i0;
       for (int c = 0; c < NV; ++c) _mm_prefetch(reinterpret_cast<const char*>(ahead + c * W), _MM_HINT_T1);
     }
     V vv[NV];
     for (int c = 0; c < NV; ++c) vv[c] = load_head_w<S, D, kFull>(v + c * W, hd - i0 - c * W);
     for (int j = 0; j < HG; ++j) {
-      const V s = S::set1(scores[j * len + p]);
+      if (!kAll && p >= len[j]) continue;
+      const V s = S::set1(scores[j][p]);
       for (int c = 0; c < NV; ++c) acc[j][c] = S::fma(s, vv[c], acc[j][c]);
     }
   }
-  for (int j = 0; j < HG; ++j)
-    for (int c = 0; c < NV; ++c) store_n<S>(out + j * hd + i0 + c * W, acc[j][c], hd - i0 - c * W);
 }
 
-// out_j = sum_p scores[j * len + p] v_p for HG heads j, every column of the head.
+// out_r[i0, i0 + NV kWidth) = sum_{p < len(r)} scores_r[p] v_p[...] for the HG rows r0..
+// (lanes past head_dim are neither read nor written). Each sum runs over p in order from 0,
+// whatever rows share the pass.
+template <class S, DType D, int HG, int NV, bool kFull, class Rows>
+void attention_values(const Rows& values, const QueryRows& rows, int64_t r0, int64_t hd, int64_t i0) {
+  using V = typename S::V;
+  constexpr int64_t W = S::kWidth;
+  V acc[HG][NV];
+  const float* scores[HG];
+  int64_t len[HG];
+  for (int j = 0; j < HG; ++j) {
+    scores[j] = rows.scores_of(r0 + j);
+    len[j] = rows.len(r0 + j);
+    for (int c = 0; c < NV; ++c) acc[j][c] = S::zero();
+  }
+  const int64_t shortest = len[0], longest = len[HG - 1];  // rows are in token order
+  accumulate_values<S, D, HG, NV, kFull, true>(acc, values, scores, len, 0, shortest, longest, hd, i0);
+  accumulate_values<S, D, HG, NV, kFull, false>(acc, values, scores, len, shortest, longest, longest, hd, i0);
+  for (int j = 0; j < HG; ++j)
+    for (int c = 0; c < NV; ++c) store_n<S>(rows.out(r0 + j) + i0 + c * W, acc[j][c], hd - i0 - c * W);
+}
+
+// out_r = sum_p scores_r[p] v_p for the HG rows r0.., every column of the head.
 template <class S, DType D, int HG, class Rows>
-void attention_values_all(const Rows& values, int64_t len, const float* scores, int64_t hd, float* out) {
+void attention_values_all(const Rows& values, const QueryRows& rows, int64_t r0, int64_t hd) {
   // HG x NV accumulators: up to 16 (AVX-512) or 8 (AVX2).
   constexpr int NV = S::kRegisters / 2 / HG > 4 ? 4 : S::kRegisters / 2 / HG;
   constexpr int64_t W = S::kWidth;
   int64_t i0 = 0;
-  for (; i0 + NV * W <= hd; i0 += NV * W)
-    attention_values<S, D, HG, NV, true>(values, len, scores, hd, i0, out);
-  for (; i0 + W <= hd; i0 += W) attention_values<S, D, HG, 1, true>(values, len, scores, hd, i0, out);
-  if (i0 < hd) attention_values<S, D, HG, 1, false>(values, len, scores, hd, i0, out);
+  for (; i0 + NV * W <= hd; i0 += NV * W) attention_values<S, D, HG, NV, true>(values, rows, r0, hd, i0);
+  for (; i0 + W <= hd; i0 += W) attention_values<S, D, HG, 1, true>(values, rows, r0, hd, i0);
+  if (i0 < hd) attention_values<S, D, HG, 1, false>(values, rows, r0, hd, i0);
 }
 
-// Query heads [h0, h1) of token t, with the kv head's cache rows addressed by `keys` and
-// `values`.
+// Every row of `rows`, with the kv head's cache rows addressed by `keys` and `values`.
+// round_scores: the cache is f16 (its products with the probabilities are f16 x f16).
 template <class S, DType D, class Rows>
-void attention_rows(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, const Rows& keys,
-                    const Rows& values, float* scores) {
-  const int64_t hd = a.head_dim, heads = h1 - h0;
-  const int64_t len = a.first_pos + t + 1;  // causal: positions [0, len)
-  const float* q = a.q + (t * a.n_heads + h0) * hd;
-
+void attention_rows(const QueryRows& rows, const Rows& keys, const Rows& values, bool round_scores) {
+  const int64_t hd = rows.a->head_dim;
   if (hd % S::kWidth == 0) {
-    attention_scores<S, D, true>(q, keys, len, hd, heads, a.scale, scores);
+    attention_scores<S, D, true>(rows, keys, hd, rows.a->scale);
   } else {
-    attention_scores<S, D, false>(q, keys, len, hd, heads, a.scale, scores);
+    attention_scores<S, D, false>(rows, keys, hd, rows.a->scale);
   }
-  for (int64_t j = 0; j < heads; ++j) softmax_row<S>(scores + j * len, len, scores + j * len);
-  if constexpr (D == DType::F16) {  // f16 x f16 products for the sum over v (Backend::attention)
-    const int64_t count = heads * len;
+  for (int64_t r = 0; r < rows.count; ++r) {
+    float* scores = rows.scores_of(r);
+    const int64_t len = rows.len(r);
+    softmax_row<S>(scores, len, scores);
+    if (!round_scores) continue;
     int64_t i = 0;
-    for (; i + S::kWidth <= count; i += S::kWidth) S::store(scores + i, S::round_f16(S::load(scores + i)));
-    if (i < count) store_n<S>(scores + i, S::round_f16(load_n<S>(scores + i, count - i)), count - i);
+    for (; i + S::kWidth <= len; i += S::kWidth) S::store(scores + i, S::round_f16(S::load(scores + i)));
+    if (i < len) store_n<S>(scores + i, S::round_f16(load_n<S>(scores + i, len - i)), len - i);
   }
 
-  // Up to four heads per pass over the value rows.
-  float* out = a.out + (t * a.n_heads + h0) * hd;
-  int64_t j = 0;
-  for (; j + 4 <= heads; j += 4)
-    attention_values_all<S, D, 4>(values, len, scores + j * len, hd, out + j * hd);
-  switch (heads - j) {
-    case 3: attention_values_all<S, D, 3>(values, len, scores + j * len, hd, out + j * hd); break;
-    case 2: attention_values_all<S, D, 2>(values, len, scores + j * len, hd, out + j * hd); break;
-    case 1: attention_values_all<S, D, 1>(values, len, scores + j * len, hd, out + j * hd); break;
+  // Up to four rows per pass over the value rows.
+  int64_t r = 0;
+  for (; r + 4 <= rows.count; r += 4) attention_values_all<S, D, 4>(values, rows, r, hd);
+  switch (rows.count - r) {
+    case 3: attention_values_all<S, D, 3>(values, rows, r, hd); break;
+    case 2: attention_values_all<S, D, 2>(values, rows, r, hd); break;
+    case 1: attention_values_all<S, D, 1>(values, rows, r, hd); break;
     default: break;
   }
 }
 
+// With this many rows or more, a 16-bit cache's rows are widened to f32 once per work item
+// (into the scratch) instead of at every use. Widening is exact: the results are the same.
+constexpr int64_t kWidenCacheRows = 4;
+
+template <class S, DType D, class Rows>
+void attention_widened(const QueryRows& rows, const Rows& keys, const Rows& values, float* scratch) {
+  const int64_t hd = rows.a->head_dim, longest = rows.len(rows.count - 1);
+  float* k32 = scratch;
+  float* v32 = scratch + longest * hd;
+  for (int64_t p = 0; p < longest; ++p) {
+    convert_typed<S, D>(keys.row(p), hd, k32 + p * hd);
+    convert_typed<S, D>(values.row(p), hd, v32 + p * hd);
+  }
+  attention_rows<S, DType::F32>(rows, ContiguousRows<DType::F32>{k32, hd},
+                                ContiguousRows<DType::F32>{v32, hd}, D == DType::F16);
+}
+
+template <class S, DType D, class Rows>
+void attention_item(const QueryRows& rows, const Rows& keys, const Rows& values, float* scratch) {
+  if (D != DType::F32 && rows.count >= kWidenCacheRows) {
+    attention_widened<S, D>(rows, keys, values, scratch);
+  } else {
+    attention_rows<S, D>(rows, keys, values, D == DType::F16);
+  }
+}
+
 template <class S, DType D>
-void attention_typed(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, float* scores) {
+void attention_typed(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0, int64_t h1, float* scratch) {
   const int64_t kv_head = h0 / (a.n_heads / a.n_kv_heads);
   const int64_t stride = a.n_kv_heads * a.head_dim;  // between cache rows
   const Storage<D>* keys = static_cast<const Storage<D>*>(a.k_cache) + kv_head * a.head_dim;
   const Storage<D>* values = static_cast<const Storage<D>*>(a.v_cache) + kv_head * a.head_dim;
+  const int64_t longest = a.first_pos + t1;
+  const QueryRows rows{&a, t0, h0, h1 - h0, (t1 - t0) * (h1 - h0), longest, scratch};
+  float* widened = scratch + rows.count * longest;
   if (a.blocks == nullptr) {
-    attention_rows<S, D>(a, t, h0, h1, ContiguousRows<D>{keys, stride}, ContiguousRows<D>{values, stride},
-                         scores);
+    attention_item<S, D>(rows, ContiguousRows<D>{keys, stride}, ContiguousRows<D>{values, stride}, widened);
   } else {
     const int64_t mask = (int64_t{1} << a.block_shift) - 1;
-    attention_rows<S, D>(a, t, h0, h1, PagedRows<D>{keys, stride, a.blocks, a.block_shift, mask},
-                         PagedRows<D>{values, stride, a.blocks, a.block_shift, mask}, scores);
+    attention_item<S, D>(rows, PagedRows<D>{keys, stride, a.blocks, a.block_shift, mask},
+                         PagedRows<D>{values, stride, a.blocks, a.block_shift, mask}, widened);
   }
 }
 
 template <class S>
-void attention(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, float* scores) {
+void attention(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0, int64_t h1, float* scratch) {
   switch (a.cache_dtype) {
-    case DType::F32: attention_typed<S, DType::F32>(a, t, h0, h1, scores); break;
-    case DType::BF16: attention_typed<S, DType::BF16>(a, t, h0, h1, scores); break;
-    case DType::F16: attention_typed<S, DType::F16>(a, t, h0, h1, scores); break;
+    case DType::F32: attention_typed<S, DType::F32>(a, t0, t1, h0, h1, scratch); break;
+    case DType::BF16: attention_typed<S, DType::BF16>(a, t0, t1, h0, h1, scratch); break;
+    case DType::F16: attention_typed<S, DType::F16>(a, t0, t1, h0, h1, scratch); break;
     default: break;  // the backend accepts only f32/bf16/f16 caches
   }
 }
