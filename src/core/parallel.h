@@ -37,18 +37,19 @@ inline Chunking chunking(int64_t n, int64_t grain) {
 template <class Body>
 void parallel_for_balanced(int64_t n, int64_t grain, int64_t align, Body&& body) {
   if (n <= 0) return;
+  if (align < 1) align = 1;
+  const int64_t units = (n + align - 1) / align;
   const detail::Chunking c = detail::chunking(n, grain);
-  if (c.threads <= 1) {
+  const int threads = units < c.threads ? static_cast<int>(units) : c.threads;  // no empty chunks
+  if (threads <= 1) {
     body(int64_t{0}, n);
     return;
   }
-  if (align < 1) align = 1;
-  const int64_t units = (n + align - 1) / align;
-#pragma omp parallel num_threads(c.threads)
+#pragma omp parallel num_threads(threads)
   {
     const int64_t t = omp_get_thread_num();
-    const int64_t begin = units * t / c.threads * align;
-    const int64_t last = units * (t + 1) / c.threads * align;
+    const int64_t begin = units * t / threads * align;
+    const int64_t last = units * (t + 1) / threads * align;
     const int64_t end = last < n ? last : n;
     if (begin < end) body(begin, end);
   }

@@ -59,13 +59,14 @@ void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> se
   const int64_t heads = any.n_heads, kv_heads = any.n_kv_heads, hd = any.head_dim;
   std::vector<int64_t>& ends = tl_sequence_ends;  // the caller's, read by the workers
   ends.clear();
-  int64_t tokens = 0, blocks = 0, causal_work = 0, max_len = 0;
+  int64_t tokens = 0, blocks = 0, causal_work = 0, max_len = 0, max_n = 0;
   for (const AttentionArgs& a : sequences) {
     tokens += a.n;
     blocks += (a.n + kQueryBlock - 1) / kQueryBlock;
     ends.push_back(blocks);
     causal_work += a.n * (a.first_pos + (a.n + 1) / 2);
     max_len = std::max(max_len, a.first_pos + a.n);
+    max_n = std::max(max_n, a.n);
   }
   // Work item: (sequence, block of up to kQueryBlock tokens, a slice of one kv head's query
   // heads), over the whole batch. Whole groups read each cache row once for all their
@@ -84,7 +85,8 @@ void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> se
   const int64_t block_tokens = std::min(kQueryBlock, (tokens + blocks - 1) / blocks);
   const int64_t grain = grain_for(block_tokens * slice * hd * (causal_work / tokens), kMinMatmulWork / 4);
   parallel_for_balanced(blocks * items_per_block, grain, 1, [&](int64_t i0, int64_t i1) {
-    float* scratch = tl_worker_scores.floats(attention_scratch_floats(kQueryBlock, slice, max_len, hd));
+    float* scratch =
+        tl_worker_scores.floats(attention_scratch_floats(std::min(kQueryBlock, max_n), slice, max_len, hd));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t block = i / items_per_block, item = i % items_per_block;
       const auto s = static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), block) - ends.begin());

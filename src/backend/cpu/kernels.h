@@ -45,10 +45,15 @@ struct AttentionArgs {
   int block_shift = 0;
 };
 
+// KernelTable::attention widens a 16-bit cache's rows of the kv head to f32 once per call
+// (exact, so no result changes) when it has this many tokens or more; with one token its
+// heads read each cache row while it is in L1 anyway.
+inline constexpr int64_t kAttentionWidenTokens = 2;
+
 // The scratch of KernelTable::attention for `tokens` x `heads` query rows whose longest
-// attends to `longest` positions: their scores, and the kv head's rows widened to f32.
+// attends to `longest` positions: their scores, and room for the widened rows.
 inline int64_t attention_scratch_floats(int64_t tokens, int64_t heads, int64_t longest, int64_t head_dim) {
-  return tokens * heads * longest + 2 * longest * head_dim + 4;
+  return tokens * heads * longest + (tokens >= kAttentionWidenTokens ? 2 * longest * head_dim : 0) + 4;
 }
 
 // The GEMV kernel handles up to this many tokens; more go to the packed GEMM.

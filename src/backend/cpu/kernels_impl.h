@@ -808,10 +808,6 @@ void attention_rows(const QueryRows& rows, const Rows& keys, const Rows& values,
   }
 }
 
-// With this many rows or more, a 16-bit cache's rows are widened to f32 once per work item
-// (into the scratch) instead of at every use. Widening is exact: the results are the same.
-constexpr int64_t kWidenCacheRows = 4;
-
 template <class S, DType D, class Rows>
 void attention_widened(const QueryRows& rows, const Rows& keys, const Rows& values, float* scratch) {
   const int64_t hd = rows.a->head_dim, longest = rows.len(rows.count - 1);
@@ -827,7 +823,7 @@ void attention_widened(const QueryRows& rows, const Rows& keys, const Rows& valu
 
 template <class S, DType D, class Rows>
 void attention_item(const QueryRows& rows, const Rows& keys, const Rows& values, float* scratch) {
-  if (D != DType::F32 && rows.count >= kWidenCacheRows) {
+  if (D != DType::F32 && rows.count / rows.heads >= kAttentionWidenTokens) {
     attention_widened<S, D>(rows, keys, values, scratch);
   } else {
     attention_rows<S, D>(rows, keys, values, D == DType::F16);
