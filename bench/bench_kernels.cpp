@@ -188,7 +188,9 @@ void BM_Matmul(benchmark::State& state) {
 
 // AMX differs from AVX-512 only in the bf16 GEMM (n = 512).
 void matmul_args(benchmark::internal::Benchmark* b) {
-  for (const auto& [k, m] : {std::pair<int64_t, int64_t>{576, 1536}, {768, 3072}})
+  // AMX at SmolLM2's and GPT-2's shapes, and at Llama-3-8B's attention and down projections.
+  for (const auto& [k, m] :
+       {std::pair<int64_t, int64_t>{576, 1536}, {768, 3072}, {4096, 4096}, {14336, 4096}})
     b->Args({2, 1, 512, k, m, 0});
   for (const int64_t isa : {1, 0})
     for (const int64_t dtype : {0, 1, 2})

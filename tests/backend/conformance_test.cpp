@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/reference/reference_ops.h"
@@ -107,6 +108,9 @@ const MatmulShape kMatmulShapes[] = {
     {12, 16, 32},
     {25, 40, 130},
     {70, 100, 300},
+    // More than one task's worth of token tiles and k in several blocks (AMX: 16 tiles of 32
+    // tokens, 1024-deep blocks), the last block's last step partial.
+    {520, 1100, 40},
     // GEMV k tails after 2-vector (bf16 pair) steps, single-vector steps and partial vectors.
     {1, 53, 20},
     {2, 29, 13},
@@ -165,16 +169,17 @@ TEST_P(Conformance, MatmulWithEmptyKWritesTheBias) {
 
 TEST_P(Conformance, MatmulIsBitwiseIndependentOfThreadCount) {
   for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
-    for (const int64_t n : {1, 2, 3, 4, 37}) {
-      auto x = input(DType::F32, {n, 300});
-      auto w = input(dtype, {1030, 300});
+    for (const auto& [n, k] :
+         {std::pair<int64_t, int64_t>{1, 300}, {2, 300}, {3, 300}, {4, 300}, {37, 300}, {520, 1100}}) {
+      auto x = input(DType::F32, {n, k});
+      auto w = input(dtype, {1030, k});
       auto y1 = output({n, 1030});
       auto y2 = output({n, 1030});
       set_thread_count(1);
       backend_->matmul(x->tensor(), w->tensor(), nullptr, y1->tensor());
       set_thread_count(0);
       backend_->matmul(x->tensor(), w->tensor(), nullptr, y2->tensor());
-      EXPECT_EQ(y1->values(), y2->values()) << dtype_label(dtype) << " n=" << n;
+      EXPECT_EQ(y1->values(), y2->values()) << dtype_label(dtype) << " n=" << n << " k=" << k;
     }
   }
 }

@@ -8,6 +8,9 @@
 // by 32 rows of the panel at a time: 0-3 the f32 sums C[token half][row half], 4-5 the two A
 // tiles, 6-7 the two B tiles. Per step that is 8 tile products, hi then lo, so each output
 // is summed in the same order (k ascending, hi before lo) whatever the tasks and threads.
+// k is taken kBlockSteps steps at a time: the panel's B tiles of one block (256 KiB) and a
+// token tile's A tiles of it (128 KiB) stay in L2. Between blocks the sums wait in the
+// panel buffer, stored and reloaded exactly, so blocking changes no bit of the result.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -27,12 +30,22 @@ constexpr int64_t kStep = 32;                 // k per step
 constexpr int64_t kTileValues = 16 * 32;      // bf16 values in one 1 KiB tile
 constexpr int64_t kATiles = 4;                // per token tile and step
 constexpr int64_t kBTiles = kPanelRows / 16;  // per panel and step
+constexpr int64_t kBlockSteps = 32;           // k per block: 1024
+constexpr int64_t kMaxTaskTiles = 16;         // token tiles per panel call
+constexpr int64_t kPairs = kPanelRows / 32;   // of row groups, per panel
+constexpr int64_t kSumFloats = 4 * 16 * 16;   // the four C tiles of one token tile and pair
 
 int64_t steps(int64_t k) { return (k + kStep - 1) / kStep; }
 
 int64_t packed_x_floats(int64_t tiles, int64_t k) { return tiles * steps(k) * kATiles * kTileValues / 2; }
 
-int64_t panel_buffer_floats(int64_t k) { return steps(k) * kBTiles * kTileValues / 2; }
+// One block's B tiles, then (when k has several blocks) the sums of every token tile and
+// pair of a call.
+int64_t panel_buffer_floats(int64_t k) {
+  const int64_t block_steps = std::min(steps(k), kBlockSteps);
+  const int64_t sums = steps(k) > kBlockSteps ? kMaxTaskTiles * kPairs * kSumFloats : 0;
+  return block_steps * kBTiles * kTileValues / 2 + sums;
+}
 
 // The first `count` lanes (none when count <= 0).
 __mmask16 first16(int64_t count) {
@@ -80,11 +93,11 @@ void pack_x(const MatmulArgs& a, int64_t tile0, int64_t tile1, float* packed) {
   }
 }
 
-// The B tiles of panel `panel` (rows past m and k past its end are zero): for each step and
-// group of 16 rows, the 16 rows' 32-bit k-pairs, transposed.
-void pack_panel(const MatmulArgs& a, int64_t panel, uint16_t* out) {
+// The B tiles of panel `panel` for steps [s0, s0 + count) (rows past m and k past its end
+// are zero): for each step and group of 16 rows, the 16 rows' 32-bit k-pairs, transposed.
+void pack_panel(const MatmulArgs& a, int64_t panel, int64_t s0, int64_t count, uint16_t* out) {
   const auto* w = static_cast<const uint16_t*>(a.w);
-  for (int64_t s = 0; s < steps(a.k); ++s) {
+  for (int64_t s = s0; s < s0 + count; ++s) {
     const int64_t k0 = s * kStep;
     const __mmask32 columns = first32(a.k - k0);
     for (int64_t g = 0; g < kBTiles; ++g) {
@@ -95,7 +108,7 @@ void pack_panel(const MatmulArgs& a, int64_t panel, uint16_t* out) {
                           : _mm512_setzero_ps();
       }
       Avx512::transpose(rows);  // 32-bit lanes: rows[p][j] = pair p of row j
-      uint16_t* tile = out + (s * kBTiles + g) * kTileValues;
+      uint16_t* tile = out + ((s - s0) * kBTiles + g) * kTileValues;
       for (int64_t p = 0; p < 16; ++p) _mm512_storeu_ps(reinterpret_cast<float*>(tile + p * 32), rows[p]);
     }
   }
@@ -152,26 +165,40 @@ void multiply_steps(const uint16_t* x, const uint16_t* w, int64_t count) {
 void panel(const MatmulArgs& a, const float* packed, int64_t panel, int64_t tile0, int64_t tile1,
            float* panel_buffer) {
   auto* b_tiles = reinterpret_cast<uint16_t*>(panel_buffer);
-  pack_panel(a, panel, b_tiles);
   const auto* x_tiles = reinterpret_cast<const uint16_t*>(packed);
   const int64_t n_steps = steps(a.k);
+  float* sums = panel_buffer + std::min(n_steps, kBlockSteps) * kBTiles * kTileValues / 2;
   const int64_t rows = std::min(kPanelRows, a.m - panel * kPanelRows);
   const TileConfig config;
   _tile_loadconfig(&config);
   alignas(64) float c[2][2][16][16];  // [token half][row half]
-  for (int64_t b = tile0; b < tile1; ++b) {
-    for (int64_t pair = 0; pair * 32 < rows; ++pair) {
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
-      multiply_steps(x_tiles + b * n_steps * kATiles * kTileValues, b_tiles + pair * 2 * kTileValues,
-                     n_steps);
-      _tile_stored(0, c[0][0], 64);
-      _tile_stored(1, c[0][1], 64);
-      _tile_stored(2, c[1][0], 64);
-      _tile_stored(3, c[1][1], 64);
-      write_y(a, c, b, panel * kPanelRows + pair * 32);
+  for (int64_t s0 = 0; s0 < n_steps; s0 += kBlockSteps) {
+    const int64_t count = std::min(kBlockSteps, n_steps - s0);
+    const bool first = s0 == 0, last = s0 + count == n_steps;
+    pack_panel(a, panel, s0, count, b_tiles);
+    for (int64_t b = tile0; b < tile1; ++b) {
+      for (int64_t pair = 0; pair * 32 < rows; ++pair) {
+        float* sum = sums + ((b - tile0) * kPairs + pair) * kSumFloats;  // [C tile][16][16]
+        if (first) {
+          _tile_zero(0);
+          _tile_zero(1);
+          _tile_zero(2);
+          _tile_zero(3);
+        } else {
+          _tile_loadd(0, sum, 64);
+          _tile_loadd(1, sum + 256, 64);
+          _tile_loadd(2, sum + 512, 64);
+          _tile_loadd(3, sum + 768, 64);
+        }
+        multiply_steps(x_tiles + (b * n_steps + s0) * kATiles * kTileValues, b_tiles + pair * 2 * kTileValues,
+                       count);
+        float* to = last ? &c[0][0][0][0] : sum;  // C tile t = (token half t / 2, row half t % 2)
+        _tile_stored(0, to, 64);
+        _tile_stored(1, to + 256, 64);
+        _tile_stored(2, to + 512, 64);
+        _tile_stored(3, to + 768, 64);
+        if (last) write_y(a, c, b, panel * kPanelRows + pair * 32);
+      }
     }
   }
   _tile_release();
@@ -185,7 +212,8 @@ const GemmKernels& amx_gemm_kernels() {
                                    .packed_x_floats = &packed_x_floats,
                                    .panel_buffer_floats = &panel_buffer_floats,
                                    .pack_x = &pack_x,
-                                   .panel = &panel};
+                                   .panel = &panel,
+                                   .max_task_tiles = kMaxTaskTiles};
   return kernels;
 }
 

@@ -1,5 +1,7 @@
 #include "backend/cpu/cpu_gemm.h"
 
+#include <algorithm>
+
 #include "backend/cpu/grain.h"
 #include "backend/cpu/scratch.h"
 #include "core/parallel.h"
@@ -23,6 +25,8 @@ void gemm(const GemmKernels& kernels, const MatmulArgs& a) {
   // Enough tasks for every thread: split the tokens when there are few panels.
   const int64_t want = 4 * static_cast<int64_t>(thread_count());
   int64_t splits = panels >= want ? 1 : (want + panels - 1) / panels;
+  if (kernels.max_task_tiles > 0)
+    splits = std::max(splits, (tiles + kernels.max_task_tiles - 1) / kernels.max_task_tiles);
   if (splits > tiles) splits = tiles;
   const int64_t tasks = panels * splits;
   const int64_t work_per_task = panel_rows * a.k * (a.n / splits + 1);

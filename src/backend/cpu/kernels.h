@@ -76,6 +76,8 @@ struct GemmKernels {
   // y for weight panel `panel` and token tiles [tile0, tile1).
   void (*panel)(const MatmulArgs& a, const float* packed, int64_t panel, int64_t tile0, int64_t tile1,
                 float* panel_buffer) = nullptr;
+  // The most token tiles one panel call may be given (0: no limit).
+  int64_t max_task_tiles = 0;
 };
 
 struct KernelTable {
