@@ -176,6 +176,10 @@ void panel(const MatmulArgs& a, const float* packed, int64_t panel, int64_t tile
     const int64_t count = std::min(kBlockSteps, n_steps - s0);
     const bool first = s0 == 0, last = s0 + count == n_steps;
     pack_panel(a, panel, s0, count, b_tiles);
+    // GCC 12's _tile_loadd declares no memory operand: without this barrier the stores that
+    // packed the B tiles could be moved past the tile loads that read them. (_tile_stored
+    // has a memory clobber, so the previous block's loads stay before this block's packing.)
+    asm volatile("" ::: "memory");
     for (int64_t b = tile0; b < tile1; ++b) {
       for (int64_t pair = 0; pair * 32 < rows; ++pair) {
         float* sum = sums + ((b - tile0) * kPairs + pair) * kSumFloats;  // [C tile][16][16]
