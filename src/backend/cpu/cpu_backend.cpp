@@ -1,6 +1,8 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,9 +39,22 @@ using cpu::Scratch;
 
 // One set per thread: the calling thread's buffers are shared read-only with the workers
 // of the parallel region it starts; each worker uses its own worker buffers.
-thread_local Scratch tl_vector_a;                   // caller: bias / norm weight converted to f32
-thread_local Scratch tl_vector_b;                   // caller: layer norm bias converted to f32
-thread_local std::vector<double> tl_worker_angles;  // worker: RoPE cos/sin of one token
+thread_local Scratch tl_vector_a;  // caller: bias / norm weight converted to f32
+thread_local Scratch tl_vector_b;  // caller: layer norm bias converted to f32
+
+// The caller's RoPE table: cos and sin of every token's angles, float, [token][cos half, sin
+// half], and the positions and frequencies it was computed for. Every layer's q and k of a
+// forward pass rotate by the same angles: the table is computed once and then reused.
+struct RopeTable {
+  std::vector<int32_t> positions;
+  std::vector<float> freq;
+  std::vector<float> cos_sin;
+
+  bool holds(std::span<const int32_t> p, std::span<const float> f) const {
+    return std::ranges::equal(p, positions) && std::ranges::equal(f, freq);
+  }
+};
+thread_local RopeTable tl_rope_table;
 
 // ---------------------------------------------------------------- shape checks
 
@@ -165,31 +180,54 @@ class CpuBackend final : public Backend {
     float* xp = x.as<float>();
     const float* freq = inv_freq.as<const float>();
     const bool neox = layout == RopeLayout::Neox;
+    const float* table = rope_table(positions, std::span(freq, static_cast<size_t>(half)));
     parallel_for_balanced(n, grain_for(heads * hd, kMinElementwiseWork), 1, [&](int64_t t0, int64_t t1) {
-      std::vector<double>& cs = tl_worker_angles;
-      if (cs.size() < static_cast<size_t>(2 * half)) cs.resize(static_cast<size_t>(2 * half));
       for (int64_t t = t0; t < t1; ++t) {
-        // Angles in double: an f32 product pos * freq is off by up to ~5e-4 rad at pos 4096.
-        for (int64_t j = 0; j < half; ++j) {
-          const double angle =
-              static_cast<double>(positions[static_cast<size_t>(t)]) * static_cast<double>(freq[j]);
-          cs[static_cast<size_t>(j)] = std::cos(angle);
-          cs[static_cast<size_t>(half + j)] = std::sin(angle);
-        }
+        const float* cos = table + t * 2 * half;
+        const float* sin = cos + half;
         for (int64_t h = 0; h < heads; ++h) {
           float* v = xp + (t * heads + h) * hd;
-          for (int64_t j = 0; j < half; ++j) {
-            const int64_t i0 = neox ? j : 2 * j;
-            const int64_t i1 = neox ? j + half : 2 * j + 1;
-            const float c = static_cast<float>(cs[static_cast<size_t>(j)]);
-            const float s = static_cast<float>(cs[static_cast<size_t>(half + j)]);
-            const float a = v[i0], b = v[i1];
-            v[i0] = a * c - b * s;
-            v[i1] = b * c + a * s;
+          if (neox) {  // pairs (j, j + half): a loop the compiler vectorises
+            float* upper = v + half;
+            for (int64_t j = 0; j < half; ++j) {
+              const float a = v[j], b = upper[j];
+              v[j] = a * cos[j] - b * sin[j];
+              upper[j] = b * cos[j] + a * sin[j];
+            }
+          } else {  // pairs (2j, 2j + 1)
+            for (int64_t j = 0; j < half; ++j) {
+              const float a = v[2 * j], b = v[2 * j + 1];
+              v[2 * j] = a * cos[j] - b * sin[j];
+              v[2 * j + 1] = b * cos[j] + a * sin[j];
+            }
           }
         }
       }
     });
+  }
+
+  // The calling thread's RoPE table for these positions and frequencies (RopeTable).
+  static const float* rope_table(std::span<const int32_t> positions, std::span<const float> freq) {
+    RopeTable& table = tl_rope_table;
+    if (table.holds(positions, freq)) return table.cos_sin.data();
+    const auto half = static_cast<int64_t>(freq.size());
+    table.positions.assign(positions.begin(), positions.end());
+    table.freq.assign(freq.begin(), freq.end());
+    table.cos_sin.resize(positions.size() * 2 * freq.size());
+    float* cos_sin = table.cos_sin.data();
+    parallel_for_balanced(static_cast<int64_t>(positions.size()), grain_for(half * 64, kMinElementwiseWork),
+                          1, [&](int64_t t0, int64_t t1) {
+                            for (int64_t t = t0; t < t1; ++t)
+                              for (int64_t j = 0; j < half; ++j) {
+                                // Angles in double: an f32 product pos * freq is off by up to
+                                // ~5e-4 rad at pos 4096.
+                                const double angle = static_cast<double>(positions[static_cast<size_t>(t)]) *
+                                                     static_cast<double>(freq[static_cast<size_t>(j)]);
+                                cos_sin[t * 2 * half + j] = static_cast<float>(std::cos(angle));
+                                cos_sin[t * 2 * half + half + j] = static_cast<float>(std::sin(angle));
+                              }
+                          });
+    return cos_sin;
   }
 
   // ---------------------------------------------------------------- KV cache (cpu_attention.h)
