@@ -1,10 +1,10 @@
 #include "model/weights.h"
 
-#include <cstring>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "core/transpose.h"
 #include "model/weight_source.h"
 
 namespace tokenmill {
@@ -34,13 +34,7 @@ class SafetensorsSource final : public WeightSource {
   Tensor transposed(const std::string& name, int64_t in, int64_t out) const {
     const Tensor stored = archive_.tensor(name, {in, out});
     Tensor t = store_.allocate(stored.dtype, {out, in});
-    const size_t elem = dtype_size(stored.dtype);
-    const auto* src = static_cast<const std::byte*>(stored.data);
-    auto* dst = static_cast<std::byte*>(t.data);
-    for (int64_t i = 0; i < in; ++i)
-      for (int64_t o = 0; o < out; ++o)
-        std::memcpy(dst + static_cast<size_t>(o * in + i) * elem,
-                    src + static_cast<size_t>(i * out + o) * elem, elem);
+    transpose(stored.data, in, out, dtype_size(stored.dtype), t.data);
     return t;
   }
 

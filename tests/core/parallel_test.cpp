@@ -1,5 +1,5 @@
-// parallel_for_chunks: covers [0, n) exactly once, chunk boundaries on the grain, and the
-// thread-count setting.
+// parallel_for_chunks and parallel_for_balanced: cover [0, n) exactly once, chunk boundaries
+// on the grain (the alignment), balanced chunks, and the thread-count setting.
 #include "core/parallel.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -45,6 +46,65 @@ TEST(ParallelForChunks, CoversTheRangeExactlyOnceOnGrainBoundaries) {
     }
   }
   set_thread_count(0);
+}
+
+std::vector<std::pair<int64_t, int64_t>> balanced_chunks_of(int64_t n, int64_t grain, int64_t align) {
+  std::mutex mutex;
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  parallel_for_balanced(n, grain, align, [&](int64_t begin, int64_t end) {
+    std::lock_guard lock(mutex);
+    chunks.emplace_back(begin, end);
+  });
+  std::sort(chunks.begin(), chunks.end());
+  return chunks;
+}
+
+TEST(ParallelForBalanced, OneEqualChunkPerThreadOnAlignmentBoundaries) {
+  for (const int threads : {1, 2, 3}) {
+    set_thread_count(threads);
+    for (const int64_t n : {1, 7, 8, 9, 576, 1000, 1001}) {
+      for (const int64_t grain : {1, 120, 5000}) {
+        for (const int64_t align : {1, 8, 16}) {
+          const auto chunks = balanced_chunks_of(n, grain, align);
+          const std::string where = "n=" + std::to_string(n) + " grain=" + std::to_string(grain) +
+                                    " align=" + std::to_string(align);
+          ASSERT_FALSE(chunks.empty()) << where;
+          EXPECT_EQ(chunks.front().first, 0) << where;
+          EXPECT_EQ(chunks.back().second, n) << where;
+          // Threads: no more than whole grains, nor alignment units, nor the thread count.
+          const int64_t units = (n + align - 1) / align, grains = (n + grain - 1) / grain;
+          EXPECT_EQ(static_cast<int64_t>(chunks.size()), std::min({int64_t{threads}, units, grains}))
+              << where;
+          int64_t smallest = n, largest = 0;
+          for (size_t i = 0; i < chunks.size(); ++i) {
+            EXPECT_LT(chunks[i].first, chunks[i].second) << where;
+            EXPECT_EQ(chunks[i].first % align, 0) << where;
+            if (i > 0) {
+              EXPECT_EQ(chunks[i].first, chunks[i - 1].second) << where;
+            }
+            if (chunks[i].second != n) {  // the last chunk may be short of a whole unit
+              smallest = std::min(smallest, chunks[i].second - chunks[i].first);
+              largest = std::max(largest, chunks[i].second - chunks[i].first);
+            }
+          }
+          if (largest > 0) {
+            EXPECT_LE(largest - smallest, align) << where;
+          }
+        }
+      }
+    }
+  }
+  set_thread_count(0);
+}
+
+TEST(ParallelForBalanced, SplitsWhereWholeGrainsWouldNot) {
+  // 576 rows in grains of 120 are five grains: 2:3 over two threads. Balanced: 288 each.
+  set_thread_count(2);
+  const auto chunks = balanced_chunks_of(576, 120, 8);
+  set_thread_count(0);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0], std::make_pair(int64_t{0}, int64_t{288}));
+  EXPECT_EQ(chunks[1], std::make_pair(int64_t{288}, int64_t{576}));
 }
 
 TEST(ParallelForChunks, EmptyRangeCallsNothing) {
