@@ -14,15 +14,21 @@
 namespace tokenmill {
 namespace {
 
-std::vector<std::pair<int64_t, int64_t>> chunks_of(int64_t n, int64_t grain) {
+// The chunks `run_loop(body)` hands to body, sorted.
+template <class RunLoop>
+std::vector<std::pair<int64_t, int64_t>> chunks_from(RunLoop run_loop) {
   std::mutex mutex;
   std::vector<std::pair<int64_t, int64_t>> chunks;
-  parallel_for_chunks(n, grain, [&](int64_t begin, int64_t end) {
+  run_loop([&](int64_t begin, int64_t end) {
     std::lock_guard lock(mutex);
     chunks.emplace_back(begin, end);
   });
   std::sort(chunks.begin(), chunks.end());
   return chunks;
+}
+
+std::vector<std::pair<int64_t, int64_t>> chunks_of(int64_t n, int64_t grain) {
+  return chunks_from([&](auto body) { parallel_for_chunks(n, grain, body); });
 }
 
 TEST(ParallelForChunks, CoversTheRangeExactlyOnceOnGrainBoundaries) {
@@ -49,14 +55,7 @@ TEST(ParallelForChunks, CoversTheRangeExactlyOnceOnGrainBoundaries) {
 }
 
 std::vector<std::pair<int64_t, int64_t>> balanced_chunks_of(int64_t n, int64_t grain, int64_t align) {
-  std::mutex mutex;
-  std::vector<std::pair<int64_t, int64_t>> chunks;
-  parallel_for_balanced(n, grain, align, [&](int64_t begin, int64_t end) {
-    std::lock_guard lock(mutex);
-    chunks.emplace_back(begin, end);
-  });
-  std::sort(chunks.begin(), chunks.end());
-  return chunks;
+  return chunks_from([&](auto body) { parallel_for_balanced(n, grain, align, body); });
 }
 
 TEST(ParallelForBalanced, OneEqualChunkPerThreadOnAlignmentBoundaries) {
