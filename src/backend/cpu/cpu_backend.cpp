@@ -1,6 +1,7 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <span>
 #include <string>
@@ -51,7 +52,8 @@ struct RopeTable {
   std::vector<float> cos_sin;
 
   bool holds(std::span<const int32_t> p, std::span<const float> f) const {
-    return std::ranges::equal(p, positions) && std::ranges::equal(f, freq);
+    const auto bits = [](float v) { return std::bit_cast<uint32_t>(v); };  // -0 is not +0
+    return std::ranges::equal(p, positions) && std::ranges::equal(f, freq, {}, bits, bits);
   }
 };
 thread_local RopeTable tl_rope_table;
@@ -211,8 +213,8 @@ class CpuBackend final : public Backend {
     RopeTable& table = tl_rope_table;
     if (table.holds(positions, freq)) return table.cos_sin.data();
     const auto half = static_cast<int64_t>(freq.size());
-    table.positions.assign(positions.begin(), positions.end());
-    table.freq.assign(freq.begin(), freq.end());
+    table.positions.clear();  // the key is set last: a failed allocation leaves no stale match
+    table.freq.clear();
     table.cos_sin.resize(positions.size() * 2 * freq.size());
     float* cos_sin = table.cos_sin.data();
     parallel_for_balanced(static_cast<int64_t>(positions.size()), grain_for(half * 64, kMinElementwiseWork),
@@ -227,6 +229,8 @@ class CpuBackend final : public Backend {
                                 cos_sin[t * 2 * half + half + j] = static_cast<float>(std::sin(angle));
                               }
                           });
+    table.freq.assign(freq.begin(), freq.end());
+    table.positions.assign(positions.begin(), positions.end());
     return cos_sin;
   }
 
