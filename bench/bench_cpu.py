@@ -15,7 +15,9 @@ Usage:
                              [--skip-transformers] [--out bench/out/cpu.json]
 
 Timing rules (the same for both engines):
-  * every figure is the BEST of --repeats timed runs, after at least one untimed warm-up;
+  * every figure is the BEST of --repeats timed runs, after at least one untimed warm-up,
+    and each timed run follows an untimed one in the same process (transformers: its loop;
+    tokenmill: `generate --warmup`), so both engines are timed warm, as a server runs;
   * prefill tok/s = 512 / wall time of the forward pass over the prompt (only the logits of
     the last position are computed, as generation does);
   * decode tok/s = (generated tokens - 1) / wall time from the first sampled token to the
@@ -442,10 +444,13 @@ def huge_page_share(paths: list[Path]) -> float | None:
 
 def run_tokenmill(binary: Path, model_dir: Path, prompt: list[int], threads: int, repeats: int) -> dict:
     cmd = [str(binary), "-t", str(threads), "generate", "-m", str(model_dir), "--prompt-ids",
-           ",".join(map(str, prompt)), "-n", str(NEW_TOKENS), "--temperature", "0", "--ignore-eos", "--json"]
+           ",".join(map(str, prompt)), "-n", str(NEW_TOKENS), "--temperature", "0", "--ignore-eos", "--warmup",
+           "--json"]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     runs = []
-    # One untimed warm-up (faults the mapped weights in), then the timed repeats.
+    # One untimed warm-up process (faults the mapped weights in), then the timed repeats. Each
+    # process also runs the prompt once untimed (--warmup) before its timed run: the peers are
+    # timed warm, inside the process that warmed them up, and so is tokenmill.
     for i in range(repeats + 1):
         t0, meter = time.perf_counter(), CpuMeter().start()
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -29,6 +30,7 @@ struct GenerateFlags {
   bool ignore_eos = false;
   bool parse_special = false;
   bool json = false;
+  bool warmup = false;
 };
 
 const char* finish_name(GenerateFinish r) {
@@ -64,6 +66,13 @@ void run_generate(const GenerateFlags& f) {
   request.eos_token_ids = m.eos_token_ids;
   request.ignore_eos = f.ignore_eos;
   request.sampling = resolve_sampling(f.sampling, m.model->config);
+
+  if (f.warmup) {  // the prompt once, untimed and discarded: buffers and caches as a server's
+    GenerateRequest warm = request;
+    warm.max_new_tokens = std::min<int64_t>(request.max_new_tokens, 2);
+    generate(transformer, warm, nullptr);
+    transformer.reset();  // else the timed run would reuse the cached prompt
+  }
 
   // Text streams out as it completes; without a tokenizer the ids do.
   std::unique_ptr<StreamingDecoder> stream;
@@ -111,6 +120,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-sequence tokens");
   cmd->add_flag("--parse-special", f->parse_special, "Recognise special tokens written in the prompt text");
   cmd->add_flag("--json", f->json, "Print one JSON object");
+  cmd->add_flag("--warmup", f->warmup,
+                "Before the timed run, run the prompt once untimed (memory and caches warm, as in a "
+                "long-running server; for benchmarks)");
   cmd->callback([f, text, ids] {
     if (text->count() == 0 && ids->count() == 0)
       fail("generate needs a prompt: -p TEXT or --prompt-ids 1,2,3");

@@ -76,6 +76,19 @@ TEST(Cli, SameSeedSameSample) {
   EXPECT_EQ(a["seed"], 42);
 }
 
+TEST(Cli, WarmupChangesOnlyTheTiming) {
+  // The untimed first pass must leave neither sampler state nor a cached prompt behind.
+  const std::string args = "generate -m " + kLlama +
+                           " --prompt-ids 5,6,7,8,9 -n 16 --temperature 1.5 --seed 7 --ignore-eos --json";
+  const CommandResult cold = run_stdout(args), warm = run_stdout(args + " --warmup");
+  ASSERT_EQ(cold.exit_code, 0) << cold.output;
+  ASSERT_EQ(warm.exit_code, 0) << warm.output;
+  const auto a = nlohmann::json::parse(cold.output), b = nlohmann::json::parse(warm.output);
+  EXPECT_EQ(a["ids"], b["ids"]);
+  EXPECT_EQ(b["ids"].size(), 16u);
+  EXPECT_GT(b["prompt_tokens_per_s"].get<double>(), 0.0);
+}
+
 TEST(Cli, StopsAtEos) {
   // qwen2's greedy continuation of its first prompt produces eos id 3 at step 22.
   const std::string qwen = std::string(TOKENMILL_FIXTURES_DIR) + "/hf/qwen2";
