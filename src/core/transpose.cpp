@@ -1,5 +1,7 @@
 #include "core/transpose.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/parallel.h"
 
@@ -10,16 +12,20 @@ namespace {
 // Square tiles of this many elements a side: a tile of 8-byte elements (32 KiB) is read
 // and written within L1.
 constexpr int64_t kTile = 64;
+constexpr int64_t kMinTaskElements = 64 * 1024;
 
 template <class T>
 void transpose_typed(const T* src, int64_t rows, int64_t cols, T* dst) {
-  const int64_t column_tiles = (cols + kTile - 1) / kTile;
-  // Each task writes whole tiles of dst's rows (src's columns); no two tasks share a row.
-  parallel_for_balanced(column_tiles, 1, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t c0 = t0 * kTile; c0 < t1 * kTile && c0 < cols; c0 += kTile) {
-      const int64_t c1 = c0 + kTile < cols ? c0 + kTile : cols;
+  const int64_t tiles = (cols + kTile - 1) / kTile;
+  // Tasks of whole column tiles (dst's rows: no two tasks write one), each of at least about
+  // kMinTaskElements: a small matrix stays on one thread.
+  const int64_t grain = std::max<int64_t>(1, kMinTaskElements / (rows * kTile));
+  parallel_for_balanced(tiles, grain, 1, [&](int64_t t0, int64_t t1) {
+    const int64_t c_end = std::min(cols, t1 * kTile);
+    for (int64_t c0 = t0 * kTile; c0 < c_end; c0 += kTile) {
+      const int64_t c1 = std::min(c0 + kTile, c_end);
       for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-        const int64_t r1 = r0 + kTile < rows ? r0 + kTile : rows;
+        const int64_t r1 = std::min(r0 + kTile, rows);
         for (int64_t c = c0; c < c1; ++c)
           for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * cols + c];
       }

@@ -182,7 +182,8 @@ void panel(const MatmulArgs& a, const float* packed, int64_t panel, int64_t tile
     asm volatile("" ::: "memory");
     for (int64_t b = tile0; b < tile1; ++b) {
       for (int64_t pair = 0; pair * 32 < rows; ++pair) {
-        float* sum = sums + ((b - tile0) * kPairs + pair) * kSumFloats;  // [C tile][16][16]
+        // [C tile][16][16]; the buffer has sums only when k has several blocks
+        float* sum = first && last ? nullptr : sums + ((b - tile0) * kPairs + pair) * kSumFloats;
         if (first) {
           _tile_zero(0);
           _tile_zero(1);

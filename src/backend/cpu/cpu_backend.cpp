@@ -217,6 +217,7 @@ class CpuBackend final : public Backend {
     table.freq.clear();
     table.cos_sin.resize(positions.size() * 2 * freq.size());
     float* cos_sin = table.cos_sin.data();
+    // Work per token: half cos/sin pairs, counted as ~64 element-wise operations each.
     parallel_for_balanced(static_cast<int64_t>(positions.size()), grain_for(half * 64, kMinElementwiseWork),
                           1, [&](int64_t t0, int64_t t1) {
                             for (int64_t t = t0; t < t1; ++t)
