@@ -58,9 +58,12 @@ void attention_inputs(Backend& backend, const Model& model, const LayerWeights& 
   const int64_t n = x.rows();
   const int64_t kv_width = c.num_key_value_heads * c.head_dim;
   apply_norm(backend, c, x, w.attn_norm_weight, w.attn_norm_bias, h);
-  backend.matmul(h, w.q, optional_tensor(w.q_bias), q.reshaped({n, c.num_attention_heads * c.head_dim}));
-  backend.matmul(h, w.k, optional_tensor(w.k_bias), k.reshaped({n, kv_width}));
-  backend.matmul(h, w.v, optional_tensor(w.v_bias), v.reshaped({n, kv_width}));
+  const Tensor q_rows = q.reshaped({n, c.num_attention_heads * c.head_dim});
+  const Tensor k_rows = k.reshaped({n, kv_width}), v_rows = v.reshaped({n, kv_width});
+  const Backend::MatmulTarget qkv[] = {{&w.q, optional_tensor(w.q_bias), &q_rows},
+                                       {&w.k, optional_tensor(w.k_bias), &k_rows},
+                                       {&w.v, optional_tensor(w.v_bias), &v_rows}};
+  backend.matmul_shared(h, qkv);
   if (c.positions == PositionKind::Rotary) {
     backend.rope(q, positions, inv_freq, c.rope_layout);
     backend.rope(k, positions, inv_freq, c.rope_layout);
@@ -78,8 +81,9 @@ void mlp_residual(Backend& backend, const Model& model, const LayerWeights& w, c
   const ModelConfig& c = model.config;
   apply_norm(backend, c, x, w.mlp_norm_weight, w.mlp_norm_bias, h);
   if (c.mlp == MlpKind::SwiGlu) {
-    backend.matmul(h, w.gate, optional_tensor(w.gate_bias), a);
-    backend.matmul(h, w.up, optional_tensor(w.up_bias), b);
+    const Backend::MatmulTarget gate_up[] = {{&w.gate, optional_tensor(w.gate_bias), &a},
+                                             {&w.up, optional_tensor(w.up_bias), &b}};
+    backend.matmul_shared(h, gate_up);
     backend.swiglu(a, b, a);
   } else {
     backend.matmul(h, w.up, optional_tensor(w.up_bias), a);

@@ -24,6 +24,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -184,6 +185,46 @@ TEST_P(Conformance, MatmulIsBitwiseIndependentOfThreadCount) {
   }
 }
 
+// matmul_shared promises matmul()'s bits for every target: decode and prefill shapes, m not
+// a multiple of 8 (a first target of 7 rows: the CPU's one-pass GEMV must pad it so the
+// threads' split of the next one falls on a multiple of 8, as matmul's), biases of several
+// dtypes, mixed weight dtypes (AMX takes only bf16: then the targets cannot share a GEMM),
+// and four targets (more than the CPU shares in one pass).
+TEST_P(Conformance, MatmulSharedGivesEachTargetMatmulsBits) {
+  const std::vector<std::vector<DType>> dtype_sets = {{DType::F32, DType::F32, DType::F32},
+                                                      {DType::BF16, DType::BF16, DType::BF16},
+                                                      {DType::F16, DType::F16},
+                                                      {DType::BF16, DType::F32, DType::BF16},
+                                                      {DType::F32, DType::BF16, DType::F16, DType::F32}};
+  const int64_t rows_of[] = {7, 70, 33, 96};
+  const DType bias_of[] = {DType::F32, DType::BF16, DType::F32, DType::F16};
+  for (const std::vector<DType>& dtypes : dtype_sets) {
+    for (const auto& [n, k] :
+         {std::pair<int64_t, int64_t>{1, 300}, {3, 64}, {4, 257}, {5, 300}, {37, 100}, {520, 1100}}) {
+      SCOPED_TRACE(std::to_string(dtypes.size()) + " targets, first " + dtype_label(dtypes[0]) +
+                   ", n=" + std::to_string(n) + " k=" + std::to_string(k));
+      auto x = input(DType::F32, {n, k});
+      std::vector<std::unique_ptr<GuardedBuffer>> w, bias, y, expected;
+      std::vector<Backend::MatmulTarget> targets;
+      for (size_t i = 0; i < dtypes.size(); ++i) {
+        w.push_back(input(dtypes[i], {rows_of[i], k}));
+        bias.push_back(input(bias_of[i], {rows_of[i]}));
+        y.push_back(output({n, rows_of[i]}));
+        expected.push_back(output({n, rows_of[i]}));
+        const Tensor* b = i == 2 ? nullptr : bias.back()->ptr();
+        backend_->matmul(x->tensor(), w.back()->tensor(), b, expected.back()->tensor());
+        targets.push_back({w.back()->ptr(), b, y.back()->ptr()});
+      }
+      backend_->matmul_shared(x->tensor(), targets);
+      for (size_t i = 0; i < dtypes.size(); ++i) {
+        EXPECT_EQ(y[i]->values(), expected[i]->values()) << "target " << i;
+        EXPECT_GUARDS(y[i]);
+      }
+      EXPECT_UNCHANGED(x);
+    }
+  }
+}
+
 TEST_P(Conformance, MatmulRejectsMismatchedShapesAndAliasing) {
   auto x = input(DType::F32, {2, 16});
   auto w = input(DType::F32, {8, 16});
@@ -202,7 +243,16 @@ TEST_P(Conformance, MatmulRejectsMismatchedShapesAndAliasing) {
   auto square_w = input(DType::F32, {8, 8});
   EXPECT_THROW(backend_->matmul(square_x->tensor(), square_w->tensor(), nullptr, square_x->tensor()), Error);
   EXPECT_THROW(backend_->matmul(x->tensor(), w->tensor().reshaped({2, 64}), nullptr, y->tensor()), Error);
+  // matmul_shared checks every target as matmul does.
+  auto y2 = output({2, 8});
+  const Backend::MatmulTarget bad_weight[] = {{w->ptr(), nullptr, y->ptr()},
+                                              {w_wrong_k->ptr(), nullptr, y2->ptr()}};
+  EXPECT_THROW(backend_->matmul_shared(x->tensor(), bad_weight), Error);
+  const Backend::MatmulTarget bad_output[] = {{w->ptr(), nullptr, y->ptr()},
+                                              {w->ptr(), nullptr, y_wrong->ptr()}};
+  EXPECT_THROW(backend_->matmul_shared(x->tensor(), bad_output), Error);
   EXPECT_GUARDS(y);
+  EXPECT_GUARDS(y_wrong);
 }
 
 // ---------------------------------------------------------------- norms

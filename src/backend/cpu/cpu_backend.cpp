@@ -1,6 +1,7 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <span>
@@ -42,6 +43,11 @@ using cpu::Scratch;
 // of the parallel region it starts; each worker uses its own worker buffers.
 thread_local Scratch tl_vector_a;  // caller: bias / norm weight converted to f32
 thread_local Scratch tl_vector_b;  // caller: layer norm bias converted to f32
+
+// Backend::matmul_shared runs up to this many targets in one pass (a layer's q, k, v),
+// each with its bias converted to f32 in its own caller buffer.
+constexpr size_t kMaxSharedTargets = 3;
+thread_local std::array<Scratch, kMaxSharedTargets> tl_shared_biases;
 
 // The caller's RoPE table: cos and sin of every token's angles, float, [token][cos half, sin
 // half], and the positions and frequencies it was computed for. Every layer's q and k of a
@@ -109,33 +115,57 @@ class CpuBackend final : public Backend {
   }
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) override {
-    const checks::MatmulDims dims = checks::check_matmul(x, w, bias, y);
-    const int64_t n = dims.n, k = dims.k, m = dims.m;
-    cpu::MatmulArgs a;
-    a.x = x.as<const float>();
-    a.w = w.data;
-    a.w_dtype = w.dtype;
-    a.y = y.as<float>();
-    a.n = n;
-    a.k = k;
-    a.m = m;
-    if (bias != nullptr) a.bias = vector_as_f32(kernels_, "matmul", "bias", *bias, m, tl_vector_a);
-    if (n == 0 || m == 0) return;
-    if (k == 0) {  // empty sums: y = bias or 0
-      for (int64_t t = 0; t < n; ++t)
-        for (int64_t r = 0; r < m; ++r) a.y[t * m + r] = a.bias != nullptr ? a.bias[r] : 0.0f;
+    const cpu::MatmulArgs a = matmul_args(x, w, bias, y, tl_vector_a);
+    if (a.n == 0 || a.m == 0) return;
+    if (a.k == 0) {  // empty sums: y = bias or 0
+      for (int64_t t = 0; t < a.n; ++t)
+        for (int64_t r = 0; r < a.m; ++r) a.y[t * a.m + r] = a.bias != nullptr ? a.bias[r] : 0.0f;
       return;
     }
     if (is_quantized(w.dtype)) {
       cpu::quantized_matmul(quant_kernels_, a);
       return;
     }
-    if (n <= cpu::kGemvMaxTokens) {
-      parallel_for_balanced(m, grain_for(n * k, kMinMatmulWork), 8,
+    if (gemv_applies(a)) {
+      parallel_for_balanced(a.m, grain_for(a.n * a.k, kMinMatmulWork), 8,
                             [&](int64_t m0, int64_t m1) { kernels_.gemv(a, m0, m1); });
       return;
     }
-    cpu::gemm(amx_gemm_ != nullptr && cpu::amx_gemm_applies(a) ? *amx_gemm_ : kernels_.gemm, a);
+    cpu::gemm(*gemm_kernels(a), a);
+  }
+
+  // Plain weights: one parallel pass over all the targets, so the threads wait for each
+  // other once, not once per weight, and a prefill packs x once. Decoding, each target's rows
+  // are split at multiples of 8 as in matmul(); a prefill's GEMM results do not depend on
+  // its tasks: every output is matmul()'s bit for bit. Anything else: matmul() per target.
+  void matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets) override {
+    std::array<cpu::MatmulArgs, kMaxSharedTargets> args;
+    const size_t count = targets.size();
+    bool one_pass = count >= 1 && count <= kMaxSharedTargets;
+    for (size_t i = 0; one_pass && i < count; ++i) {
+      const MatmulTarget& t = targets[i];
+      args[i] = matmul_args(x, *t.w, t.bias, *t.y, tl_shared_biases[i]);
+      one_pass = args[i].m > 0 && args[i].k > 0 && !is_quantized(args[i].w_dtype) &&
+                 gemm_kernels(args[i]) == gemm_kernels(args[0]);
+    }
+    if (!one_pass || args[0].n == 0) {
+      Backend::matmul_shared(x, targets);
+      return;
+    }
+    if (!gemv_applies(args[0])) {
+      cpu::gemm_shared(*gemm_kernels(args[0]), std::span(args.data(), count));
+      return;
+    }
+    std::array<int64_t, kMaxSharedTargets + 1> first_row{};  // of target i, in the pass
+    for (size_t i = 0; i < count; ++i) first_row[i + 1] = first_row[i] + (args[i].m + 7) / 8 * 8;
+    parallel_for_balanced(first_row[count], grain_for(args[0].n * args[0].k, kMinMatmulWork), 8,
+                          [&](int64_t r0, int64_t r1) {
+                            for (size_t i = 0; i < count; ++i) {
+                              const int64_t m0 = std::max(r0, first_row[i]) - first_row[i];
+                              const int64_t m1 = std::min(r1, first_row[i] + args[i].m) - first_row[i];
+                              if (m0 < m1) kernels_.gemv(args[i], m0, m1);
+                            }
+                          });
   }
 
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
@@ -314,6 +344,32 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // The kernel arguments of matmul (checked), the bias converted to f32 in `bias_scratch`.
+  cpu::MatmulArgs matmul_args(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
+                              Scratch& bias_scratch) const {
+    const checks::MatmulDims dims = checks::check_matmul(x, w, bias, y);
+    cpu::MatmulArgs a;
+    a.x = x.as<const float>();
+    a.w = w.data;
+    a.w_dtype = w.dtype;
+    a.y = y.as<float>();
+    a.n = dims.n;
+    a.k = dims.k;
+    a.m = dims.m;
+    if (bias != nullptr) a.bias = vector_as_f32(kernels_, "matmul", "bias", *bias, a.m, bias_scratch);
+    return a;
+  }
+
+  // Decode regime: a few tokens, plain weights, non-empty.
+  static bool gemv_applies(const cpu::MatmulArgs& a) {
+    return a.n >= 1 && a.n <= cpu::kGemvMaxTokens && a.m > 0 && a.k > 0 && !is_quantized(a.w_dtype);
+  }
+
+  // Prefill regime (plain weights): the GEMM that takes `a`.
+  const cpu::GemmKernels* gemm_kernels(const cpu::MatmulArgs& a) const {
+    return amx_gemm_ != nullptr && cpu::amx_gemm_applies(a) ? amx_gemm_ : &kernels_.gemm;
+  }
+
   using UnaryKernel = void (*)(const float*, int64_t, float*);
   using BinaryKernel = void (*)(const float*, const float*, int64_t, float*);
 
