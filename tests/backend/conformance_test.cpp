@@ -22,6 +22,7 @@
 // backend runs once per instruction set (AVX2 and AVX-512 when the CPU has it).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -562,6 +563,41 @@ TEST_P(Conformance, AttentionMatchesReference) {
     }
   }
   set_thread_count(0);
+}
+
+// The CPU kernels' promise (KernelTable::attention): a row's output does not depend on the
+// call, so each token of a prefill (its keys staged transposed) gets the bits of a decode
+// step at its position (one token: the cache read directly). Head dims below, at and past
+// a vector, GQA groups, row counts that leave short passes, lengths that end mid-four.
+TEST_P(Conformance, AttentionGivesEachTokenTheBitsOfADecodeStep) {
+  if (GetParam().name.rfind("cpu", 0) != 0) GTEST_SKIP() << "a promise of the CPU kernels";
+  const AttentionCase cases[] = {{64, 9, 3, 37, 5}, {80, 4, 2, 19, 0}, {128, 4, 1, 21, 70},
+                                 {16, 4, 1, 9, 3},  {20, 2, 1, 6, 2},  {8, 2, 2, 5, 0},
+                                 {64, 3, 3, 70, 1}, {32, 6, 2, 17, 64}};
+  for (const DType cache_dtype : {DType::F32, DType::BF16, DType::F16}) {
+    for (const AttentionCase& c : cases) {
+      SCOPED_TRACE(dtype_label(cache_dtype) + " head_dim=" + std::to_string(c.head_dim) +
+                   " heads=" + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
+                   " n=" + std::to_string(c.n) + " first_pos=" + std::to_string(c.first_pos));
+      const int64_t capacity = c.first_pos + c.n, width = c.heads * c.head_dim;
+      auto q = input(DType::F32, {c.n, c.heads, c.head_dim}, 0.05f, 2.0f);
+      auto k = input(cache_dtype, {capacity, c.kv_heads, c.head_dim});
+      auto v = input(cache_dtype, {capacity, c.kv_heads, c.head_dim});
+      auto out = output({c.n, c.heads, c.head_dim});
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+      backend_->attention(q->tensor(), k->tensor(), v->tensor(), c.first_pos, scale, out->tensor());
+      const std::vector<float> prefill = out->values();
+      auto q_step = buffer(DType::F32, {1, c.heads, c.head_dim});
+      auto out_step = output({1, c.heads, c.head_dim});
+      for (int64_t t = 0; t < c.n; ++t) {
+        for (int64_t i = 0; i < width; ++i) q_step->set(i, q->get(t * width + i));
+        backend_->attention(q_step->tensor(), k->tensor(), v->tensor(), c.first_pos + t, scale,
+                            out_step->tensor());
+        const std::vector<float> step = out_step->values();
+        ASSERT_TRUE(std::equal(step.begin(), step.end(), prefill.begin() + t * width)) << "token " << t;
+      }
+    }
+  }
 }
 
 TEST_P(Conformance, AttentionAcceptsAFlatOutput) {

@@ -45,15 +45,23 @@ struct AttentionArgs {
   int block_shift = 0;
 };
 
-// KernelTable::attention widens a 16-bit cache's rows of the kv head to f32 once per call
-// (exact, so no result changes) when it has this many tokens or more; with one token its
+// KernelTable::attention stages the kv head's cache once per call when it has this many
+// tokens or more (no result changes): with AVX-512 the keys transposed as f32, with AVX2 a
+// 16-bit cache's keys as f32 rows; a 16-bit cache's values as f32 rows. With one token its
 // heads read each cache row while it is in L1 anyway.
-inline constexpr int64_t kAttentionWidenTokens = 2;
+inline constexpr int64_t kAttentionStageTokens = 2;
+
+// Rows of staged keys hold `longest` positions rounded up to a multiple of this (any ISA's
+// vector width).
+inline constexpr int64_t kAttentionStageAlign = 16;
 
 // The scratch of KernelTable::attention for `tokens` x `heads` query rows whose longest
-// attends to `longest` positions: their scores, and room for the widened rows.
+// attends to `longest` positions: their scores, and room for the staged keys and values.
 inline int64_t attention_scratch_floats(int64_t tokens, int64_t heads, int64_t longest, int64_t head_dim) {
-  return tokens * heads * longest + (tokens >= kAttentionWidenTokens ? 2 * longest * head_dim : 0) + 4;
+  const int64_t stage_positions =
+      (longest + kAttentionStageAlign - 1) / kAttentionStageAlign * kAttentionStageAlign;
+  const int64_t staged = (stage_positions + longest) * head_dim;
+  return tokens * heads * longest + (tokens >= kAttentionStageTokens ? staged : 0) + 4;
 }
 
 // The GEMV kernel handles up to this many tokens; more go to the packed GEMM.
