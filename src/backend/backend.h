@@ -60,16 +60,15 @@ class Backend {
 
   // Several products of one x (a layer's q, k and v, or gate and up): for each target,
   // y = x . w^T (+ bias) exactly as matmul() gives it, bit for bit. A backend may run them
-  // as one job (the CPU backend decodes them in one parallel pass over all their rows);
-  // this default calls matmul() for each in turn.
+  // as one job (the CPU backend makes one parallel pass over all their rows), so no
+  // target's y may overlap another target's y, w or bias. Every target is checked before
+  // any is written. This default calls matmul() for each in turn.
   struct MatmulTarget {
     const Tensor* w = nullptr;
     const Tensor* bias = nullptr;  // may be null
     const Tensor* y = nullptr;
   };
-  virtual void matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets) {
-    for (const MatmulTarget& t : targets) matmul(x, *t.w, t.bias, *t.y);
-  }
+  virtual void matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets);
 
   // Per row of x [n, d]: y = x / sqrt(mean(x^2) + eps) * weight[d].
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) = 0;

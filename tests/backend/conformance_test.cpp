@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -186,12 +187,21 @@ TEST_P(Conformance, MatmulIsBitwiseIndependentOfThreadCount) {
   }
 }
 
+// The bit patterns of v: == on floats would take -0 for +0.
+std::vector<uint32_t> bits_of(const std::vector<float>& v) {
+  std::vector<uint32_t> bits;
+  for (const float f : v) bits.push_back(std::bit_cast<uint32_t>(f));
+  return bits;
+}
+
 // matmul_shared promises matmul()'s bits for every target: decode and prefill shapes, m not
 // a multiple of 8 (a first target of 7 rows: the CPU's one-pass GEMV must pad it so the
 // threads' split of the next one falls on a multiple of 8, as matmul's), biases of several
 // dtypes, mixed weight dtypes (AMX takes only bf16: then the targets cannot share a GEMM),
-// and four targets (more than the CPU shares in one pass).
+// and four targets (more than the CPU shares in one pass). Four threads, and a long k for
+// one token (small grains), so the decode rows are split inside the targets.
 TEST_P(Conformance, MatmulSharedGivesEachTargetMatmulsBits) {
+  set_thread_count(4);
   const std::vector<std::vector<DType>> dtype_sets = {{DType::F32, DType::F32, DType::F32},
                                                       {DType::BF16, DType::BF16, DType::BF16},
                                                       {DType::F16, DType::F16},
@@ -200,8 +210,14 @@ TEST_P(Conformance, MatmulSharedGivesEachTargetMatmulsBits) {
   const int64_t rows_of[] = {7, 70, 33, 96};
   const DType bias_of[] = {DType::F32, DType::BF16, DType::F32, DType::F16};
   for (const std::vector<DType>& dtypes : dtype_sets) {
-    for (const auto& [n, k] :
-         {std::pair<int64_t, int64_t>{1, 300}, {3, 64}, {4, 257}, {5, 300}, {37, 100}, {520, 1100}}) {
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{1, 300},
+                               {1, 4096},
+                               {2, 2048},
+                               {3, 64},
+                               {4, 257},
+                               {5, 300},
+                               {37, 100},
+                               {520, 1100}}) {
       SCOPED_TRACE(std::to_string(dtypes.size()) + " targets, first " + dtype_label(dtypes[0]) +
                    ", n=" + std::to_string(n) + " k=" + std::to_string(k));
       auto x = input(DType::F32, {n, k});
@@ -218,12 +234,13 @@ TEST_P(Conformance, MatmulSharedGivesEachTargetMatmulsBits) {
       }
       backend_->matmul_shared(x->tensor(), targets);
       for (size_t i = 0; i < dtypes.size(); ++i) {
-        EXPECT_EQ(y[i]->values(), expected[i]->values()) << "target " << i;
+        EXPECT_EQ(bits_of(y[i]->values()), bits_of(expected[i]->values())) << "target " << i;
         EXPECT_GUARDS(y[i]);
       }
       EXPECT_UNCHANGED(x);
     }
   }
+  set_thread_count(0);
 }
 
 TEST_P(Conformance, MatmulRejectsMismatchedShapesAndAliasing) {
@@ -244,7 +261,8 @@ TEST_P(Conformance, MatmulRejectsMismatchedShapesAndAliasing) {
   auto square_w = input(DType::F32, {8, 8});
   EXPECT_THROW(backend_->matmul(square_x->tensor(), square_w->tensor(), nullptr, square_x->tensor()), Error);
   EXPECT_THROW(backend_->matmul(x->tensor(), w->tensor().reshaped({2, 64}), nullptr, y->tensor()), Error);
-  // matmul_shared checks every target as matmul does.
+  // matmul_shared checks every target as matmul does, and that no y overlaps another
+  // target's y, w or bias, before it writes any output.
   auto y2 = output({2, 8});
   const Backend::MatmulTarget bad_weight[] = {{w->ptr(), nullptr, y->ptr()},
                                               {w_wrong_k->ptr(), nullptr, y2->ptr()}};
@@ -252,6 +270,16 @@ TEST_P(Conformance, MatmulRejectsMismatchedShapesAndAliasing) {
   const Backend::MatmulTarget bad_output[] = {{w->ptr(), nullptr, y->ptr()},
                                               {w->ptr(), nullptr, y_wrong->ptr()}};
   EXPECT_THROW(backend_->matmul_shared(x->tensor(), bad_output), Error);
+  const Backend::MatmulTarget same_y[] = {{w->ptr(), nullptr, y->ptr()}, {w->ptr(), nullptr, y->ptr()}};
+  EXPECT_THROW(backend_->matmul_shared(x->tensor(), same_y), Error);
+  auto w_as_y = output({8, 16});  // the second target writes over the first one's weights
+  const Tensor y_over_w = w_as_y->tensor().reshaped({16, 8}).slice_rows(0, 2);
+  const Backend::MatmulTarget y_over_weights[] = {{w_as_y->ptr(), nullptr, y->ptr()},
+                                                  {w->ptr(), nullptr, &y_over_w}};
+  EXPECT_THROW(backend_->matmul_shared(x->tensor(), y_over_weights), Error);
+  const Backend::MatmulTarget missing_y[] = {{w->ptr(), nullptr, y->ptr()}, {w->ptr(), nullptr, nullptr}};
+  EXPECT_THROW(backend_->matmul_shared(x->tensor(), missing_y), Error);
+  for (const float v : y->values()) ASSERT_TRUE(std::isnan(v)) << "a refused call wrote y";
   EXPECT_GUARDS(y);
   EXPECT_GUARDS(y_wrong);
 }
@@ -593,9 +621,11 @@ TEST_P(Conformance, AttentionGivesEachTokenTheBitsOfADecodeStep) {
         for (int64_t i = 0; i < width; ++i) q_step->set(i, q->get(t * width + i));
         backend_->attention(q_step->tensor(), k->tensor(), v->tensor(), c.first_pos + t, scale,
                             out_step->tensor());
-        const std::vector<float> step = out_step->values();
-        ASSERT_TRUE(std::equal(step.begin(), step.end(), prefill.begin() + t * width)) << "token " << t;
+        const std::vector<float> token(prefill.begin() + t * width, prefill.begin() + (t + 1) * width);
+        ASSERT_EQ(bits_of(out_step->values()), bits_of(token)) << "token " << t;
+        EXPECT_GUARDS(out_step);
       }
+      EXPECT_GUARDS(out);
     }
   }
 }

@@ -102,6 +102,9 @@ class FencedBackend final : public Backend {
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) override {
     run([&] { inner_->matmul(x, w, bias, y); });
   }
+  void matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets) override {
+    run([&] { inner_->matmul_shared(x, targets); });
+  }
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
     run([&] { inner_->rms_norm(x, weight, eps, y); });
   }

@@ -52,6 +52,22 @@ MatmulDims check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
   return dims;
 }
 
+void check_matmul_shared(const Tensor& x, std::span<const Backend::MatmulTarget> targets) {
+  const char* op = "matmul_shared";
+  for (const Backend::MatmulTarget& t : targets) {
+    if (t.w == nullptr || t.y == nullptr) fail("{}: a target without w or y", op);
+    check_matmul(x, *t.w, t.bias, *t.y);
+  }
+  for (const Backend::MatmulTarget& t : targets) {
+    for (const Backend::MatmulTarget& other : targets) {
+      if (&t == &other) continue;
+      expect_disjoint(op, "y", *t.y, "another target's y", *other.y);
+      expect_disjoint(op, "y", *t.y, "another target's w", *other.w);
+      if (other.bias != nullptr) expect_disjoint(op, "y", *t.y, "another target's bias", *other.bias);
+    }
+  }
+}
+
 MatmulDims check_matmul_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx,
                                  const Tensor* dw, const Tensor* db) {
   const char* op = "matmul_backward";

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 
+#include "backend/backend.h"
 #include "core/tensor.h"
 
 namespace tokenmill::checks {
@@ -24,6 +25,10 @@ struct MatmulDims {
   int64_t n = 0, k = 0, m = 0;
 };
 MatmulDims check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y);
+
+// matmul_shared: every target as check_matmul (w and y not null), and no target's y over
+// another target's y, w or bias (a backend may run them at once).
+void check_matmul_shared(const Tensor& x, std::span<const Backend::MatmulTarget> targets);
 
 // matmul_backward: w rank 2 and not quantized, x [n, k], dy [n, m], dx [n, k], dw [m, k],
 // db [m] all f32 (the optional outputs when not null), no output over an input or another

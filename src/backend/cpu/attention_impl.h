@@ -264,17 +264,15 @@ template <class S, int R>
   }
 }
 
-// Lane j's partial, plus lane j + 8's when kWidth is 16: S::reduce_add4 first folds 16 lanes
-// to 8 this way.
+// Lane j's partial plus lane j + 8's: Avx512::reduce_add4 first folds its 16 lanes to 8 so.
 template <class S, int R>
 [[gnu::always_inline]] inline void folded_partials(const float* const (&q)[R], const float* kt, int64_t ld,
                                                    int64_t hd, int64_t j, typename S::V (&f)[R]) {
+  static_assert(S::kWidth == 16, "the staged scores follow Avx512::reduce_add4");
+  typename S::V high[R];
   lane_partials<S, R>(q, kt, ld, hd, j, f);
-  if constexpr (S::kWidth == 16) {
-    typename S::V high[R];
-    lane_partials<S, R>(q, kt, ld, hd, j + 8, high);
-    for (int r = 0; r < R; ++r) f[r] = S::add(f[r], high[r]);
-  }
+  lane_partials<S, R>(q, kt, ld, hd, j + 8, high);
+  for (int r = 0; r < R; ++r) f[r] = S::add(f[r], high[r]);
 }
 
 // s[r] = scale * q_r . k_p for kWidth positions p at once (kt points at the first), summed
@@ -309,7 +307,7 @@ template <class S, int R, int64_t kHd>
 // takes them, one at a time from the cache rows `keys`.
 template <class S, DType D, int64_t kHd, class Rows>
 void staged_scores(const QueryRows& rows, const float* kt, int64_t ld, const Rows& keys) {
-  constexpr int R = S::kRegisters / 8;  // rows per pass: 4 (AVX-512) or 2 (AVX2)
+  constexpr int R = 4;  // rows per pass: 4 x 5 live vectors of partial sums, of 32 registers
   constexpr int64_t W = S::kWidth;
   constexpr int64_t kBlock = 64;
   const int64_t hd = rows.a->head_dim;

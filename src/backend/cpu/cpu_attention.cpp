@@ -48,8 +48,8 @@ AttentionArgs batch_args(const Tensor& q, const Tensor& k, const Tensor& v, floa
   return a;
 }
 
-// Tokens per work item: their rows share each cache row while it is in L1 (and a 16-bit
-// cache is widened once for all of them).
+// Tokens per work item: their rows share each cache row while it is in L1 (and the kv
+// head's cache is staged once for all of them: KernelTable::attention).
 constexpr int64_t kQueryBlock = 16;
 
 // Runs the attention kernel for every token of `sequences` (at least one, each with n >= 1;

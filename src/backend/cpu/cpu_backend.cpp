@@ -139,20 +139,25 @@ class CpuBackend final : public Backend {
   // are split at multiples of 8 as in matmul(); a prefill's GEMM results do not depend on
   // its tasks: every output is matmul()'s bit for bit. Anything else: matmul() per target.
   void matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets) override {
-    std::array<cpu::MatmulArgs, kMaxSharedTargets> args;
     const size_t count = targets.size();
-    bool one_pass = count >= 1 && count <= kMaxSharedTargets;
-    for (size_t i = 0; one_pass && i < count; ++i) {
-      const MatmulTarget& t = targets[i];
-      args[i] = matmul_args(x, *t.w, t.bias, *t.y, tl_shared_biases[i]);
-      one_pass = args[i].m > 0 && args[i].k > 0 && !is_quantized(args[i].w_dtype) &&
-                 gemm_kernels(args[i]) == gemm_kernels(args[0]);
-    }
-    if (!one_pass || args[0].n == 0) {
+    if (count == 0 || count > kMaxSharedTargets) {
       Backend::matmul_shared(x, targets);
       return;
     }
-    if (!gemv_applies(args[0])) {
+    checks::check_matmul_shared(x, targets);
+    std::array<cpu::MatmulArgs, kMaxSharedTargets> args;
+    for (size_t i = 0; i < count; ++i)
+      args[i] = matmul_args(x, *targets[i].w, targets[i].bias, *targets[i].y, tl_shared_biases[i]);
+    const bool decode = gemv_applies(args[0]);
+    bool one_pass = args[0].n > 0;
+    for (size_t i = 0; i < count; ++i)  // GEMMs: one kernel set for all (AMX takes only bf16)
+      one_pass = one_pass && args[i].m > 0 && args[i].k > 0 && !is_quantized(args[i].w_dtype) &&
+                 (decode || gemm_kernels(args[i]) == gemm_kernels(args[0]));
+    if (!one_pass) {
+      for (size_t i = 0; i < count; ++i) matmul(x, *targets[i].w, targets[i].bias, *targets[i].y);
+      return;
+    }
+    if (!decode) {
       cpu::gemm_shared(*gemm_kernels(args[0]), std::span(args.data(), count));
       return;
     }

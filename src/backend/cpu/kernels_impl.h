@@ -334,12 +334,20 @@ void convert_from_f32(const float* src, int64_t count, DType dtype, void* dst) {
     return;
   }
   auto* h = static_cast<uint16_t*>(dst);
+  const auto store = [&](uint16_t* p, typename S::V v) {
+    if (dtype == DType::BF16) {
+      S::store_bf16(p, v);
+    } else {
+      S::store_f16(p, v);
+    }
+  };
   int64_t i = 0;
-  if (dtype == DType::BF16)
-    for (; i + W <= count; i += W) S::store_bf16(h + i, S::load(src + i));
-  else
-    for (; i + W <= count; i += W) S::store_f16(h + i, S::load(src + i));
-  for (; i < count; ++i) store_from_f32(dst, dtype, static_cast<size_t>(i), src[i]);
+  for (; i + W <= count; i += W) store(h + i, S::load(src + i));
+  if (i < count) {  // the tail through one more vector (store_from_f32 is another header's inline)
+    uint16_t tail[W];
+    store(tail, load_n<S>(src + i, count - i));
+    std::memcpy(h + i, tail, static_cast<size_t>(count - i) * sizeof(uint16_t));
+  }
 }
 
 // ---------------------------------------------------------------- matmul: decode GEMV
