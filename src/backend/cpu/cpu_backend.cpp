@@ -153,8 +153,8 @@ class CpuBackend final : public Backend {
     for (size_t i = 0; i < count; ++i)  // GEMMs: one kernel set for all (AMX takes only bf16)
       one_pass = one_pass && args[i].m > 0 && args[i].k > 0 && !is_quantized(args[i].w_dtype) &&
                  (decode || gemm_kernels(args[i]) == gemm_kernels(args[0]));
-    if (!one_pass) {
-      for (size_t i = 0; i < count; ++i) matmul(x, *targets[i].w, targets[i].bias, *targets[i].y);
+    if (!one_pass) {  // checked again there: cheap next to the products
+      Backend::matmul_shared(x, targets);
       return;
     }
     if (!decode) {

@@ -23,8 +23,8 @@ void gemm_shared(const GemmKernels& kernels, std::span<const MatmulArgs> product
   const MatmulArgs& x = products.front();  // x, n and k of them all
   const int64_t tile = kernels.tile_tokens, panel_rows = kernels.panel_rows;
   const int64_t tiles = (x.n + tile - 1) / tile;
-  std::vector<int64_t>& first_panel =
-      tl_first_panel;  // product p's panels: [first_panel[p], first_panel[p + 1])
+  // Product p's panels are [first_panel[p], first_panel[p + 1]) of the pass.
+  std::vector<int64_t>& first_panel = tl_first_panel;
   first_panel.assign(1, 0);
   for (const MatmulArgs& a : products)
     first_panel.push_back(first_panel.back() + (a.m + panel_rows - 1) / panel_rows);
