@@ -361,7 +361,7 @@ void BM_Rope(benchmark::State& state) {
 BENCHMARK(BM_Rope)->Arg(1)->Arg(512)->ArgName("n")->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 BENCHMARK(BM_PrefillAttention)
-    ->ArgsProduct({{1, 0}, {0, 2}, {512}})
+    ->ArgsProduct({{2, 1, 0}, {0, 2}, {512}})
     ->ArgNames({"isa", "cache", "n"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()

@@ -48,6 +48,21 @@ constexpr double kF16Probabilities = 1e-3;
 class Conformance : public BackendOpTest {
  protected:
   Conformance() : BackendOpTest(20240611) {}
+
+  // attention() over the caches k and v for the tokens [t0, t0 + count) of q ([n, heads,
+  // head_dim], token t at position first_pos + t), in one call: their outputs.
+  std::vector<float> attention_of_tokens(const GuardedBuffer& q, const GuardedBuffer& k,
+                                         const GuardedBuffer& v, int64_t first_pos, int64_t t0, int64_t count,
+                                         float scale) {
+    const Tensor& all = q.tensor();
+    const int64_t width = all.dim(1) * all.dim(2);
+    auto q_call = buffer(DType::F32, {count, all.dim(1), all.dim(2)});
+    auto out = output({count, all.dim(1), all.dim(2)});
+    for (int64_t i = 0; i < count * width; ++i) q_call->set(i, q.get(t0 * width + i));
+    backend_->attention(q_call->tensor(), k.tensor(), v.tensor(), first_pos + t0, scale, out->tensor());
+    EXPECT_GUARDS(out);
+    return out->values();
+  }
 };
 
 std::string dtype_label(DType t) { return std::string(dtype_name(t)); }
@@ -561,6 +576,8 @@ TEST_P(Conformance, AttentionMatchesReference) {
       {32, 6, 2, 3, 7},
       {16, 5, 1, 2, 50},
       {64, 8, 1, 1, 33},
+      // Several blocks of tokens (AMX: of 64), lengths past a tile of 32 positions.
+      {64, 9, 3, 150, 20},
   };
   // Work is split by thread count: run single-threaded too.
   for (const int threads : {0, 1}) {
@@ -596,13 +613,17 @@ TEST_P(Conformance, AttentionMatchesReference) {
 // The CPU kernels' promise (KernelTable::attention): a row's output does not depend on the
 // call, so each token of a prefill (its keys staged transposed) gets the bits of a decode
 // step at its position (one token: the cache read directly). Head dims below, at and past
-// a vector, GQA groups, row counts that leave short passes, lengths that end mid-four.
+// a vector, GQA groups, row counts that leave short passes, lengths that end mid-four. The
+// one exception: AMX takes calls of two or more tokens over an f16 cache to the tiles, which
+// sum in another order. There each token of a prefill gets the bits of a two-token call
+// ending at it (or starting, for the first), and a decode step's values within tolerance.
 TEST_P(Conformance, AttentionGivesEachTokenTheBitsOfADecodeStep) {
   if (GetParam().name.rfind("cpu", 0) != 0) GTEST_SKIP() << "a promise of the CPU kernels";
-  const AttentionCase cases[] = {{64, 9, 3, 37, 5}, {80, 4, 2, 19, 0}, {128, 4, 1, 21, 70},
-                                 {16, 4, 1, 9, 3},  {20, 2, 1, 6, 2},  {8, 2, 2, 5, 0},
-                                 {64, 3, 3, 70, 1}, {32, 6, 2, 17, 64}};
+  const AttentionCase cases[] = {{64, 9, 3, 37, 5}, {80, 4, 2, 19, 0},  {128, 4, 1, 21, 70},
+                                 {16, 4, 1, 9, 3},  {20, 2, 1, 6, 2},   {8, 2, 2, 5, 0},
+                                 {64, 3, 3, 70, 1}, {32, 6, 2, 17, 64}, {64, 9, 3, 150, 20}};
   for (const DType cache_dtype : {DType::F32, DType::BF16, DType::F16}) {
+    const bool tiles = GetParam().name == "cpu_amx" && cache_dtype == DType::F16;
     for (const AttentionCase& c : cases) {
       SCOPED_TRACE(dtype_label(cache_dtype) + " head_dim=" + std::to_string(c.head_dim) +
                    " heads=" + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
@@ -611,22 +632,71 @@ TEST_P(Conformance, AttentionGivesEachTokenTheBitsOfADecodeStep) {
       auto q = input(DType::F32, {c.n, c.heads, c.head_dim}, 0.05f, 2.0f);
       auto k = input(cache_dtype, {capacity, c.kv_heads, c.head_dim});
       auto v = input(cache_dtype, {capacity, c.kv_heads, c.head_dim});
-      auto out = output({c.n, c.heads, c.head_dim});
       const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-      backend_->attention(q->tensor(), k->tensor(), v->tensor(), c.first_pos, scale, out->tensor());
-      const std::vector<float> prefill = out->values();
-      auto q_step = buffer(DType::F32, {1, c.heads, c.head_dim});
-      auto out_step = output({1, c.heads, c.head_dim});
+      const std::vector<float> prefill = attention_of_tokens(*q, *k, *v, c.first_pos, 0, c.n, scale);
       for (int64_t t = 0; t < c.n; ++t) {
-        for (int64_t i = 0; i < width; ++i) q_step->set(i, q->get(t * width + i));
-        backend_->attention(q_step->tensor(), k->tensor(), v->tensor(), c.first_pos + t, scale,
-                            out_step->tensor());
         const std::vector<float> token(prefill.begin() + t * width, prefill.begin() + (t + 1) * width);
-        ASSERT_EQ(bits_of(out_step->values()), bits_of(token)) << "token " << t;
-        EXPECT_GUARDS(out_step);
+        const std::vector<float> step = attention_of_tokens(*q, *k, *v, c.first_pos, t, 1, scale);
+        if (!tiles) {
+          ASSERT_EQ(bits_of(step), bits_of(token)) << "token " << t;
+          continue;
+        }
+        ASSERT_TRUE(
+            close_to_reference(step, std::vector<double>(token.begin(), token.end()), kF16Probabilities))
+            << "token " << t;
+        const int64_t first = t > 0 ? t - 1 : 0;
+        const std::vector<float> pair = attention_of_tokens(*q, *k, *v, c.first_pos, first, 2, scale);
+        const auto row = pair.begin() + (t - first) * width;
+        ASSERT_EQ(bits_of(std::vector<float>(row, row + width)), bits_of(token)) << "token " << t;
       }
-      EXPECT_GUARDS(out);
     }
+  }
+}
+
+// Sums with no rounding error come out the same whatever their order, so inputs that make
+// every sum of an f16 cache's attention exact give the tiles (a prefill, on AMX) and a
+// decode step (one token) the same bits: this checks that the tiles take every part of
+// every product. 9-bit values (a bf16 keeps 8, so each has a low part) in [256, 511] 2^-9,
+// and scale 1/8, so that the scores and the scaled scores are exact, and so the two paths'
+// softmax arithmetic (the same operations) gives the same probabilities.
+TEST_P(Conformance, AttentionOfExactSumsGivesPrefillAndDecodeTheSameBits) {
+  if (GetParam().name.rfind("cpu", 0) != 0) GTEST_SKIP() << "a promise of the CPU kernels";
+  const int64_t hd = 64, heads = 4, kv_heads = 2, width = heads * hd;
+  std::uniform_int_distribution<int> nine_bits(256, 511);
+  const auto nine_bit_value = [&](bool negative) {
+    return std::ldexp(static_cast<float>(negative ? -nine_bits(rng_) : nine_bits(rng_)), -9);
+  };
+  // n tokens whose q, k and v elements (index i) are q_at(i), k_at(i), v_at(i): each decode
+  // step against the prefill.
+  const auto expect_steps_equal_prefill = [&](int64_t n, auto q_at, auto k_at, auto v_at) {
+    auto q = buffer(DType::F32, {n, heads, hd});
+    auto k = buffer(DType::F16, {n, kv_heads, hd});
+    auto v = buffer(DType::F16, {n, kv_heads, hd});
+    for (int64_t i = 0; i < q->numel(); ++i) q->set(i, q_at(i));
+    for (int64_t i = 0; i < k->numel(); ++i) k->set(i, k_at(i));
+    for (int64_t i = 0; i < v->numel(); ++i) v->set(i, v_at(i));
+    const std::vector<float> prefill = attention_of_tokens(*q, *k, *v, 0, 0, n, 0.125f);
+    for (int64_t t = 0; t < n; ++t) {
+      const std::vector<float> step = attention_of_tokens(*q, *k, *v, 0, t, 1, 0.125f);
+      ASSERT_EQ(bits_of(step),
+                bits_of(std::vector<float>(prefill.begin() + t * width, prefill.begin() + (t + 1) * width)))
+          << "token " << t;
+    }
+  };
+  const auto positive = [&](int64_t) { return nine_bit_value(false); };
+  {
+    SCOPED_TRACE(
+        "scores: positive q and k (each score is 64 products of at most 2^18 units of 2^-18); "
+        "value row p the unit vector of dim p, so each output is a probability");
+    expect_steps_equal_prefill(40, positive, positive,
+                               [&](int64_t i) { return i % hd == i / (kv_heads * hd) ? 1.0f : 0.0f; });
+  }
+  {
+    SCOPED_TRACE(
+        "outputs: zero keys, so each of a row's len probabilities is f16(1 / len) (11 bits); "
+        "signed values (len <= 16 products of at most 2^20 units)");
+    expect_steps_equal_prefill(
+        16, positive, [](int64_t) { return 0.0f; }, [&](int64_t i) { return nine_bit_value(i % 3 == 0); });
   }
 }
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "backend/cpu/amx_gemm.h"
+#include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/simd_avx512.h"
 
 namespace tokenmill::cpu {
@@ -47,12 +48,6 @@ int64_t panel_buffer_floats(int64_t k) {
   return block_steps * kBTiles * kTileValues / 2 + sums;
 }
 
-// The first `count` lanes (none when count <= 0).
-__mmask16 first16(int64_t count) {
-  return count >= 16  ? static_cast<__mmask16>(0xffff)
-         : count <= 0 ? 0
-                      : static_cast<__mmask16>((1u << count) - 1);
-}
 __mmask32 first32(int64_t count) { return count >= 32 ? 0xffffffffu : count <= 0 ? 0 : (1u << count) - 1; }
 
 __m256i to_bf16(__m512 v) { return std::bit_cast<__m256i>(_mm512_cvtneps_pbh(v)); }
@@ -113,15 +108,6 @@ void pack_panel(const MatmulArgs& a, int64_t panel, int64_t s0, int64_t count, u
     }
   }
 }
-
-// The 64-byte operand of ldtilecfg: palette 1, eight tiles of 16 rows x 64 bytes.
-struct TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-};
 
 // y for tokens of tile `tile` and rows r0.. of the panel from the four f32 sums (c[token
 // half][row half]): the sum plus the bias, or plus y when accumulating.

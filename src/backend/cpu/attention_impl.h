@@ -1,5 +1,6 @@
 // The CPU attention kernels (KernelTable::attention), templates over a SIMD wrapper `S` as
-// in kernels_impl.h, whose rules this file follows. Included by kernel_table_impl.h only.
+// in kernels_impl.h, whose rules this file follows. Included by kernel_table_impl.h and by
+// amx_attention.cpp (compiled with AVX-512 too) only.
 #pragma once
 
 #include <immintrin.h>
@@ -385,22 +386,30 @@ void attention_item(const QueryRows& rows, const Rows& keys, const Rows& values,
   }
 }
 
-template <class S, DType D>
-void attention_typed(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0, int64_t h1, float* scratch) {
+// Calls item(keys, values) with the cache rows of query head h0's kv head: ContiguousRows,
+// or PagedRows when a's caches are block pools.
+template <DType D, class Item>
+void with_cache_rows(const AttentionArgs& a, int64_t h0, Item&& item) {
   const int64_t kv_head = h0 / (a.n_heads / a.n_kv_heads);
   const int64_t stride = a.n_kv_heads * a.head_dim;  // between cache rows
   const Storage<D>* keys = static_cast<const Storage<D>*>(a.k_cache) + kv_head * a.head_dim;
   const Storage<D>* values = static_cast<const Storage<D>*>(a.v_cache) + kv_head * a.head_dim;
+  if (a.blocks == nullptr) {
+    item(ContiguousRows<D>{keys, stride}, ContiguousRows<D>{values, stride});
+  } else {
+    const int64_t mask = (int64_t{1} << a.block_shift) - 1;
+    item(PagedRows<D>{keys, stride, a.blocks, a.block_shift, mask},
+         PagedRows<D>{values, stride, a.blocks, a.block_shift, mask});
+  }
+}
+
+template <class S, DType D>
+void attention_typed(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0, int64_t h1, float* scratch) {
   const int64_t longest = a.first_pos + t1;
   const QueryRows rows{&a, t0, h0, h1 - h0, (t1 - t0) * (h1 - h0), longest, scratch};
   float* staged = scratch + rows.count * longest;
-  if (a.blocks == nullptr) {
-    attention_item<S, D>(rows, ContiguousRows<D>{keys, stride}, ContiguousRows<D>{values, stride}, staged);
-  } else {
-    const int64_t mask = (int64_t{1} << a.block_shift) - 1;
-    attention_item<S, D>(rows, PagedRows<D>{keys, stride, a.blocks, a.block_shift, mask},
-                         PagedRows<D>{values, stride, a.blocks, a.block_shift, mask}, staged);
-  }
+  with_cache_rows<D>(
+      a, h0, [&](const auto& keys, const auto& values) { attention_item<S, D>(rows, keys, values, staged); });
 }
 
 template <class S>

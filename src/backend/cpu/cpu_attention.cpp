@@ -28,12 +28,13 @@ AttentionArgs batch_args(const Tensor& q, const Tensor& k, const Tensor& v, floa
   AttentionArgs a;
   a.q = q.as<const float>();
   if (k.dtype == DType::F16) {
-    float* rounded = tl_rounded_q.floats(q.numel());
+    const int64_t count = q.numel();
+    float* rounded = tl_rounded_q.floats(count);
     int64_t i = 0;
-    for (; i + 8 <= q.numel(); i += 8)  // F16C is part of the x86-64-v3 baseline
+    for (; i + 8 <= count; i += 8)  // F16C is part of the x86-64-v3 baseline
       _mm256_storeu_ps(rounded + i,
                        _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(a.q + i), _MM_FROUND_TO_NEAREST_INT)));
-    for (; i < q.numel(); ++i) rounded[i] = f16_to_f32(f32_to_f16(a.q[i]));
+    for (; i < count; ++i) rounded[i] = f16_to_f32(f32_to_f16(a.q[i]));
     a.q = rounded;
   }
   a.k_cache = k.data;
@@ -48,27 +49,24 @@ AttentionArgs batch_args(const Tensor& q, const Tensor& k, const Tensor& v, floa
   return a;
 }
 
-// Tokens per work item: their rows share each cache row while it is in L1 (and the kv
-// head's cache is staged once for all of them: KernelTable::attention).
-constexpr int64_t kQueryBlock = 16;
-
 // Runs the attention kernel for every token of `sequences` (at least one, each with n >= 1;
 // one q, out and cache layout, each its own rows, positions and block table).
 void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> sequences) {
   const AttentionArgs& any = sequences.front();
+  const int64_t block_size = kernels.attention_block_tokens;
   const int64_t heads = any.n_heads, kv_heads = any.n_kv_heads, hd = any.head_dim;
   std::vector<int64_t>& ends = tl_sequence_ends;  // the caller's, read by the workers
   ends.clear();
   int64_t tokens = 0, blocks = 0, causal_work = 0, max_len = 0, max_n = 0;
   for (const AttentionArgs& a : sequences) {
     tokens += a.n;
-    blocks += (a.n + kQueryBlock - 1) / kQueryBlock;
+    blocks += (a.n + block_size - 1) / block_size;
     ends.push_back(blocks);
     causal_work += a.n * (a.first_pos + (a.n + 1) / 2);
     max_len = std::max(max_len, a.first_pos + a.n);
     max_n = std::max(max_n, a.n);
   }
-  // Work item: (sequence, block of up to kQueryBlock tokens, a slice of one kv head's query
+  // Work item: (sequence, block of up to block_size tokens, a slice of one kv head's query
   // heads), over the whole batch. Whole groups read each cache row once for all their
   // heads; groups are split only when there are too few items to keep every thread busy.
   // A sequence's blocks are visited in the order 0, last, 1, last - 1, ... so the threads'
@@ -82,19 +80,19 @@ void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> se
   const int64_t slice = (group + splits - 1) / splits;  // heads per item
   const int64_t slices = (group + slice - 1) / slice;   // items per (block, kv head)
   const int64_t items_per_block = kv_heads * slices;
-  const int64_t block_tokens = std::min(kQueryBlock, (tokens + blocks - 1) / blocks);
+  const int64_t block_tokens = std::min(block_size, (tokens + blocks - 1) / blocks);
   const int64_t grain = grain_for(block_tokens * slice * hd * (causal_work / tokens), kMinMatmulWork / 4);
   parallel_for_balanced(blocks * items_per_block, grain, 1, [&](int64_t i0, int64_t i1) {
     float* scratch =
-        tl_worker_scores.floats(attention_scratch_floats(std::min(kQueryBlock, max_n), slice, max_len, hd));
+        tl_worker_scores.floats(attention_scratch_floats(std::min(block_size, max_n), slice, max_len, hd));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t block = i / items_per_block, item = i % items_per_block;
       const auto s = static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), block) - ends.begin());
       const AttentionArgs& a = sequences[s];
-      const int64_t count = (a.n + kQueryBlock - 1) / kQueryBlock;
+      const int64_t count = (a.n + block_size - 1) / block_size;
       const int64_t order = block - (ends[s] - count);
       const int64_t b = order % 2 == 0 ? order / 2 : count - 1 - order / 2;
-      const int64_t t0 = b * kQueryBlock, t1 = std::min(a.n, t0 + kQueryBlock);
+      const int64_t t0 = b * block_size, t1 = std::min(a.n, t0 + block_size);
       const int64_t h0 = (item / slices) * group + (item % slices) * slice;
       const int64_t h1 = h0 + slice < (item / slices + 1) * group ? h0 + slice : (item / slices + 1) * group;
       kernels.attention(a, t0, t1, h0, h1, scratch);

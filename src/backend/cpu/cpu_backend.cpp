@@ -409,9 +409,11 @@ std::unique_ptr<Backend> make_cpu_backend_for(CpuIsa isa) {
          cpu_features_string());
   // kernels_avx512() itself is AVX-512 code: call it only after the check above. The
   // quantized matmul's AVX-512 kernels also need VNNI; without it they run the AVX2 ones.
-  // AMX is the AVX-512 set plus the AMX GEMM for bf16 weights.
+  // AMX is the AVX-512 set plus the AMX GEMM for bf16 weights and the AMX attention.
   const bool avx512 = isa != CpuIsa::Avx2;
-  const KernelTable& kernels = avx512 ? cpu::kernels_avx512() : cpu::kernels_avx2();
+  const KernelTable& kernels = isa == CpuIsa::Amx ? cpu::kernels_amx()
+                               : avx512           ? cpu::kernels_avx512()
+                                                  : cpu::kernels_avx2();
   const cpu::QuantKernelTable& quant_kernels =
       avx512 && cpu_features().avx512vnni ? cpu::quant_kernels_avx512_vnni() : cpu::quant_kernels_avx2();
   const cpu::GemmKernels* amx_gemm = isa == CpuIsa::Amx ? &cpu::amx_gemm_kernels() : nullptr;

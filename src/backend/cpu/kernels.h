@@ -56,12 +56,12 @@ inline constexpr int64_t kAttentionStageTokens = 2;
 inline constexpr int64_t kAttentionStageAlign = 16;
 
 // The scratch of KernelTable::attention for `tokens` x `heads` query rows whose longest
-// attends to `longest` positions: their scores, and room for the staged keys and values.
+// attends to `longest` positions: their scores, and room for the staged keys and values
+// (the AMX kernel's tiles: rows rounded up to 16, positions to 32, see amx_attention.cpp).
 inline int64_t attention_scratch_floats(int64_t tokens, int64_t heads, int64_t longest, int64_t head_dim) {
-  const int64_t stage_positions =
-      (longest + kAttentionStageAlign - 1) / kAttentionStageAlign * kAttentionStageAlign;
-  const int64_t staged = (stage_positions + longest) * head_dim;
-  return tokens * heads * longest + (tokens >= kAttentionStageTokens ? staged : 0) + 4;
+  const int64_t rows = (tokens * heads + 15) / 16 * 16, positions = (longest + 31) / 32 * 32;
+  const int64_t staged = (rows + 2 * positions) * head_dim + 16 * positions;
+  return rows * positions + (tokens >= kAttentionStageTokens ? staged : 0) + 16;
 }
 
 // The GEMV kernel handles up to this many tokens; more go to the packed GEMM.
@@ -123,12 +123,21 @@ struct KernelTable {
   // out[t, h, :] for the tokens t in [t0, t1) and the query heads h in [h0, h1), which must
   // share one kv head (so the cache rows are read once for all of them); `scratch` holds
   // attention_scratch_floats(t1 - t0, h1 - h0, first_pos + t1, head_dim) floats. Each output
-  // is the same, bit for bit, whatever the tokens and heads of the call.
+  // is the same, bit for bit, whatever the other tokens and heads of the call, with one
+  // exception: the AMX table takes calls of kAttentionStageTokens tokens or more over an f16
+  // cache to the tiles, which sum in another order than a call of one token.
   void (*attention)(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0, int64_t h1,
                     float* scratch) = nullptr;
+  // The tokens per call the driver (cpu_attention.cpp) gives attention: a sequence's tokens
+  // go in blocks of this many from its first. Their rows share each cache row while it is
+  // in L1, and the kv head's cache is staged once for all of them.
+  int64_t attention_block_tokens = 16;
 };
 
 const KernelTable& kernels_avx2();
 const KernelTable& kernels_avx512();
+// The AVX-512 table with the AMX attention (amx_attention.h). Call only where
+// cpu_supports(CpuIsa::Amx).
+const KernelTable& kernels_amx();
 
 }  // namespace tokenmill::cpu

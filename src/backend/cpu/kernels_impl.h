@@ -1,7 +1,8 @@
 // The CPU kernels, written once as templates over a SIMD wrapper `S` (Avx2 or Avx512).
 //
 // Reached only from kernels_avx2.cpp and kernels_avx512.cpp (through kernel_table_impl.h,
-// with attention_impl.h), after their wrapper header. Everything here has internal linkage
+// with attention_impl.h) and amx_attention.cpp (through attention_impl.h), after their
+// wrapper header. Everything here has internal linkage
 // (anonymous namespace), and these files call no inline function from another header: an
 // out-of-line copy of such a function compiled with AVX-512 enabled could otherwise be
 // picked by the linker for baseline callers.
