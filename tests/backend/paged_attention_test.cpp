@@ -198,20 +198,21 @@ TEST_P(PagedAttention, MatchesReference) {
 TEST_P(PagedAttention, EqualsContiguousAttentionWhateverTheBatchAndThreads) {
   for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
     for (const int64_t block_size : {1, 4, 16}) {
-      const Heads h{20, 6, 2};
-      SCOPED_TRACE(label(dtype, h, block_size));
-      const Batch b = make_batch(dtype, h, block_size, kMixedBatch);
-      for (const int threads : {1, 2}) {
-        SCOPED_TRACE("threads=" + std::to_string(threads));
-        set_thread_count(threads);
-        run(b, b.sequences);
-        expect_contiguous_results(b, b.out->values());
-        // Each sequence alone in the call: the same bits again.
-        b.out->fill(kUnowned);
-        for (const Backend::PagedSequence& seq : b.sequences) run(b, std::span(&seq, 1));
-        expect_contiguous_results(b, b.out->values());
+      for (const Heads& h : {Heads{20, 6, 2}, Heads{64, 6, 2}}) {  // AMX tiles take the second
+        SCOPED_TRACE(label(dtype, h, block_size));
+        const Batch b = make_batch(dtype, h, block_size, kMixedBatch);
+        for (const int threads : {1, 2}) {
+          SCOPED_TRACE("threads=" + std::to_string(threads));
+          set_thread_count(threads);
+          run(b, b.sequences);
+          expect_contiguous_results(b, b.out->values());
+          // Each sequence alone in the call: the same bits again.
+          b.out->fill(kUnowned);
+          for (const Backend::PagedSequence& seq : b.sequences) run(b, std::span(&seq, 1));
+          expect_contiguous_results(b, b.out->values());
+        }
+        set_thread_count(0);
       }
-      set_thread_count(0);
     }
   }
 }

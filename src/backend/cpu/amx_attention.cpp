@@ -1,7 +1,10 @@
-// The AMX attention: KernelTable::attention of kernels_amx(). A call of
+// The AMX attention: KernelTable::attention of kernels_amx(). The tokens of a sequence of
 // kAttentionStageTokens tokens or more (a prefill) over an f16 cache, head_dim a multiple of
-// 32, runs on the AMX tiles; every other call runs the AVX-512 kernel. This file is compiled
-// with AVX-512, AVX512-BF16 and AMX enabled; it runs only where cpu_supports(CpuIsa::Amx).
+// 32, run on the AMX tiles; every other call runs the AVX-512 kernel, and so does a call
+// whose keys or values hold an inf or NaN (the tiles would multiply them by the zero low
+// parts and zero probabilities: NaN where the AVX-512 kernel gives inf, or reads nothing).
+// This file is compiled with AVX-512, AVX512-BF16 and AMX enabled; it runs only where
+// cpu_supports(CpuIsa::Amx).
 //
 // The arithmetic is Backend::attention's for an f16 cache: q rounded to f16, each score
 // scale * (q . k) summed in f32 from exact f16 x f16 products, softmax, the probabilities
@@ -13,8 +16,9 @@
 // positions for an output) ascending by steps of 32 and the four parts in that order within
 // a step. That order is fixed per output whatever the other rows, tokens and heads of the
 // call, but it is not the AVX-512 kernel's: a decode step (one token) and the same token in
-// a prefill differ in the last bits. (AMX treats bf16 subnormals as zero: only values below
-// 2^-126, far from any f16 value, are affected.)
+// a prefill differ in the last bits. (AMX treats bf16 subnormals as zero; every part and
+// product here is a multiple of 2^-48, far above them.) The softmax between the two
+// products is softmax_row's arithmetic on the scaled scores.
 //
 // Staged operands, bf16 tiles of 16 rows x 32 values (1 KiB), hi then lo:
 //   query tiles per 16 query rows and 32 dims: rows x dims (zero rows past the item's)
@@ -43,19 +47,27 @@ constexpr int64_t kTile = 16;                   // rows, positions or dims of a 
 constexpr int64_t kStep = 32;                   // bf16 values in a tile row: one product's depth
 constexpr int64_t kTileValues = kTile * kStep;  // bf16 values in a tile
 constexpr int64_t kCTiles = 4;                  // tiles 0-3 hold sums, 4-5 the A parts, 6-7 B's
-// Tokens per call (KernelTable::attention_block_tokens): each call stages its kv head's
-// keys and values, so the blocks are longer than the AVX-512 kernel's.
+// Tokens per call of a sequence the tiles take (KernelTable::attention_block_tokens): each
+// call stages its kv head's keys and values, so the blocks are longer than the AVX-512
+// kernel's.
 constexpr int64_t kBlockTokens = 64;
+
+// Whether the tiles take a's sequence.
+bool tiles_take(const AttentionArgs& a) {
+  return a.cache_dtype == DType::F16 && a.n >= kAttentionStageTokens && a.head_dim % kStep == 0;
+}
 
 int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
 
 // x = hi + lo exactly for f16 values x, as f32 lanes whose low 16 bits are zero (so their
-// upper halves are the bf16 values). Where x is not finite lo is 0: hi keeps the inf or NaN.
-void split(__m512 x, __m512& hi, __m512& lo) {
+// upper halves are the bf16 values). Where x is not finite lo is 0 (hi keeps the inf or
+// NaN), and its lane is off in the mask returned.
+__mmask16 split(__m512 x, __m512& hi, __m512& lo) {
   hi = _mm512_castsi512_ps(
       _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
   const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(FLT_MAX), _CMP_LE_OQ);
   lo = _mm512_maskz_sub_ps(finite, x, hi);
+  return finite;
 }
 
 // 32 such values, a's 16 then b's, as bf16 (the conversion is exact).
@@ -68,11 +80,6 @@ __m512i paired(__m512 a, __m512 b) {
       _mm512_and_si512(_mm512_castps_si512(b), _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
-// 16 f16 values (an f16 cache's) as f32.
-__m512 load_f16(const uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
 // Stores hi and lo parts of 32 values at `hi` and one tile further.
 void store_parts(uint16_t* hi, __m512 a, __m512 b) {
   __m512 a_hi, a_lo, b_hi, b_lo;
@@ -83,7 +90,7 @@ void store_parts(uint16_t* hi, __m512 a, __m512 b) {
 }
 
 // Query tiles: tile (t, s) at out + (t * steps + s) * 2 tiles.
-void stage_queries(const QueryRows& rows, int64_t steps, uint16_t* out) {
+void stage_query_tiles(const QueryRows& rows, int64_t steps, uint16_t* out) {
   for (int64_t r = 0; r < round_up(rows.count, kTile); ++r) {
     const float* q = rows.q(r < rows.count ? r : 0);
     const __mmask16 live = r < rows.count ? static_cast<__mmask16>(0xffff) : 0;
@@ -95,9 +102,10 @@ void stage_queries(const QueryRows& rows, int64_t steps, uint16_t* out) {
 }
 
 // Key tiles of positions [0, positions) (a multiple of 16): tile (b, s) at out + (b * steps
-// + s) * 2 tiles.
+// + s) * 2 tiles. Returns whether every key read is finite.
 template <class Rows>
-void stage_keys(const Rows& keys, int64_t longest, int64_t positions, int64_t steps, uint16_t* out) {
+bool stage_key_tiles(const Rows& keys, int64_t longest, int64_t positions, int64_t steps, uint16_t* out) {
+  __mmask16 finite = 0xffff;
   for (int64_t b = 0; b < positions / kTile; ++b) {
     for (int64_t s = 0; s < steps; ++s) {
       __m512 hi[kTile], lo[kTile];  // [position]: its 16 dim pairs, as 32-bit lanes
@@ -109,8 +117,8 @@ void stage_keys(const Rows& keys, int64_t longest, int64_t positions, int64_t st
         }
         const uint16_t* k = keys.row(p) + s * kStep;
         __m512 a_hi, a_lo, b_hi, b_lo;
-        split(load_f16(k), a_hi, a_lo);
-        split(load_f16(k + 16), b_hi, b_lo);
+        finite &= split(Avx512::load_f16(k), a_hi, a_lo);
+        finite &= split(Avx512::load_f16(k + 16), b_hi, b_lo);
         hi[j] = packed(a_hi, b_hi);
         lo[j] = packed(a_lo, b_lo);
       }
@@ -123,48 +131,58 @@ void stage_keys(const Rows& keys, int64_t longest, int64_t positions, int64_t st
       }
     }
   }
+  return finite == 0xffff;
 }
 
 // Value tiles of positions [0, positions) (a multiple of 32): tile (s, g) at out + (s *
-// groups + g) * 2 tiles.
+// groups + g) * 2 tiles. Returns whether every value read is finite.
 template <class Rows>
-void stage_values(const Rows& values, int64_t longest, int64_t positions, int64_t groups, uint16_t* out) {
+bool stage_value_tiles(const Rows& values, int64_t longest, int64_t positions, int64_t groups,
+                       uint16_t* out) {
+  __mmask16 finite = 0xffff;
   for (int64_t p = 0; p < positions; p += 2) {
     for (int64_t g = 0; g < groups; ++g) {
       __m512 even_hi, even_lo, odd_hi, odd_lo;
-      split(p < longest ? load_f16(values.row(p) + g * kTile) : _mm512_setzero_ps(), even_hi, even_lo);
-      split(p + 1 < longest ? load_f16(values.row(p + 1) + g * kTile) : _mm512_setzero_ps(), odd_hi, odd_lo);
+      finite &= split(p < longest ? Avx512::load_f16(values.row(p) + g * kTile) : _mm512_setzero_ps(),
+                      even_hi, even_lo);
+      finite &= split(p + 1 < longest ? Avx512::load_f16(values.row(p + 1) + g * kTile) : _mm512_setzero_ps(),
+                      odd_hi, odd_lo);
       uint16_t* row = out + ((p / kStep * groups + g) * 2) * kTileValues + p % kStep / 2 * kStep;
       _mm512_storeu_si512(row, paired(even_hi, odd_hi));
       _mm512_storeu_si512(row + kTileValues, paired(even_lo, odd_lo));
     }
   }
+  return finite == 0xffff;
 }
 
 // Row scores x[0, len) (unscaled q . k) become e_p = exp(scale x_p - m), m the largest
-// scaled score; returns 1 / sum_p e_p. (Lanes past len are neither read nor written.)
+// scaled score, as softmax_row computes them from the scaled scores (the product rounded,
+// then the difference); returns 1 / sum_p e_p, summed as softmax_row sums. Lanes past len
+// are neither read nor written.
 float exponentials(float* x, int64_t len, float scale) {
-  const __m512 scale_v = _mm512_set1_ps(scale), minus_inf = _mm512_set1_ps(-__builtin_inff());
-  __m512 largest = minus_inf;
-  for (int64_t p = 0; p < len; p += kTile)
-    largest = _mm512_max_ps(largest,
-                            _mm512_mul_ps(_mm512_mask_loadu_ps(minus_inf, first16(len - p), x + p), scale_v));
+  const __m512 scale_v = _mm512_set1_ps(scale);
+  __m512 largest = _mm512_set1_ps(-__builtin_inff());
+  for (int64_t p = 0; p < len; p += kTile) {
+    const __mmask16 lanes = first16(len - p);
+    largest = _mm512_mask_max_ps(largest, lanes, largest,
+                                 _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, x + p), scale_v));
+  }
   const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(largest));
   __m512 sum = _mm512_setzero_ps();
   for (int64_t p = 0; p < len; p += kTile) {
     const __mmask16 lanes = first16(len - p);
-    const __m512 e =
-        _mm512_maskz_mov_ps(lanes, exp<Avx512>(_mm512_fmsub_ps(_mm512_loadu_ps(x + p), scale_v, m)));
+    const __m512 scaled = _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, x + p), scale_v);
+    const __m512 e = _mm512_maskz_mov_ps(lanes, exp<Avx512>(_mm512_sub_ps(scaled, m)));
     _mm512_mask_storeu_ps(x + p, lanes, e);
     sum = _mm512_add_ps(sum, e);
   }
-  return 1.0f / Avx512::reduce_add(sum);  // softmax_row's sum
+  return 1.0f / Avx512::reduce_add(sum);
 }
 
 // Probability tiles of rows [r0, r0 + 16) for positions [0, steps * 32): tile s at out + s *
 // 2 tiles. Row r's probabilities are its exponentials times inverse[r - r0], rounded to f16.
-void stage_probabilities(const QueryRows& rows, int64_t r0, const float (&inverse)[kTile], int64_t steps,
-                         uint16_t* out) {
+void stage_probability_tiles(const QueryRows& rows, int64_t r0, const float (&inverse)[kTile], int64_t steps,
+                             uint16_t* out) {
   for (int64_t r = 0; r < kTile; ++r) {
     const int64_t len = r0 + r < rows.count ? rows.len(r0 + r) : 0;
     const float* x = rows.scores_of(r0 + r < rows.count ? r0 + r : 0);
@@ -236,18 +254,20 @@ void multiply_n(int64_t n, const uint16_t* a, int64_t steps, BTile b, CTile c, i
 }
 
 // Every row of `rows` (scores `rows.stride` >= 32-rounded longest length apart, room for
-// 16-rounded rows) on the tiles; `staged` holds the staged operands.
+// 16-rounded rows) on the tiles; `staged` holds the staged operands. Returns false, having
+// written no output, where a key or value read is not finite.
 template <class Rows>
-void attention_tiles(const QueryRows& rows, const Rows& keys, const Rows& values, float* staged) {
+bool attention_tiles(const QueryRows& rows, const Rows& keys, const Rows& values, float* staged) {
   const int64_t hd = rows.a->head_dim, steps = hd / kStep, groups = hd / kTile;
   const int64_t longest = rows.len(rows.count - 1), positions = round_up(longest, kStep);
   auto* query_tiles = reinterpret_cast<uint16_t*>(staged);
   uint16_t* key_tiles = query_tiles + round_up(rows.count, kTile) * hd * 2;
   uint16_t* value_tiles = key_tiles + positions * hd * 2;
   uint16_t* probability_tiles = value_tiles + positions * hd * 2;
-  stage_queries(rows, steps, query_tiles);
-  stage_keys(keys, longest, round_up(longest, kTile), steps, key_tiles);
-  stage_values(values, longest, positions, groups, value_tiles);
+  if (!stage_key_tiles(keys, longest, round_up(longest, kTile), steps, key_tiles) ||
+      !stage_value_tiles(values, longest, positions, groups, value_tiles))
+    return false;
+  stage_query_tiles(rows, steps, query_tiles);
   const TileConfig config;
   _tile_loadconfig(&config);
   alignas(64) float sums[kCTiles][kTile][kTile];
@@ -268,7 +288,7 @@ void attention_tiles(const QueryRows& rows, const Rows& keys, const Rows& values
     for (int64_t r = r0; r < r1; ++r)
       inverse[r - r0] = exponentials(rows.scores_of(r), rows.len(r), rows.a->scale);
     const int64_t value_steps = round_up(len, kStep) / kStep;
-    stage_probabilities(rows, r0, inverse, value_steps, probability_tiles);
+    stage_probability_tiles(rows, r0, inverse, value_steps, probability_tiles);
     asm volatile("" ::: "memory");
     for (int64_t g0 = 0; g0 < groups; g0 += kCTiles) {
       multiply_n(
@@ -281,10 +301,15 @@ void attention_tiles(const QueryRows& rows, const Rows& keys, const Rows& values
     }
   }
   _tile_release();
+  return true;
+}
+
+int64_t amx_attention_block_tokens(const AttentionArgs& a) {
+  return tiles_take(a) ? kBlockTokens : attention_block_tokens(a);
 }
 
 void attention_amx(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0, int64_t h1, float* scratch) {
-  if (a.cache_dtype != DType::F16 || t1 - t0 < kAttentionStageTokens || a.head_dim % kStep != 0) {
+  if (!tiles_take(a)) {
     kernels_avx512().attention(a, t0, t1, h0, h1, scratch);
     return;
   }
@@ -293,8 +318,11 @@ void attention_amx(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0, i
   const int64_t count = (t1 - t0) * (h1 - h0), positions = round_up(a.first_pos + t1, kStep);
   const QueryRows rows{&a, t0, h0, h1 - h0, count, positions, scratch};
   float* staged = scratch + round_up(count, kTile) * positions;
-  with_cache_rows<DType::F16>(
-      a, h0, [&](const auto& keys, const auto& values) { attention_tiles(rows, keys, values, staged); });
+  bool done = false;
+  with_cache_rows<DType::F16>(a, h0, [&](const auto& keys, const auto& values) {
+    done = attention_tiles(rows, keys, values, staged);
+  });
+  if (!done) kernels_avx512().attention(a, t0, t1, h0, h1, scratch);
 }
 
 }  // namespace
@@ -304,7 +332,7 @@ const KernelTable& kernels_amx() {
     KernelTable t = kernels_avx512();
     t.isa = "amx";
     t.attention = &attention_amx;
-    t.attention_block_tokens = kBlockTokens;
+    t.attention_block_tokens = &amx_attention_block_tokens;
     return t;
   }();
   return table;

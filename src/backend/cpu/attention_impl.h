@@ -412,6 +412,9 @@ void attention_typed(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0,
       a, h0, [&](const auto& keys, const auto& values) { attention_item<S, D>(rows, keys, values, staged); });
 }
 
+// KernelTable::attention_block_tokens: 16 whatever the call.
+int64_t attention_block_tokens(const AttentionArgs&) { return 16; }
+
 template <class S>
 void attention(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0, int64_t h1, float* scratch) {
   switch (a.cache_dtype) {

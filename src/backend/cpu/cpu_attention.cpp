@@ -53,8 +53,13 @@ AttentionArgs batch_args(const Tensor& q, const Tensor& k, const Tensor& v, floa
 // one q, out and cache layout, each its own rows, positions and block table).
 void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> sequences) {
   const AttentionArgs& any = sequences.front();
-  const int64_t block_size = kernels.attention_block_tokens;
   const int64_t heads = any.n_heads, kv_heads = any.n_kv_heads, hd = any.head_dim;
+  // One block size for all: the batch shares its cache and head layout, and a sequence of
+  // one token is one block whatever the size.
+  const AttentionArgs& most_tokens =
+      *std::max_element(sequences.begin(), sequences.end(),
+                        [](const AttentionArgs& x, const AttentionArgs& y) { return x.n < y.n; });
+  const int64_t block_size = kernels.attention_block_tokens(most_tokens);
   std::vector<int64_t>& ends = tl_sequence_ends;  // the caller's, read by the workers
   ends.clear();
   int64_t tokens = 0, blocks = 0, causal_work = 0, max_len = 0, max_n = 0;

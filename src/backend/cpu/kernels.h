@@ -47,8 +47,9 @@ struct AttentionArgs {
 
 // KernelTable::attention stages the kv head's cache once per call when it has this many
 // tokens or more (no result changes): with AVX-512 the keys transposed as f32, with AVX2 a
-// 16-bit cache's keys as f32 rows; a 16-bit cache's values as f32 rows. With one token its
-// heads read each cache row while it is in L1 anyway.
+// 16-bit cache's keys as f32 rows; a 16-bit cache's values as f32 rows; with AMX (a
+// sequence this long) an f16 cache's keys and values as tiles. With one token its heads
+// read each cache row while it is in L1 anyway.
 inline constexpr int64_t kAttentionStageTokens = 2;
 
 // Rows of staged keys hold `longest` positions rounded up to a multiple of this (any ISA's
@@ -124,19 +125,20 @@ struct KernelTable {
   // share one kv head (so the cache rows are read once for all of them); `scratch` holds
   // attention_scratch_floats(t1 - t0, h1 - h0, first_pos + t1, head_dim) floats. Each output
   // is the same, bit for bit, whatever the other tokens and heads of the call, with one
-  // exception: the AMX table takes calls of kAttentionStageTokens tokens or more over an f16
-  // cache to the tiles, which sum in another order than a call of one token.
+  // exception: the AMX table takes a sequence of kAttentionStageTokens tokens or more (a
+  // prefill) over an f16 cache, head_dim a multiple of 32 and every key and value it reads
+  // finite, to the tiles, which sum in another order than a decode step (one token).
   void (*attention)(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0, int64_t h1,
                     float* scratch) = nullptr;
-  // The tokens per call the driver (cpu_attention.cpp) gives attention: a sequence's tokens
-  // go in blocks of this many from its first. Their rows share each cache row while it is
-  // in L1, and the kv head's cache is staged once for all of them.
-  int64_t attention_block_tokens = 16;
+  // The tokens per attention call the driver (cpu_attention.cpp) gives a's sequence: its
+  // tokens go in blocks of this many from its first. A block's rows share each cache row
+  // while it is in L1, and the kv head's cache is staged once for all of them.
+  int64_t (*attention_block_tokens)(const AttentionArgs& a) = nullptr;
 };
 
 const KernelTable& kernels_avx2();
 const KernelTable& kernels_avx512();
-// The AVX-512 table with the AMX attention (amx_attention.h). Call only where
+// The AVX-512 table with the AMX attention (amx_attention.cpp). Call only where
 // cpu_supports(CpuIsa::Amx).
 const KernelTable& kernels_amx();
 

@@ -1,6 +1,7 @@
 // Avx512: the 16-lane f32 SIMD wrapper the shared kernels (kernels_impl.h) are written
-// against. Included only by kernels_avx512.cpp (compiled with -mavx512f/bw/vl/dq), whose
-// functions run only after cpu_features says the CPU has those extensions.
+// against. Included only by the AVX-512 translation units (kernels_avx512.cpp and the
+// amx_*.cpp files, compiled with -mavx512f/bw/vl/dq), whose functions run only after
+// cpu_features says the CPU has those extensions.
 #pragma once
 
 #include <immintrin.h>
