@@ -3,7 +3,8 @@
 //   ReadBandwidth/threads:N measure/stream_read.h's sum over one 256 MiB buffer split between N threads
 //                           (the roofline for memory-bound decode)
 //   Matmul/<isa>/<dtype>/n/k/m/<cold|hot>
-//                           y[n, m] = x[n, k] . w[m, k]^T. n = 1 is decode (GEMV), n = 512
+//                           y[n, m] = x[n, k] . w[m, k]^T. n = 1 is decode (GEMV; n = 4 four
+//                           tokens a step, the most the GEMV takes), n = 512
 //                           prefill (GEMM). "cold" cycles through enough copies of w to
 //                           exceed the last-level cache (as a model whose layers do not
 //                           fit in cache); "hot" reuses one w. dtype: f32, bf16, f16 and the
@@ -197,6 +198,7 @@ void matmul_args(benchmark::internal::Benchmark* b) {
       for (const auto& [k, m] : {std::pair<int64_t, int64_t>{576, 1536}, {768, 3072}}) {
         b->Args({isa, dtype, 1, k, m, 1});
         b->Args({isa, dtype, 1, k, m, 0});
+        b->Args({isa, dtype, 4, k, m, 1});  // four tokens a step (batched or speculative decode)
         b->Args({isa, dtype, 512, k, m, 0});
       }
   b->ArgNames({"isa", "dtype", "n", "k", "m", "cold"});
@@ -213,6 +215,7 @@ void quant_matmul_args(benchmark::internal::Benchmark* b) {
         if (dtype <= 1 && k == 576) continue;  // already among matmul_args' rows
         b->Args({isa, dtype, 1, k, m, 1});
         b->Args({isa, dtype, 1, k, m, 0});
+        b->Args({isa, dtype, 4, k, m, 1});  // four tokens a step (batched or speculative decode)
         b->Args({isa, dtype, 512, k, m, 0});
       }
   b->ArgNames({"isa", "dtype", "n", "k", "m", "cold"});

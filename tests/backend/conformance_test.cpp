@@ -129,7 +129,7 @@ const MatmulShape kMatmulShapes[] = {
     // More than one task's worth of token tiles and k in several blocks (AMX: 16 tiles of 32
     // tokens, 1024-deep blocks), the last block's last step partial.
     {520, 1100, 40},
-    // GEMV k tails after 2-vector (bf16 pair) steps, single-vector steps and partial vectors.
+    // GEMV k tails: after whole steps (a vector per partial sum), whole and partial vectors.
     {1, 53, 20},
     {2, 29, 13},
     {3, 61, 17},
@@ -209,12 +209,40 @@ std::vector<uint32_t> bits_of(const std::vector<float>& v) {
   return bits;
 }
 
+// The CPU's decode GEMV sums each row of w in one order whatever the number of tokens
+// (1 to 4), so a sequence decoded alone or beside up to three others gets the same bits from
+// every matmul. k: whole steps of every ISA's partial sums, then tails of whole and partial
+// vectors; m odd, so the threads' row split falls inside the partial-sum blocks too.
+TEST_P(Conformance, MatmulGivesEachDecodeTokenTheBitsOfAOneTokenCall) {
+  if (GetParam().name.rfind("cpu", 0) != 0) GTEST_SKIP() << "a promise of the CPU kernels";
+  for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    for (const int64_t k : {int64_t{64}, int64_t{240}, int64_t{300}}) {
+      auto w = input(dtype, {37, k});
+      auto bias = input(DType::F32, {37});
+      for (int64_t n = 2; n <= 4; ++n) {
+        SCOPED_TRACE(dtype_label(dtype) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
+        auto x = input(DType::F32, {n, k});
+        auto y = output({n, 37});
+        backend_->matmul(x->tensor(), w->tensor(), bias->ptr(), y->tensor());
+        const std::vector<float> ys = y->values();
+        for (int64_t t = 0; t < n; ++t) {
+          const Tensor x_row(static_cast<float*>(x->tensor().data) + t * k, DType::F32, {1, k});
+          auto y1 = output({1, 37});
+          backend_->matmul(x_row, w->tensor(), bias->ptr(), y1->tensor());
+          const std::vector<float> y_row(ys.begin() + t * 37, ys.begin() + (t + 1) * 37);
+          EXPECT_EQ(bits_of(y1->values()), bits_of(y_row)) << "token " << t;
+        }
+      }
+    }
+  }
+}
+
 // matmul_shared promises matmul()'s bits for every target: decode and prefill shapes, m not
-// a multiple of 8 (a first target of 7 rows: the CPU's one-pass GEMV must pad it so the
-// threads' split of the next one falls on a multiple of 8, as matmul's), biases of several
-// dtypes, mixed weight dtypes (AMX takes only bf16: then the targets cannot share a GEMM),
-// and four targets (more than the CPU shares in one pass). Four threads, and a long k for
-// one token (small grains), so the decode rows are split inside the targets.
+// a multiple of 8 (a first target of 7 rows: the threads' split of the CPU's one-pass GEMV
+// then falls inside the next target at another row than matmul's), biases of several dtypes, mixed weight
+// dtypes (AMX takes only bf16: then the targets cannot share a GEMM), and four targets (more than the CPU
+// shares in one pass). Four threads, and a long k for one token (small grains), so the decode rows are split
+// inside the targets.
 TEST_P(Conformance, MatmulSharedGivesEachTargetMatmulsBits) {
   set_thread_count(4);
   const std::vector<std::vector<DType>> dtype_sets = {{DType::F32, DType::F32, DType::F32},

@@ -127,7 +127,7 @@ class CpuBackend final : public Backend {
       return;
     }
     if (gemv_applies(a)) {
-      parallel_for_balanced(a.m, grain_for(a.n * a.k, kMinMatmulWork), 8,
+      parallel_for_balanced(a.m, grain_for(a.n * a.k, kMinMatmulWork), 1,
                             [&](int64_t m0, int64_t m1) { kernels_.gemv(a, m0, m1); });
       return;
     }
@@ -135,9 +135,10 @@ class CpuBackend final : public Backend {
   }
 
   // Plain weights: one parallel pass over all the targets, so the threads wait for each
-  // other once, not once per weight, and a prefill packs x once. Decoding, each target's rows
-  // are split at multiples of 8 as in matmul(); a prefill's GEMM results do not depend on
-  // its tasks: every output is matmul()'s bit for bit. Anything else: matmul() per target.
+  // other once, not once per weight, and a prefill packs x once. Neither kernel's results
+  // depend on how the work is split (a GEMV row is summed in one order, a GEMM output's sums
+  // do not depend on its task): every output is matmul()'s bit for bit. Anything else:
+  // matmul() per target.
   void matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets) override {
     const size_t count = targets.size();
     if (count == 0 || count > kMaxSharedTargets) {
@@ -162,8 +163,8 @@ class CpuBackend final : public Backend {
       return;
     }
     std::array<int64_t, kMaxSharedTargets + 1> first_row{};  // of target i, in the pass
-    for (size_t i = 0; i < count; ++i) first_row[i + 1] = first_row[i] + (args[i].m + 7) / 8 * 8;
-    parallel_for_balanced(first_row[count], grain_for(args[0].n * args[0].k, kMinMatmulWork), 8,
+    for (size_t i = 0; i < count; ++i) first_row[i + 1] = first_row[i] + args[i].m;
+    parallel_for_balanced(first_row[count], grain_for(args[0].n * args[0].k, kMinMatmulWork), 1,
                           [&](int64_t r0, int64_t r1) {
                             for (size_t i = 0; i < count; ++i) {
                               const int64_t m0 = std::max(r0, first_row[i]) - first_row[i];

@@ -93,7 +93,7 @@ struct KernelTable {
   const char* isa = "";
 
   // --- matmul, decode regime (n <= kGemvMaxTokens): rows [m0, m1) of y, streaming w once.
-  // m0 must be a multiple of 8 (then the result does not depend on how rows are split).
+  // A row's result does not depend on m0, m1 or n: each row is summed in one fixed order.
   void (*gemv)(const MatmulArgs& a, int64_t m0, int64_t m1) = nullptr;
 
   // --- matmul, prefill regime, f32 arithmetic: x is packed as f32

@@ -10,8 +10,7 @@
 // A wrapper provides: V (the vector type), kWidth (f32 lanes), kRegisters, kTileTokens,
 // zero/set1/load/store, load_bf16/load_f16 (kWidth 16-bit values widened to f32),
 // add/sub/mul/div/fma/fnma/max/min/abs/copysign/round/ldexp, reduce_add/reduce_max and
-// reduce_add4 (four horizontal sums as one __m128), transpose (a kWidth x kWidth block),
-// load_bf16_pairs and load_deinterleaved (2 kWidth elements as even and odd lanes).
+// reduce_add4 (four horizontal sums as one __m128), transpose (a kWidth x kWidth block).
 #pragma once
 
 #include <immintrin.h>
@@ -353,95 +352,62 @@ void convert_from_f32(const float* src, int64_t count, DType dtype, void* dst) {
 
 // ---------------------------------------------------------------- matmul: decode GEMV
 
-// Rows per GEMV block for nt tokens: as many accumulators as registers allow after the
-// x and weight vectors (two of each per token for bf16, loaded as even/odd pairs), rounded
-// down to 1, 2, 4 or 8. A power of two divides the callers' row chunks (multiples of 8), so
-// every row is reduced the same way whatever the thread count: results are bitwise
-// independent of it.
-constexpr int gemv_rows_per_block(int registers, int nt, DType dtype) {
-  const int vectors_per_load = dtype == DType::BF16 ? 2 : 1;
-  const int rows = (registers - vectors_per_load * (nt + 1)) / nt;
-  return rows >= 8 ? 8 : rows >= 4 ? 4 : rows >= 2 ? 2 : 1;
-}
+// A GEMV sums each row in kGemvSplits<S> partial sums: vector j of the row (kWidth
+// elements) goes to partial j % kGemvSplits, and the partials are added pairwise at the end.
+// One order per row whatever the token count, the other rows and the thread split, so a
+// row's result is bitwise independent of all three.
+template <class S>
+inline constexpr int kGemvSplits = S::kRegisters >= 32 ? 4 : 2;
 
-// y[t, row0 + r] for t < NT, r < MR: NT x MR dot products of length k, streaming the MR
-// weight rows once (MR interleaved streams).
+// How far ahead of its loads a GEMV prefetches the weights into L2.
+inline constexpr int64_t kGemvPrefetchBytes = 4096;
+
+// y[t, row] for t < NT: NT dot products of length k with one weight row.
 //
-// `next` (or null) is the start of the following block of rows: each step prefetches as
-// many bytes of it into L2, in address order, as it consumes, so the memory sees one
-// sequential stream one block ahead. The hardware prefetchers alone, facing MR short
-// interleaved streams, left single-thread decode at ~60% (16-bit weights) and ~85% (f32)
-// of the rate reached with it; an L1 (T0) hint or prefetching further ahead gained less.
-template <class S, DType D, int NT, int MR>
-void gemv_block(const MatmulArgs& a, int64_t row0, const char* next) {
+// A thread's rows [m0, m1) are one contiguous range of w. Read one row after the other it is
+// a single sequential stream, which each step prefetches into L2 kGemvPrefetchBytes ahead of
+// its loads, up to `prefetch_end` (the range's end: the rows after it are another thread's).
+// Interleaving 8 rows to share the x loads (this kernel before) made 8 short streams: on a
+// 2-core Xeon VM the 16-bit GEMVs now stream 10-25% faster (one token), f32 about as fast.
+template <class S, DType D, int NT>
+void gemv_row(const MatmulArgs& a, int64_t row, uintptr_t prefetch_end) {
+  static_assert(kGemvSplits<S> == 2 || kGemvSplits<S> == 4, "the partials' final sum below");
   using V = typename S::V;
   constexpr int64_t W = S::kWidth;
-  constexpr int64_t kStepBytes = MR * W * static_cast<int64_t>(sizeof(Storage<D>));
+  constexpr int P = kGemvSplits<S>;
+  constexpr int64_t kStepBytes = P * W * static_cast<int64_t>(sizeof(Storage<D>));
   const int64_t k = a.k;
-  const Storage<D>* w = static_cast<const Storage<D>*>(a.w) + row0 * k;
-  V acc[NT][MR];
+  const Storage<D>* w = static_cast<const Storage<D>*>(a.w) + row * k;
+  V acc[NT][P];
   for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < MR; ++r) acc[t][r] = S::zero();
+    for (int j = 0; j < P; ++j) acc[t][j] = S::zero();
   int64_t i = 0;
-  if constexpr (D == DType::BF16) {
-    // Two vectors per step from one load: even- and odd-indexed elements (x split alike).
-    for (; i + 2 * W <= k; i += 2 * W) {
-      if (next != nullptr) {
-        for (int64_t b = 0; b < 2 * kStepBytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T1);
-        next += 2 * kStepBytes;
-      }
-      V x_even[NT], x_odd[NT];
-      for (int t = 0; t < NT; ++t) S::load_deinterleaved(a.x + t * k + i, x_even[t], x_odd[t]);
-      for (int r = 0; r < MR; ++r) {
-        V w_even, w_odd;
-        S::load_bf16_pairs(w + r * k + i, w_even, w_odd);
-        for (int t = 0; t < NT; ++t)
-          acc[t][r] = S::fma(x_odd[t], w_odd, S::fma(x_even[t], w_even, acc[t][r]));
-      }
+  for (; i + P * W <= k; i += P * W) {
+    // An integer: ahead of the range's end a pointer would be undefined behaviour.
+    const uintptr_t ahead = reinterpret_cast<uintptr_t>(w + i) + kGemvPrefetchBytes;
+    if (ahead < prefetch_end)
+      for (int64_t b = 0; b < kStepBytes; b += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + b), _MM_HINT_T1);
+    for (int j = 0; j < P; ++j) {
+      const V wv = load_w<S, D>(w + i + j * W);
+      for (int t = 0; t < NT; ++t) acc[t][j] = S::fma(S::load(a.x + t * k + i + j * W), wv, acc[t][j]);
     }
   }
-  for (; i + W <= k; i += W) {
-    if (next != nullptr) {
-      for (int64_t b = 0; b < kStepBytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T1);
-      next += kStepBytes;
-    }
-    V xv[NT];
-    for (int t = 0; t < NT; ++t) xv[t] = S::load(a.x + t * k + i);
-    for (int r = 0; r < MR; ++r) {
-      const V wv = load_w<S, D>(w + r * k + i);
-      for (int t = 0; t < NT; ++t) acc[t][r] = S::fma(xv[t], wv, acc[t][r]);
-    }
-  }
-  if (i < k) {
-    V xv[NT];
-    for (int t = 0; t < NT; ++t) xv[t] = load_n<S>(a.x + t * k + i, k - i);
-    for (int r = 0; r < MR; ++r) {
-      const V wv = load_w_n<S, D>(w + r * k + i, k - i);
-      for (int t = 0; t < NT; ++t) acc[t][r] = S::fma(xv[t], wv, acc[t][r]);
-    }
+  for (int j = 0; i < k; ++j, i += W) {  // fewer than P vectors left, the last maybe partial
+    const V wv = load_w_n<S, D>(w + i, k - i);
+    for (int t = 0; t < NT; ++t) acc[t][j] = S::fma(load_n<S>(a.x + t * k + i, k - i), wv, acc[t][j]);
   }
   for (int t = 0; t < NT; ++t) {
-    float* y = a.y + t * a.m + row0;
-    int r = 0;
-    for (; r + 4 <= MR; r += 4) {
-      __m128 s = S::reduce_add4(acc[t][r], acc[t][r + 1], acc[t][r + 2], acc[t][r + 3]);
-      if (a.bias != nullptr) s = _mm_add_ps(s, _mm_loadu_ps(a.bias + row0 + r));
-      _mm_storeu_ps(y + r, s);
-    }
-    for (; r < MR; ++r) y[r] = S::reduce_add(acc[t][r]) + (a.bias != nullptr ? a.bias[row0 + r] : 0.0f);
+    V sum = S::add(acc[t][0], acc[t][1]);
+    if constexpr (P == 4) sum = S::add(sum, S::add(acc[t][2], acc[t][3]));
+    a.y[t * a.m + row] = S::reduce_add(sum) + (a.bias != nullptr ? a.bias[row] : 0.0f);
   }
 }
 
 template <class S, DType D, int NT>
 void gemv_tokens(const MatmulArgs& a, int64_t m0, int64_t m1) {
-  constexpr int MR = gemv_rows_per_block(S::kRegisters, NT, D);
-  const auto* w = static_cast<const Storage<D>*>(a.w);
-  int64_t r = m0;
-  for (; r + MR <= m1; r += MR) {
-    const char* next = r + 2 * MR <= m1 ? reinterpret_cast<const char*>(w + (r + MR) * a.k) : nullptr;
-    gemv_block<S, D, NT, MR>(a, r, next);
-  }
-  for (; r < m1; ++r) gemv_block<S, D, NT, 1>(a, r, nullptr);
+  const auto end = reinterpret_cast<uintptr_t>(static_cast<const Storage<D>*>(a.w) + m1 * a.k);
+  for (int64_t r = m0; r < m1; ++r) gemv_row<S, D, NT>(a, r, end);
 }
 
 template <class S, DType D>

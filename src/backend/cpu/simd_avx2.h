@@ -51,21 +51,6 @@ struct Avx2 {
                      _mm256_cvtps_ph(_mm256_blendv_ps(v, quiet, nan), _MM_FROUND_TO_NEAREST_INT));
   }
 
-  // 2 kWidth bf16 values p[0..16) as the even-indexed ones (p[0], p[2], ...) and the odd ones:
-  // each 32-bit lane holds a pair, so one shift and one mask widen both.
-  static void load_bf16_pairs(const uint16_t* p, V& even, V& odd) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-    odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
-  }
-  // x[0..16) split the same way: even = x[0], x[2], ..., odd = x[1], x[3], ...
-  static void load_deinterleaved(const float* x, V& even, V& odd) {
-    const V a = _mm256_loadu_ps(x), b = _mm256_loadu_ps(x + 8);
-    // shuffle_ps works per 128-bit half; permute4x64 puts the 64-bit pairs back in order.
-    even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));
-    odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));
-  }
-
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }

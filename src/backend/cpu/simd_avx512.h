@@ -50,21 +50,6 @@ struct Avx512 {
                         _mm512_cvtps_ph(_mm512_mask_blend_ps(nan, v, quiet), _MM_FROUND_TO_NEAREST_INT));
   }
 
-  // 2 kWidth bf16 values p[0..32) as the even-indexed ones (p[0], p[2], ...) and the odd ones:
-  // each 32-bit lane holds a pair, so one shift and one mask widen both.
-  static void load_bf16_pairs(const uint16_t* p, V& even, V& odd) {
-    const __m512i v = _mm512_loadu_si512(p);
-    even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-    odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
-  }
-  // x[0..32) split the same way: even = x[0], x[2], ..., odd = x[1], x[3], ...
-  static void load_deinterleaved(const float* x, V& even, V& odd) {
-    const V a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
-    const __m512i even_index = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    even = _mm512_permutex2var_ps(a, even_index, b);
-    odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(even_index, _mm512_set1_epi32(1)), b);
-  }
-
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
