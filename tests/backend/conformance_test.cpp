@@ -129,7 +129,7 @@ const MatmulShape kMatmulShapes[] = {
     // More than one task's worth of token tiles and k in several blocks (AMX: 16 tiles of 32
     // tokens, 1024-deep blocks), the last block's last step partial.
     {520, 1100, 40},
-    // GEMV k tails: after whole steps (a vector per partial sum), whole and partial vectors.
+    // GEMV k tails: a partial last vector after a few whole ones.
     {1, 53, 20},
     {2, 29, 13},
     {3, 61, 17},
@@ -211,8 +211,8 @@ std::vector<uint32_t> bits_of(const std::vector<float>& v) {
 
 // The CPU's decode GEMV sums each row of w in one order whatever the number of tokens
 // (1 to 4), so a sequence decoded alone or beside up to three others gets the same bits from
-// every matmul. k: whole steps of every ISA's partial sums, then tails of whole and partial
-// vectors; m odd, so the threads' row split falls inside the partial-sum blocks too.
+// every matmul, though the kernel reads 4, 2 or 1 rows at once depending on it. k: whole
+// vectors only, and a partial last one; m odd: rows left over after the equal ranges.
 TEST_P(Conformance, MatmulGivesEachDecodeTokenTheBitsOfAOneTokenCall) {
   if (GetParam().name.rfind("cpu", 0) != 0) GTEST_SKIP() << "a promise of the CPU kernels";
   for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
