@@ -106,7 +106,7 @@ struct MatmulShape {
 };
 
 // Decode (n <= 4) and prefill shapes: odd k (vector tails), k past one 256-wide GEMM block,
-// m not a multiple of any panel or GEMV row block, m = 1, n = 1 / 3 / 37.
+// m not a multiple of any panel or of the GEMV's stream count, m = 1, n = 1 / 3 / 37.
 const MatmulShape kMatmulShapes[] = {
     {1, 1, 1},
     {1, 576, 96},
@@ -211,30 +211,36 @@ std::vector<uint32_t> bits_of(const std::vector<float>& v) {
 
 // The CPU's decode GEMV sums each row of w in one order whatever the number of tokens
 // (1 to 4), so a sequence decoded alone or beside up to three others gets the same bits from
-// every matmul, though the kernel reads 4, 2 or 1 rows at once depending on it. k: whole
-// vectors only, and a partial last one; m odd: rows left over after the equal ranges.
+// every matmul, though the kernel reads 4 or 2 rows at once depending on it. k: shorter
+// than a vector, whole vectors and a partial one, and long enough (with four threads) for
+// the rows to be split between threads; m odd: rows left over after the equal ranges.
 TEST_P(Conformance, MatmulGivesEachDecodeTokenTheBitsOfAOneTokenCall) {
   if (GetParam().name.rfind("cpu", 0) != 0) GTEST_SKIP() << "a promise of the CPU kernels";
+  set_thread_count(4);
+  constexpr int64_t m = 517;
   for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
-    for (const int64_t k : {int64_t{64}, int64_t{240}, int64_t{300}}) {
-      auto w = input(dtype, {37, k});
-      auto bias = input(DType::F32, {37});
+    for (const int64_t k : {int64_t{13}, int64_t{300}, int64_t{2048}}) {
+      auto w = input(dtype, {m, k});
+      auto bias = input(DType::F32, {m});
       for (int64_t n = 2; n <= 4; ++n) {
         SCOPED_TRACE(dtype_label(dtype) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
         auto x = input(DType::F32, {n, k});
-        auto y = output({n, 37});
+        auto y = output({n, m});
         backend_->matmul(x->tensor(), w->tensor(), bias->ptr(), y->tensor());
+        EXPECT_GUARDS(y);
         const std::vector<float> ys = y->values();
         for (int64_t t = 0; t < n; ++t) {
           const Tensor x_row(static_cast<float*>(x->tensor().data) + t * k, DType::F32, {1, k});
-          auto y1 = output({1, 37});
+          auto y1 = output({1, m});
           backend_->matmul(x_row, w->tensor(), bias->ptr(), y1->tensor());
-          const std::vector<float> y_row(ys.begin() + t * 37, ys.begin() + (t + 1) * 37);
+          EXPECT_GUARDS(y1);
+          const std::vector<float> y_row(ys.begin() + t * m, ys.begin() + (t + 1) * m);
           EXPECT_EQ(bits_of(y1->values()), bits_of(y_row)) << "token " << t;
         }
       }
     }
   }
+  set_thread_count(0);
 }
 
 // matmul_shared promises matmul()'s bits for every target: decode and prefill shapes, m not

@@ -355,13 +355,12 @@ void convert_from_f32(const float* src, int64_t count, DType dtype, void* dst) {
 // How far ahead of its loads a GEMV prefetches each stream of weights into L2.
 inline constexpr int64_t kGemvPrefetchBytes = 4096;
 
-// Rows a GEMV over NT tokens reads at once: 4, 2 or 1, as many as the registers hold (an
-// accumulator per token and row, plus the x and weight vectors).
+// Rows a GEMV over NT tokens reads at once: 4, or 2 where the registers do not hold 4 (an
+// accumulator per token and row, a vector of x per token, the weight vector, and two left
+// for the compiler's temporaries): AVX2 at 3 or 4 tokens.
 template <class S>
 constexpr int gemv_streams(int nt) {
-  for (const int streams : {4, 2})
-    if (streams * nt + nt + 1 <= S::kRegisters - 2) return streams;
-  return 1;
+  return 4 * nt + nt + 1 <= S::kRegisters - 2 ? 4 : 2;
 }
 
 // y[t, row0 + s * stride] for t < NT, s < NS: the dot products of NT tokens with NS rows.
@@ -370,12 +369,13 @@ constexpr int gemv_streams(int nt) {
 //
 // gemv_tokens splits a thread's rows [m0, m1) into NS equal ranges and walks them side by
 // side: NS sequential streams of w, each prefetched into L2 kGemvPrefetchBytes ahead of its
-// loads, up to `prefetch_end` (the thread's end: the rows after it are another thread's). On
-// a 2-core Xeon VM four such streams reached 10-25% more of the read bandwidth than eight
-// interleaved rows (the kernel before: many short streams). Memory, not the accumulators'
-// latency, bounds it: a 64-byte line a step per stream.
+// loads, up to the end of its range (`stream_end`; the last stream's reaches the rows left
+// over, not the next thread's). On a 2-core Xeon VM four such streams read f32 and 16-bit
+// weights 10-90% faster than eight interleaved rows (the kernel before, many short streams;
+// bench/RESULTS.md, 2026-12-05 06:43). Memory, not the accumulators' latency, bounds it: a
+// stream takes 16 to 64 bytes of weights a step.
 template <class S, DType D, int NT, int NS>
-void gemv_rows(const MatmulArgs& a, int64_t row0, int64_t stride, uintptr_t prefetch_end) {
+void gemv_rows(const MatmulArgs& a, int64_t row0, int64_t stride, const uintptr_t (&stream_end)[NS]) {
   using V = typename S::V;
   constexpr int64_t W = S::kWidth;
   constexpr int64_t kStepBytes = W * static_cast<int64_t>(sizeof(Storage<D>));
@@ -393,7 +393,7 @@ void gemv_rows(const MatmulArgs& a, int64_t row0, int64_t stride, uintptr_t pref
     for (int s = 0; s < NS; ++s) {
       // An integer: past the range's end a pointer would be undefined behaviour.
       const uintptr_t ahead = reinterpret_cast<uintptr_t>(w[s] + i) + kGemvPrefetchBytes;
-      if (ahead < prefetch_end && ahead % 64 < kStepBytes)  // once per line
+      if (ahead < stream_end[s] && ahead % 64 < kStepBytes)  // once per line
         _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
       const V wv = load_w<S, D>(w[s] + i);
       for (int t = 0; t < NT; ++t) acc[s][t] = S::fma(xv[t], wv, acc[s][t]);
@@ -417,10 +417,15 @@ void gemv_rows(const MatmulArgs& a, int64_t row0, int64_t stride, uintptr_t pref
 template <class S, DType D, int NT>
 void gemv_tokens(const MatmulArgs& a, int64_t m0, int64_t m1) {
   constexpr int NS = gemv_streams<S>(NT);
-  const auto end = reinterpret_cast<uintptr_t>(static_cast<const Storage<D>*>(a.w) + m1 * a.k);
+  const auto row_start = [&](int64_t r) {
+    return reinterpret_cast<uintptr_t>(static_cast<const Storage<D>*>(a.w) + r * a.k);
+  };
   const int64_t stride = (m1 - m0) / NS;
-  for (int64_t r = m0; r < m0 + stride; ++r) gemv_rows<S, D, NT, NS>(a, r, stride, end);
-  for (int64_t r = m0 + NS * stride; r < m1; ++r) gemv_rows<S, D, NT, 1>(a, r, 0, end);
+  uintptr_t stream_end[NS];
+  for (int s = 0; s < NS; ++s) stream_end[s] = row_start(s + 1 < NS ? m0 + (s + 1) * stride : m1);
+  for (int64_t r = m0; r < m0 + stride; ++r) gemv_rows<S, D, NT, NS>(a, r, stride, stream_end);
+  const uintptr_t thread_end[1] = {row_start(m1)};
+  for (int64_t r = m0 + NS * stride; r < m1; ++r) gemv_rows<S, D, NT, 1>(a, r, 0, thread_end);
 }
 
 template <class S, DType D>
