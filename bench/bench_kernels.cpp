@@ -262,29 +262,36 @@ BENCHMARK(BM_OpenBlasSgemm)
     ->Apply(best_of_repetitions);
 #endif
 
-// One decode step: 32 query heads over 8 kv heads of 64, context `ctx`.
+// One decode step at context `ctx` over an f32 or f16 cache (dtype arg 0 or 2), heads of 64:
+// Llama's layout (32 query heads over 8 kv heads, layout arg 0) or SmolLM2's (9 over 3,
+// layout arg 1: fewer kv heads than work items for the threads).
 void BM_Attention(benchmark::State& state) {
   const CpuIsa isa = isa_arg(state.range(0));
-  const int64_t ctx = state.range(1), heads = 32, kv_heads = 8, hd = 64;
+  const DType cache = dtype_arg(state.range(1));
+  const int64_t ctx = state.range(2), hd = 64;
+  const int64_t heads = state.range(3) == 0 ? 32 : 9, kv_heads = state.range(3) == 0 ? 8 : 3;
   if (!cpu_supports(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
+  state.SetLabel(std::string(cpu_isa_name(isa)) + "/" + std::string(dtype_name(cache)));
   auto backend = make_cpu_backend_for(isa);
   std::vector<float> q(static_cast<size_t>(heads * hd)), out(q.size());
-  std::vector<float> keys(static_cast<size_t>(ctx * kv_heads * hd)), values(keys.size());
+  const auto cache_values = static_cast<size_t>(ctx * kv_heads * hd);
+  Buffer keys = allocate(cache_values * dtype_size(cache)),
+         values = allocate(cache_values * dtype_size(cache));
   fill(q.data(), DType::F32, q.size());
-  fill(keys.data(), DType::F32, keys.size());
-  fill(values.data(), DType::F32, values.size());
+  fill(keys.get(), cache, cache_values);
+  fill(values.get(), cache, cache_values);
   const Tensor qt(q.data(), DType::F32, {1, heads, hd});
-  const Tensor kt(keys.data(), DType::F32, {ctx, kv_heads, hd});
-  const Tensor vt(values.data(), DType::F32, {ctx, kv_heads, hd});
+  const Tensor kt(keys.get(), cache, {ctx, kv_heads, hd});
+  const Tensor vt(values.get(), cache, {ctx, kv_heads, hd});
   const Tensor ot(out.data(), DType::F32, {1, heads, hd});
   for (auto _ : state) {
     backend->attention(qt, kt, vt, ctx - 1, 0.125f, ot);
     benchmark::ClobberMemory();
   }
-  const double bytes = 2.0 * static_cast<double>(keys.size()) * 4.0;  // the K and V caches
+  const double bytes = 2.0 * static_cast<double>(cache_values * dtype_size(cache));  // the K and V caches
   state.counters["GB/s"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * bytes * 1e-9, benchmark::Counter::kIsRate);
 }
@@ -370,8 +377,8 @@ BENCHMARK(BM_PrefillAttention)
     ->UseRealTime()
     ->Apply(best_of_repetitions);
 BENCHMARK(BM_Attention)
-    ->ArgsProduct({{1, 0}, {512, 4096}})
-    ->ArgNames({"isa", "ctx"})
+    ->ArgsProduct({{1, 0}, {0, 2}, {512, 4096}, {0, 1}})
+    ->ArgNames({"isa", "cache", "ctx", "layout"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()
     ->Apply(best_of_repetitions);

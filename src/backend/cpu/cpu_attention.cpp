@@ -89,8 +89,8 @@ void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> se
   const int64_t grain = grain_for(block_tokens * slice * hd * (causal_work / tokens), kMinMatmulWork / 4);
   parallel_for_balanced(blocks * items_per_block, grain, 1, [&](int64_t i0, int64_t i1) {
     float* scratch =
-        tl_worker_scores.floats(attention_scratch_floats(std::min(block_size, max_n), slice, max_len, hd));
-    for (int64_t i = i0; i < i1; ++i) {
+        tl_worker_scores.floats(attention_scratch_floats(std::min(block_size, max_n), group, max_len, hd));
+    for (int64_t i = i0; i < i1;) {
       const int64_t block = i / items_per_block, item = i % items_per_block;
       const auto s = static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), block) - ends.begin());
       const AttentionArgs& a = sequences[s];
@@ -98,9 +98,15 @@ void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> se
       const int64_t order = block - (ends[s] - count);
       const int64_t b = order % 2 == 0 ? order / 2 : count - 1 - order / 2;
       const int64_t t0 = b * block_size, t1 = std::min(a.n, t0 + block_size);
-      const int64_t h0 = (item / slices) * group + (item % slices) * slice;
-      const int64_t h1 = h0 + slice < (item / slices + 1) * group ? h0 + slice : (item / slices + 1) * group;
+      // This thread's items of the block's kv head go in one call: the cache rows are read
+      // once for all their heads.
+      const int64_t kv_head = item / slices;
+      const int64_t run_end = std::min(i1, i - item % slices + slices);
+      const int64_t h0 = kv_head * group + (item % slices) * slice;
+      const int64_t h1 = std::min(kv_head * group + ((run_end - 1) % items_per_block % slices + 1) * slice,
+                                  (kv_head + 1) * group);
       kernels.attention(a, t0, t1, h0, h1, scratch);
+      i = run_end;
     }
   });
 }
