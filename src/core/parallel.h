@@ -63,6 +63,36 @@ void parallel_for_chunks(int64_t n, int64_t grain, Body&& body) {
   parallel_for_balanced(n, grain, grain, static_cast<Body&&>(body));
 }
 
+// As parallel_for_balanced (align 1), for items of equal cost that the threads run at
+// unequal, changing speeds (as when they share the memory bandwidth): the last `tail` items
+// go in chunks of `tail_grain` to whichever thread is free next, so a thread that ran its
+// share of the first n - tail items fast does not wait idle for a slower one. Which thread
+// runs which tail chunk varies from run to run.
+template <class Body>
+void parallel_for_shared_tail(int64_t n, int64_t grain, int64_t tail, int64_t tail_grain, Body&& body) {
+  if (n <= 0) return;
+  const detail::Chunking c = detail::chunking(n, grain);
+  if (c.threads <= 1) {
+    body(int64_t{0}, n);
+    return;
+  }
+  if (tail < 0) tail = 0;
+  if (tail > n) tail = n;
+  if (tail_grain < 1) tail_grain = 1;
+  const int64_t head = n - tail, tail_chunks = (tail + tail_grain - 1) / tail_grain;
+#pragma omp parallel num_threads(c.threads)
+  {
+    const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+    const int64_t begin = head * t / threads, end = head * (t + 1) / threads;
+    if (begin < end) body(begin, end);
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t b = 0; b < tail_chunks; ++b) {
+      const int64_t first = head + b * tail_grain;
+      body(first, n - first > tail_grain ? first + tail_grain : n);
+    }
+  }
+}
+
 // As parallel_for_chunks, but each chunk of `grain` items goes to whichever thread is free
 // next: for items of unequal cost. Which thread runs which chunk varies from run to run.
 template <class Body>

@@ -1,5 +1,6 @@
-// parallel_for_chunks and parallel_for_balanced: cover [0, n) exactly once, chunk boundaries
-// on the grain (the alignment), balanced chunks, and the thread-count setting.
+// parallel_for_chunks, parallel_for_balanced and parallel_for_shared_tail: cover [0, n)
+// exactly once, chunk boundaries on the grain (the alignment), balanced chunks, tail chunks,
+// and the thread-count setting.
 #include "core/parallel.h"
 
 #include <gtest/gtest.h>
@@ -106,10 +107,59 @@ TEST(ParallelForBalanced, SplitsWhereWholeGrainsWouldNot) {
   EXPECT_EQ(chunks[1], std::make_pair(int64_t{288}, int64_t{576}));
 }
 
+std::vector<std::pair<int64_t, int64_t>> shared_tail_chunks_of(int64_t n, int64_t grain, int64_t tail,
+                                                               int64_t tail_grain) {
+  return chunks_from([&](auto body) { parallel_for_shared_tail(n, grain, tail, tail_grain, body); });
+}
+
+TEST(ParallelForSharedTail, EqualHeadChunksThenTailChunksOfTheTailGrain) {
+  for (const int threads : {2, 3}) {
+    set_thread_count(threads);
+    for (const int64_t n : {7, 100, 576, 1001}) {
+      for (const int64_t tail : {int64_t{0}, n / 5, n}) {
+        for (const int64_t tail_grain : {1, 7, 50}) {
+          const auto chunks = shared_tail_chunks_of(n, 1, tail, tail_grain);
+          const std::string where = "threads=" + std::to_string(threads) + " n=" + std::to_string(n) +
+                                    " tail=" + std::to_string(tail) +
+                                    " tail_grain=" + std::to_string(tail_grain);
+          const int64_t head = n - tail;
+          std::vector<std::pair<int64_t, int64_t>> expected;
+          for (int64_t t = 0; t < threads; ++t)
+            if (head * t / threads < head * (t + 1) / threads)
+              expected.emplace_back(head * t / threads, head * (t + 1) / threads);
+          for (int64_t first = head; first < n; first += tail_grain)
+            expected.emplace_back(first, std::min(n, first + tail_grain));
+          EXPECT_EQ(chunks, expected) << where;
+        }
+      }
+    }
+  }
+  set_thread_count(0);
+}
+
+TEST(ParallelForSharedTail, OneChunkWhenTheGrainAllowsOneThread) {
+  set_thread_count(2);
+  EXPECT_EQ(shared_tail_chunks_of(100, 200, 20, 5), (std::vector<std::pair<int64_t, int64_t>>{{0, 100}}));
+  set_thread_count(1);
+  EXPECT_EQ(shared_tail_chunks_of(100, 1, 20, 5), (std::vector<std::pair<int64_t, int64_t>>{{0, 100}}));
+  set_thread_count(0);
+}
+
+TEST(ParallelForSharedTail, OutOfRangeTailsAndGrainsAreClamped) {
+  set_thread_count(2);
+  // A tail past n shares everything; a negative one nothing; a tail grain below 1 acts as 1.
+  EXPECT_EQ(shared_tail_chunks_of(4, 1, 10, 3), (std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 4}}));
+  EXPECT_EQ(shared_tail_chunks_of(4, 1, -1, 3), (std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, 4}}));
+  EXPECT_EQ(shared_tail_chunks_of(4, 1, 2, 0),
+            (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 2}, {2, 3}, {3, 4}}));
+  set_thread_count(0);
+}
+
 TEST(ParallelForChunks, EmptyRangeCallsNothing) {
   int calls = 0;
   parallel_for_chunks(0, 1, [&](int64_t, int64_t) { ++calls; });
   parallel_for_chunks(-5, 1, [&](int64_t, int64_t) { ++calls; });
+  parallel_for_shared_tail(0, 1, 0, 1, [&](int64_t, int64_t) { ++calls; });
   EXPECT_EQ(calls, 0);
 }
 

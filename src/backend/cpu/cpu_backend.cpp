@@ -33,6 +33,8 @@ using checks::expect_data;
 using cpu::grain_for;
 using cpu::kElementAlign;
 using cpu::KernelTable;
+using cpu::kGemvSharedTailDivisor;
+using cpu::kGemvTailChunkBytes;
 using cpu::kMinElementwiseWork;
 using cpu::kMinMatmulWork;
 using cpu::Scratch;
@@ -127,8 +129,7 @@ class CpuBackend final : public Backend {
       return;
     }
     if (gemv_applies(a)) {
-      parallel_for_balanced(a.m, grain_for(a.n * a.k, kMinMatmulWork), 1,
-                            [&](int64_t m0, int64_t m1) { kernels_.gemv(a, m0, m1); });
+      gemv_parallel(a.m, a, [&](int64_t m0, int64_t m1) { kernels_.gemv(a, m0, m1); });
       return;
     }
     cpu::gemm(*gemm_kernels(a), a);
@@ -164,14 +165,13 @@ class CpuBackend final : public Backend {
     }
     std::array<int64_t, kMaxSharedTargets + 1> first_row{};  // of target i, in the pass
     for (size_t i = 0; i < count; ++i) first_row[i + 1] = first_row[i] + args[i].m;
-    parallel_for_balanced(first_row[count], grain_for(args[0].n * args[0].k, kMinMatmulWork), 1,
-                          [&](int64_t r0, int64_t r1) {
-                            for (size_t i = 0; i < count; ++i) {
-                              const int64_t m0 = std::max(r0, first_row[i]) - first_row[i];
-                              const int64_t m1 = std::min(r1, first_row[i] + args[i].m) - first_row[i];
-                              if (m0 < m1) kernels_.gemv(args[i], m0, m1);
-                            }
-                          });
+    gemv_parallel(first_row[count], args[0], [&](int64_t r0, int64_t r1) {
+      for (size_t i = 0; i < count; ++i) {
+        const int64_t m0 = std::max(r0, first_row[i]) - first_row[i];
+        const int64_t m1 = std::min(r1, first_row[i] + args[i].m) - first_row[i];
+        if (m0 < m1) kernels_.gemv(args[i], m0, m1);
+      }
+    });
   }
 
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
@@ -369,6 +369,16 @@ class CpuBackend final : public Backend {
   // Decode regime: a few tokens, plain weights, non-empty.
   static bool gemv_applies(const cpu::MatmulArgs& a) {
     return a.n >= 1 && a.n <= cpu::kGemvMaxTokens && a.m > 0 && a.k > 0 && !is_quantized(a.w_dtype);
+  }
+
+  // body(r0, r1) over the GEMV rows [0, rows) of weights shaped as a's (a's k and dtype), in
+  // parallel: a static split, then a shared tail (grain.h). A row's result does not depend on
+  // the split.
+  template <class Body>
+  static void gemv_parallel(int64_t rows, const cpu::MatmulArgs& a, Body&& body) {
+    const auto row_bytes = static_cast<int64_t>(dtype_row_bytes(a.w_dtype, a.k));
+    parallel_for_shared_tail(rows, grain_for(a.n * a.k, kMinMatmulWork), rows / kGemvSharedTailDivisor,
+                             grain_for(row_bytes, kGemvTailChunkBytes), static_cast<Body&&>(body));
   }
 
   // Prefill regime (plain weights): the GEMM that takes `a`.

@@ -10,6 +10,14 @@ inline constexpr int64_t kMinMatmulWork = 64 * 1024;       // multiply-adds per 
 // Element-wise chunks start on 64-byte lines of f32 (no line written by two threads).
 inline constexpr int64_t kElementAlign = 16;
 
+// Decode GEMVs stream their weights, and two threads' shares of the memory bandwidth change
+// from moment to moment: split statically, each waited ~6% of a region for the other. The
+// last 1/kGemvSharedTailDivisor of the rows goes in chunks of about kGemvTailChunkBytes of
+// weights to whichever thread is free (parallel_for_shared_tail); smaller chunks cost more
+// in restarted streams than they save.
+inline constexpr int64_t kGemvSharedTailDivisor = 5;
+inline constexpr int64_t kGemvTailChunkBytes = 128 * 1024;
+
 // Grain (in items of `work_per_item` units) so a chunk holds at least ~`min_work` units:
 // tiny ops stay on one thread instead of paying for a parallel region.
 inline int64_t grain_for(int64_t work_per_item, int64_t min_work, int64_t multiple = 1) {
