@@ -29,6 +29,7 @@ class Arena {
 
   DeviceMemory& memory() const { return *memory_.get_deleter().memory; }
   size_t capacity() const { return capacity_; }
+  const std::byte* base() const { return memory_.get(); }
   size_t used() const { return used_; }
   size_t peak() const { return peak_; }
 

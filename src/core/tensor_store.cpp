@@ -1,5 +1,9 @@
 #include "core/tensor_store.h"
 
+#include <cstdint>
+
+#include "core/checked_math.h"
+
 namespace tokenmill {
 
 Tensor TensorStore::allocate(DType dtype, std::initializer_list<int64_t> dims) {
@@ -15,6 +19,29 @@ Tensor TensorStore::copy_of(const Tensor& host) {
   const Tensor copy = blocks_.back()->allocate_like(host);
   memory_->copy_from_host(copy.data, host.data, host.nbytes());
   return copy;
+}
+
+std::vector<Tensor> TensorStore::copies_of(const std::vector<Tensor>& hosts) {
+  size_t bytes = 0;
+  for (const Tensor& host : hosts)
+    bytes = checked_add(bytes, Arena::footprint(host.nbytes()), "stored tensors");
+  std::vector<Tensor> copies;
+  blocks_.push_back(std::make_unique<Arena>(bytes, *memory_));
+  bytes_ += blocks_.back()->capacity();
+  for (const Tensor& host : hosts) {
+    copies.push_back(blocks_.back()->allocate_like(host));
+    memory_->copy_from_host(copies.back().data, host.data, host.nbytes());
+  }
+  return copies;
+}
+
+bool TensorStore::owns(const void* address) const {
+  const auto p = reinterpret_cast<uintptr_t>(address);
+  for (const auto& block : blocks_) {
+    const auto base = reinterpret_cast<uintptr_t>(block->base());
+    if (p >= base && p - base < block->capacity()) return true;
+  }
+  return false;
 }
 
 }  // namespace tokenmill

@@ -18,6 +18,11 @@ class TensorStore {
   Tensor allocate(DType dtype, std::initializer_list<int64_t> dims);
   // A copy of host tensor `host` in this store's memory.
   Tensor copy_of(const Tensor& host);
+  // Copies of host tensors `hosts`, in order, all in one block of this store's memory (in
+  // host memory, a block of 2 MiB or more lies on transparent huge pages; see host_memory()).
+  std::vector<Tensor> copies_of(const std::vector<Tensor>& hosts);
+  // True when `address` lies in a tensor this store made.
+  bool owns(const void* address) const;
   size_t bytes() const { return bytes_; }
 
  private:

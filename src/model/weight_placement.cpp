@@ -1,6 +1,7 @@
 #include "model/weight_placement.h"
 
 #include <map>
+#include <set>
 
 #include "core/error.h"
 
@@ -33,6 +34,28 @@ void place_weights(ModelWeights& weights, DeviceMemory& memory) {
   });
   weights.placed = std::move(placed);
   weights.memory = &memory;
+}
+
+std::vector<Tensor> mapped_op_weights(ModelWeights& weights) {
+  std::vector<Tensor> mapped;
+  std::set<const void*> seen;
+  for_each_op_weight(weights, [&](Tensor& t) {
+    if (t.data == nullptr || weights.owned.owns(t.data) || weights.placed.owns(t.data)) return;
+    if (seen.insert(t.data).second) mapped.push_back(t);
+  });
+  return mapped;
+}
+
+void copy_mapped_weights(ModelWeights& weights) {
+  if (!weights.memory->is_host()) fail("the model's weights are on a device, not in host memory");
+  const std::vector<Tensor> mapped = mapped_op_weights(weights);
+  const std::vector<Tensor> copies = weights.placed.copies_of(mapped);
+  std::map<const void*, const Tensor*> copy_of;
+  for (size_t i = 0; i < mapped.size(); ++i) copy_of[mapped[i].data] = &copies[i];
+  for_each_op_weight(weights, [&](Tensor& t) {
+    const auto it = copy_of.find(t.data);
+    if (t.data != nullptr && it != copy_of.end()) t = *it->second;
+  });
 }
 
 bool weights_in(const ModelWeights& weights, const DeviceMemory& memory) {

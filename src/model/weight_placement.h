@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include "core/device_memory.h"
 #include "model/weights.h"
@@ -18,6 +19,24 @@ void for_each_op_weight(ModelWeights& weights, const std::function<void(Tensor&)
 // device is an Error. rope_freq_factors stays on the host (the frequencies are computed
 // there once).
 void place_weights(ModelWeights& weights, DeviceMemory& memory);
+
+// Where a model run on the CPU reads its weights (`--no-mmap` picks Copied).
+enum class HostWeights {
+  Mapped,  // in place from the mapped files: zero copies, whatever pages the page cache holds
+  Copied,  // from one copy in the process's memory (copy_mapped_weights)
+};
+
+// The distinct tensors (a tied matrix once) the forward ops read in place from the model's
+// mapped files: those in neither weights.owned nor weights.placed. Empty once the weights
+// were copied (place_weights, copy_mapped_weights).
+std::vector<Tensor> mapped_op_weights(ModelWeights& weights);
+
+// Copies mapped_op_weights into one block of host memory (on 2 MiB pages where the kernel
+// grants them; see host_memory()) held by weights.placed, and points the weights at the
+// copies; tied tensors stay tied. For a model run on the CPU: its decode streams the weights
+// at the bandwidth of 2 MiB pages whatever pages the page cache holds the file in (a file
+// written or read in small pieces sits in 4 KiB pages). Weights on another device: Error.
+void copy_mapped_weights(ModelWeights& weights);
 
 // True when ops running in `memory` can read the weights: they were placed there, or both
 // are host memory. Forward passes check this before they start.

@@ -38,7 +38,7 @@ struct ModelWeights {
   TensorStore owned;
   // Where the tensors the forward ops read live: host memory (the mapped file and `owned`),
   // or the backend memory that place_weights (model/weight_placement.h) copied them into,
-  // held by `placed`.
+  // held by `placed`; host copies of mapped weights (copy_mapped_weights) are in `placed` too.
   DeviceMemory* memory = &host_memory();
   TensorStore placed;
 };

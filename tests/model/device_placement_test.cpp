@@ -25,6 +25,15 @@ using testing::FencedBackend;
 
 const std::filesystem::path kFixtures(TOKENMILL_FIXTURES_DIR);
 
+const char* const kModels[] = {"hf/llama", "hf/gpt2", "hf/qwen2", "gguf/llama_q4_1.gguf"};
+
+std::string model_test_name(const ::testing::TestParamInfo<const char*>& info) {
+  std::string name = info.param;
+  std::replace_if(
+      name.begin(), name.end(), [](char c) { return !std::isalnum(c); }, '_');
+  return name;
+}
+
 std::vector<float> values(const Tensor& t) { return {t.as<const float>(), t.as<const float>() + t.numel()}; }
 
 class DevicePlacement : public ::testing::TestWithParam<const char*> {
@@ -103,14 +112,82 @@ TEST_P(DevicePlacement, WeightsLeftOnTheHostAreRefused) {
   EXPECT_THROW(PagedTransformer(*host_model_, fenced_, 8, 4, 16, 2, DType::F32), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, DevicePlacement,
-                         ::testing::Values("hf/llama", "hf/gpt2", "hf/qwen2", "gguf/llama_q4_1.gguf"),
-                         [](const auto& param_info) {
-                           std::string name = param_info.param;
-                           std::replace_if(
-                               name.begin(), name.end(), [](char c) { return !std::isalnum(c); }, '_');
-                           return name;
-                         });
+// copy_mapped_weights (--no-mmap): the weights read in place from the mapped files move into
+// one block of host memory; tensors already in the process's memory (converted at load) stay.
+class HostCopy : public ::testing::TestWithParam<const char*> {
+ protected:
+  std::unique_ptr<Backend> cpu_ = make_cpu_backend();
+  std::unique_ptr<Model> mapped_ = Model::load(kFixtures / GetParam());
+  std::unique_ptr<Model> copied_ = Model::load(kFixtures / GetParam());
+};
+
+std::vector<Tensor> op_weights(ModelWeights& w) {
+  std::vector<Tensor> all;
+  for_each_op_weight(w, [&](Tensor& t) { all.push_back(t); });
+  return all;
+}
+
+std::vector<unsigned char> bytes_of(const Tensor& t) {
+  const auto* p = static_cast<const unsigned char*>(t.data);
+  return {p, p + t.nbytes()};
+}
+
+TEST_P(HostCopy, MappedWeightsMoveIntoOneBlockAndOwnedOnesStay) {
+  ModelWeights& w = copied_->weights;
+  const std::vector<Tensor> before = op_weights(w);
+  ASSERT_FALSE(mapped_op_weights(w).empty());
+  copy_mapped_weights(w);
+  EXPECT_EQ(w.memory, &host_memory());
+  EXPECT_TRUE(mapped_op_weights(w).empty());
+  const std::vector<Tensor> after = op_weights(w);
+  ASSERT_EQ(after.size(), before.size());
+  int moved = 0;
+  for (size_t i = 0; i < before.size(); ++i) {
+    if (before[i].data == nullptr) {
+      EXPECT_EQ(after[i].data, nullptr);
+      continue;
+    }
+    EXPECT_EQ(after[i].shape_string(), before[i].shape_string());
+    EXPECT_EQ(bytes_of(after[i]), bytes_of(before[i]));
+    if (w.owned.owns(before[i].data)) {
+      EXPECT_EQ(after[i].data, before[i].data);
+    } else {
+      EXPECT_TRUE(w.placed.owns(after[i].data));
+      ++moved;
+    }
+  }
+  EXPECT_GT(moved, 0);
+  if (before.back().data == before.front().data) {  // a tied lm_head stays tied
+    EXPECT_EQ(w.lm_head.data, w.token_embedding.data);
+  }
+  const size_t placed = w.placed.bytes();
+  copy_mapped_weights(w);  // again: nothing left to copy
+  EXPECT_EQ(w.placed.bytes(), placed);
+}
+
+TEST_P(HostCopy, CopiedWeightsGiveTheMappedLogitsBitForBit) {
+  copy_mapped_weights(copied_->weights);
+  const int64_t vocab = mapped_->config.vocab_size;
+  const std::vector<int32_t> prompt = testing::random_token_ids(11, vocab, 5);
+  Transformer from_file(*mapped_, *cpu_), from_copy(*copied_, *cpu_);
+  std::vector<float> want(prompt.size() * static_cast<size_t>(vocab)), got(want.size());
+  from_file.forward_all(prompt, want);
+  from_copy.forward_all(prompt, got);
+  EXPECT_EQ(got, want);
+  const int32_t token = prompt.back();
+  EXPECT_EQ(values(from_copy.forward_last({&token, 1})), values(from_file.forward_last({&token, 1})));
+}
+
+TEST(HostCopyRefusal, WeightsOnADeviceAreNotCopiedToTheHost) {
+  FencedBackend fenced{make_cpu_backend()};
+  std::unique_ptr<Model> model = Model::load(kFixtures / "hf/llama");
+  place_weights(model->weights, fenced.memory());
+  EXPECT_THROW(copy_mapped_weights(model->weights), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HostCopy, ::testing::ValuesIn(kModels), model_test_name);
+
+INSTANTIATE_TEST_SUITE_P(Models, DevicePlacement, ::testing::ValuesIn(kModels), model_test_name);
 
 }  // namespace
 }  // namespace tokenmill
