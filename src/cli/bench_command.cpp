@@ -18,6 +18,7 @@ namespace {
 struct BenchFlags {
   std::string model, shape, dtype, batch, phases, train_precision;
   std::string device = "auto";
+  HostWeights host_weights = HostWeights::Mapped;
   bool json = false;
   std::string out_dir;
   std::string compare;
@@ -67,7 +68,7 @@ void run_bench_command(BenchFlags f) {
   MemoryBudget budget = budget_of(host_memory());
   std::unique_ptr<Backend> backend;  // declared before the model: the placed weights live in its memory
   BenchModel model = bench_model(f, budget);
-  backend = open_device(f.device, *model.model);
+  backend = open_device(f.device, *model.model, f.host_weights);
   // A device's phase buffers come from its own memory: --max-memory-gib, or what it has left
   // with the weights in it.
   std::optional<MemoryBudget> device_budget;
@@ -100,6 +101,7 @@ void add_bench_command(CLI::App& app) {
       "Instead of -m: a standard architecture with seeded random weights (`--shape list` names them)");
   cmd->add_option("--dtype", f->dtype, "Weights of a --shape model: f32 (default), bf16 or f16");
   add_device_flag(*cmd, f->device);
+  add_no_mmap_flag(*cmd, f->host_weights);
   cmd->add_flag("--json", f->json, "Print bench.json to stdout instead of the table");
   cmd->add_option("--out", f->out_dir,
                   "Write bench.json, bench.md, throughput.svg and roofline.svg to this directory");

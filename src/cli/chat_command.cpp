@@ -23,6 +23,7 @@ namespace {
 struct ChatFlags {
   std::string model_dir;
   std::string device = "auto";
+  HostWeights host_weights = HostWeights::Mapped;
   std::string system_prompt;
   int64_t max_new_tokens = 512;
   SamplingFlags sampling;
@@ -30,7 +31,7 @@ struct ChatFlags {
 
 void run_chat(const ChatFlags& f) {
   const TextModel m = TextModel::load(f.model_dir);
-  const auto backend = open_device(f.device, *m.model);
+  const auto backend = open_device(f.device, *m.model, f.host_weights);
   Transformer transformer(*m.model, *backend);
   ChatOptions options;
   options.system_prompt = f.system_prompt;
@@ -77,6 +78,7 @@ void add_chat_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   add_sampling_flags(*cmd, f->sampling);
   add_device_flag(*cmd, f->device);
+  add_no_mmap_flag(*cmd, f->host_weights);
   cmd->callback([f] { run_chat(*f); });
 }
 

@@ -13,8 +13,16 @@ void add_device_flag(CLI::App& command, std::string& device) {
       ->capture_default_str();
 }
 
-std::unique_ptr<Backend> open_device(const std::string& device, Model& model) {
-  DeviceChoice choice = choose_device(device, model);
+void add_no_mmap_flag(CLI::App& command, HostWeights& host_weights) {
+  command.add_flag_callback(
+      "--no-mmap", [&host_weights] { host_weights = HostWeights::Copied; },
+      "On the CPU, copy the weights into memory on 2 MiB pages instead of reading the mapped model file in "
+      "place: faster decode where the page cache holds the file in 4 KiB pages (a file just downloaded or "
+      "written), for the model's size in memory and one copy at load");
+}
+
+std::unique_ptr<Backend> open_device(const std::string& device, Model& model, HostWeights host_weights) {
+  DeviceChoice choice = choose_device(device, model, host_weights);
   if (!choice.note.empty()) fmt::print(stderr, "note: {}\n", choice.note);
   return std::move(choice.backend);
 }

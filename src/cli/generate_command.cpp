@@ -23,6 +23,7 @@ namespace {
 struct GenerateFlags {
   std::string model_dir;
   std::string device = "auto";
+  HostWeights host_weights = HostWeights::Mapped;
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;
   int64_t max_new_tokens = 64;
@@ -54,7 +55,7 @@ std::vector<int32_t> prompt_of(const GenerateFlags& f, const TextModel& m) {
 
 void run_generate(const GenerateFlags& f) {
   const TextModel m = TextModel::load(f.model_dir);
-  const auto backend = open_device(f.device, *m.model);
+  const auto backend = open_device(f.device, *m.model, f.host_weights);
   GenerateRequest request;
   request.prompt = prompt_of(f, m);
   // The KV cache holds what this one request can reach (capped at the model's context), not
@@ -117,6 +118,7 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   add_sampling_flags(*cmd, f->sampling);
   add_device_flag(*cmd, f->device);
+  add_no_mmap_flag(*cmd, f->host_weights);
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-sequence tokens");
   cmd->add_flag("--parse-special", f->parse_special, "Recognise special tokens written in the prompt text");
   cmd->add_flag("--json", f->json, "Print one JSON object");

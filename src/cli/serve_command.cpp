@@ -71,6 +71,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--served-model-name", c.served_model_name,
                   "Model id in the API (default: the model's name)");
   add_device_flag(*cmd, c.device);
+  add_no_mmap_flag(*cmd, c.host_weights);
   cmd->add_option("--context", c.engine.context,
                   "Longest sequence, prompt + completion (default: the model's)")
       ->check(CLI::NonNegativeNumber);

@@ -42,7 +42,7 @@ std::optional<int> cuda_index(const std::string& device) {
 
 }  // namespace
 
-DeviceChoice choose_device(const std::string& device, Model& model) {
+DeviceChoice choose_device(const std::string& device, Model& model, HostWeights host_weights) {
   DeviceChoice choice;
   if (device == "cpu") {
     choice.backend = make_cpu_backend();
@@ -66,6 +66,8 @@ DeviceChoice choose_device(const std::string& device, Model& model) {
     fail("--device {}: expected auto, cpu, cuda or cuda:N", device);
   }
   place_weights(model.weights, choice.backend->memory());
+  if (host_weights == HostWeights::Copied && choice.backend->memory().is_host())
+    copy_mapped_weights(model.weights);
   return choice;
 }
 

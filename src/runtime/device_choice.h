@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "model/model.h"
+#include "model/weight_placement.h"
 
 namespace tokenmill {
 
@@ -22,7 +23,9 @@ struct DeviceChoice {
   std::string note;  // why `auto` fell back to the CPU; empty otherwise
 };
 
-// Chooses the backend for `device` and places `model`'s weights in its memory.
-DeviceChoice choose_device(const std::string& device, Model& model);
+// Chooses the backend for `device` and places `model`'s weights in its memory; on the CPU,
+// `host_weights` Copied copies them out of the mapped files (copy_mapped_weights).
+DeviceChoice choose_device(const std::string& device, Model& model,
+                           HostWeights host_weights = HostWeights::Mapped);
 
 }  // namespace tokenmill

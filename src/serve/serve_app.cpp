@@ -57,7 +57,7 @@ void run_server(ServeConfig config) {
   const sigset_t stop_signals = block_stop_signals();
   const TextModel model = TextModel::load(config.model);
   const Tokenizer& tokenizer = model.require_tokenizer("serving");
-  const DeviceChoice device = choose_device(config.device, *model.model);
+  const DeviceChoice device = choose_device(config.device, *model.model, config.host_weights);
   if (!device.note.empty()) spdlog::info("{}", device.note);
   Backend& backend = *device.backend;
   if (config.engine.kv_cache_bytes == 0)

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "model/weight_placement.h"
 #include "serve/engine.h"
 #include "serve/http_server.h"
 #include "serve/openai_request.h"
@@ -21,7 +22,8 @@ struct ServeConfig {
   std::filesystem::path model;
   std::string served_model_name;  // "": the model directory's or file's name
   std::string device = "auto";    // where the model and its KV cache live (runtime/device_choice.h)
-  EngineOptions engine;           // engine.kv_cache_bytes 0: kv_cache_fraction of the device's free memory
+  HostWeights host_weights = HostWeights::Mapped;  // on the CPU (model/weight_placement.h)
+  EngineOptions engine;  // engine.kv_cache_bytes 0: kv_cache_fraction of the device's free memory
   double kv_cache_fraction = 0.2;
   HttpServerOptions http;
   ServeLimits limits;
