@@ -12,7 +12,7 @@ token / measured read bandwidth) and prefill to the FLOPs it needs.
 Usage:
   python3 bench/bench_cpu.py [--threads 2] [--models gpt2,smollm2] [--dtypes f32,bf16]
                              [--repeats 3] [--work-dir DIR] [--tokenmill build/release/tokenmill]
-                             [--skip-transformers] [--out bench/out/cpu.json]
+                             [--no-mmap] [--skip-transformers] [--out bench/out/cpu.json]
 
 Timing rules (the same for both engines):
   * every figure is the BEST of --repeats timed runs, after at least one untimed warm-up,
@@ -442,10 +442,11 @@ def huge_page_share(paths: list[Path]) -> float | None:
 # --------------------------------------------------------------------------------------
 
 
-def run_tokenmill(binary: Path, model_dir: Path, prompt: list[int], threads: int, repeats: int) -> dict:
+def run_tokenmill(binary: Path, model_dir: Path, prompt: list[int], threads: int, repeats: int,
+                  extra_args: tuple[str, ...] = ()) -> dict:
     cmd = [str(binary), "-t", str(threads), "generate", "-m", str(model_dir), "--prompt-ids",
            ",".join(map(str, prompt)), "-n", str(NEW_TOKENS), "--temperature", "0", "--ignore-eos", "--warmup",
-           "--json"]
+           "--json", *extra_args]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     runs = []
     # One untimed warm-up process (faults the mapped weights in), then the timed repeats. Each
@@ -588,7 +589,8 @@ def render_markdown(report: dict) -> str:
         f"CPU benchmark (these are CPU figures), {report['date']}",
         "",
         f"- machine: {m['cpu']} ({m['logical_cpus']} logical CPUs; flags: {m['cpu_flags']}), "
-        f"{report['threads']} threads for every engine",
+        f"{report['threads']} threads for every engine; tokenmill's weights "
+        f"{report.get('tokenmill_weights', 'mapped in place')}, transformers' copied at load",
         f"- read bandwidth: {m['bandwidth_gb_s']:.1f} GB/s, the best of {len(m['bandwidth_gb_s_samples'])} samples "
         f"taken at the start, before each model and at the end "
         f"({min(m['bandwidth_gb_s_samples']):.1f} to {max(m['bandwidth_gb_s_samples']):.1f} GB/s); "
@@ -692,6 +694,9 @@ def main() -> int:
     ap.add_argument("--work-dir", default=str(Path.home() / ".cache" / "tokenmill-bench"))
     ap.add_argument("--tokenmill", default=str(REPO / "build" / "release" / "tokenmill"))
     ap.add_argument("--kernel-bench", default=None, help="C++ kernel benchmark binary (default: look in build/release/bench)")
+    ap.add_argument("--no-mmap", action="store_true",
+                    help="tokenmill copies the weights at load (generate --no-mmap), as transformers always does, "
+                         "instead of reading the mapped files in place")
     ap.add_argument("--skip-transformers", action="store_true")
     ap.add_argument("--skip-tokenmill", action="store_true")
     ap.add_argument("--wait-quiet", type=float, default=600.0,
@@ -740,6 +745,7 @@ def main() -> int:
             tokenmill.stat().st_mtime, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
             "sha256": hashlib.sha256(pinned.read_bytes()).hexdigest()[:16]}
         tokenmill = pinned
+    tokenmill_args = ("--no-mmap",) if args.no_mmap else ()
     dirs = build_models(work_dir, models, dtypes)
 
     bw = measure_quietly(f"read bandwidth with {args.threads} threads",
@@ -776,7 +782,8 @@ def main() -> int:
             bandwidth_samples.append(sample)
             engines = []
             if not args.skip_tokenmill:
-                engines.append(("tokenmill", lambda: run_tokenmill(tokenmill, d, prompt, args.threads, args.repeats)))
+                engines.append(("tokenmill", lambda: run_tokenmill(tokenmill, d, prompt, args.threads, args.repeats,
+                                                                               tokenmill_args)))
             if not args.skip_transformers:
                 engines.append(("transformers", lambda: run_transformers(d, dt, prompt, args.threads, args.repeats)))
             for engine, measure in engines:
@@ -807,6 +814,7 @@ def main() -> int:
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "threads": args.threads,
+        "tokenmill_weights": "copied at load (--no-mmap)" if args.no_mmap else "mapped in place",
         "repeats": args.repeats,
         "quiet_threshold": args.quiet_threshold,
         "statistic": "best of repeats (medians are in the *_median fields)",

