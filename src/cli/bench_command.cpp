@@ -69,6 +69,9 @@ void run_bench_command(BenchFlags f) {
   std::unique_ptr<Backend> backend;  // declared before the model: the placed weights live in its memory
   BenchModel model = bench_model(f, budget);
   backend = open_device(f.device, *model.model, f.host_weights);
+  if (backend->memory().is_host() && model.model->weights.placed.bytes() > 0)  // --no-mmap's copy
+    budget.reserve(model.model->weights.placed.bytes(), "the weights --no-mmap copied into memory",
+                   "drop --no-mmap, or raise --max-memory-gib");
   // A device's phase buffers come from its own memory: --max-memory-gib, or what it has left
   // with the weights in it.
   std::optional<MemoryBudget> device_budget;

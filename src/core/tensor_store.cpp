@@ -25,6 +25,7 @@ std::vector<Tensor> TensorStore::copies_of(const std::vector<Tensor>& hosts) {
   size_t bytes = 0;
   for (const Tensor& host : hosts)
     bytes = checked_add(bytes, Arena::footprint(host.nbytes()), "stored tensors");
+  if (bytes == 0) return hosts;  // nothing to copy: empty tensors are their own copies
   std::vector<Tensor> copies;
   blocks_.push_back(std::make_unique<Arena>(bytes, *memory_));
   bytes_ += blocks_.back()->capacity();

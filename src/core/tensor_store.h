@@ -20,8 +20,10 @@ class TensorStore {
   Tensor copy_of(const Tensor& host);
   // Copies of host tensors `hosts`, in order, all in one block of this store's memory (in
   // host memory, a block of 2 MiB or more lies on transparent huge pages; see host_memory()).
+  // When they hold no bytes at all, `hosts` themselves.
   std::vector<Tensor> copies_of(const std::vector<Tensor>& hosts);
-  // True when `address` lies in a tensor this store made.
+  // True when `address` lies in one of this store's blocks (its tensors, and the padding
+  // that aligns each).
   bool owns(const void* address) const;
   size_t bytes() const { return bytes_; }
 

@@ -23,6 +23,11 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& path) {
   return model;
 }
 
+std::vector<std::span<const std::byte>> Model::mapped_files() const {
+  if (gguf) return {gguf->bytes()};
+  return archive.file_bytes();
+}
+
 int64_t Model::parameter_count() const {
   const auto count = [](const Tensor& t) { return t.data != nullptr ? t.numel() : 0; };
   const ModelWeights& w = weights;

@@ -39,6 +39,9 @@ struct Model {
   DType default_kv_dtype() const;
   // Bytes of the weight files by stored type ("BF16", "Q4_1", ...).
   std::map<std::string, uint64_t> weight_bytes_by_type() const;
+  // The bytes of the files whose tensors are used in place: the GGUF file, or the safetensors
+  // shards; none for a model built in memory.
+  std::vector<std::span<const std::byte>> mapped_files() const;
 };
 
 }  // namespace tokenmill

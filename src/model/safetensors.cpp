@@ -432,6 +432,12 @@ Tensor SafetensorsArchive::tensor(std::string_view name, std::initializer_list<i
   return Tensor(const_cast<std::byte*>(stored->data), *entry.dtype, shape);
 }
 
+std::vector<std::span<const std::byte>> SafetensorsArchive::file_bytes() const {
+  std::vector<std::span<const std::byte>> files;
+  for (const Shard& shard : shards_) files.push_back(shard.file.bytes());
+  return files;
+}
+
 std::map<std::string, uint64_t> SafetensorsArchive::bytes_by_dtype() const {
   std::map<std::string, uint64_t> out;
   for (const Shard& shard : shards_) {

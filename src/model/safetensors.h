@@ -69,6 +69,8 @@ class SafetensorsArchive {
 
   // Total bytes of all tensors, by dtype name.
   std::map<std::string, uint64_t> bytes_by_dtype() const;
+  // The mapped bytes of every shard file.
+  std::vector<std::span<const std::byte>> file_bytes() const;
 
  private:
   struct Shard {

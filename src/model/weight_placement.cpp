@@ -1,5 +1,7 @@
 #include "model/weight_placement.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -36,25 +38,35 @@ void place_weights(ModelWeights& weights, DeviceMemory& memory) {
   weights.memory = &memory;
 }
 
-std::vector<Tensor> mapped_op_weights(ModelWeights& weights) {
+std::vector<Tensor> mapped_op_weights(Model& model) {
+  const std::vector<std::span<const std::byte>> files = model.mapped_files();
+  const auto in_a_file = [&](const void* data) {
+    const auto p = reinterpret_cast<uintptr_t>(data);
+    return std::any_of(files.begin(), files.end(), [&](std::span<const std::byte> file) {
+      const auto base = reinterpret_cast<uintptr_t>(file.data());
+      return p >= base && p - base < file.size();
+    });
+  };
   std::vector<Tensor> mapped;
   std::set<const void*> seen;
-  for_each_op_weight(weights, [&](Tensor& t) {
-    if (t.data == nullptr || weights.owned.owns(t.data) || weights.placed.owns(t.data)) return;
-    if (seen.insert(t.data).second) mapped.push_back(t);
+  for_each_op_weight(model.weights, [&](Tensor& t) {
+    if (t.data != nullptr && in_a_file(t.data) && seen.insert(t.data).second) mapped.push_back(t);
   });
   return mapped;
 }
 
-void copy_mapped_weights(ModelWeights& weights) {
-  if (!weights.memory->is_host()) fail("the model's weights are on a device, not in host memory");
-  const std::vector<Tensor> mapped = mapped_op_weights(weights);
+void copy_mapped_weights(Model& model) {
+  ModelWeights& weights = model.weights;
+  if (!weights.memory->is_host())
+    fail("the model's weights are already on a device: only a model run on the CPU copies them to the host");
+  const std::vector<Tensor> mapped = mapped_op_weights(model);
+  if (mapped.empty()) return;
   const std::vector<Tensor> copies = weights.placed.copies_of(mapped);
-  std::map<const void*, const Tensor*> copy_of;
-  for (size_t i = 0; i < mapped.size(); ++i) copy_of[mapped[i].data] = &copies[i];
+  std::map<const void*, void*> copy_of;
+  for (size_t i = 0; i < mapped.size(); ++i) copy_of[mapped[i].data] = copies[i].data;
   for_each_op_weight(weights, [&](Tensor& t) {
     const auto it = copy_of.find(t.data);
-    if (t.data != nullptr && it != copy_of.end()) t = *it->second;
+    if (it != copy_of.end()) t.data = it->second;
   });
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/device_memory.h"
+#include "model/model.h"
 #include "model/weights.h"
 
 namespace tokenmill {
@@ -27,16 +28,18 @@ enum class HostWeights {
 };
 
 // The distinct tensors (a tied matrix once) the forward ops read in place from the model's
-// mapped files: those in neither weights.owned nor weights.placed. Empty once the weights
-// were copied (place_weights, copy_mapped_weights).
-std::vector<Tensor> mapped_op_weights(ModelWeights& weights);
+// mapped files (Model::mapped_files). Empty once they were copied (place_weights,
+// copy_mapped_weights), and for a model built in memory.
+std::vector<Tensor> mapped_op_weights(Model& model);
 
 // Copies mapped_op_weights into one block of host memory (on 2 MiB pages where the kernel
-// grants them; see host_memory()) held by weights.placed, and points the weights at the
+// grants them; see host_memory()) held by model.weights.placed, and points the weights at the
 // copies; tied tensors stay tied. For a model run on the CPU: its decode streams the weights
 // at the bandwidth of 2 MiB pages whatever pages the page cache holds the file in (a file
-// written or read in small pieces sits in 4 KiB pages). Weights on another device: Error.
-void copy_mapped_weights(ModelWeights& weights);
+// written or read in small pieces sits in 4 KiB pages). The files stay mapped (metadata, and
+// tensors computed from at load only). A later place_weights frees the copies: views of the
+// weights taken in between dangle. Weights already on a device: Error.
+void copy_mapped_weights(Model& model);
 
 // True when ops running in `memory` can read the weights: they were placed there, or both
 // are host memory. Forward passes check this before they start.

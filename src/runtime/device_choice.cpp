@@ -66,8 +66,7 @@ DeviceChoice choose_device(const std::string& device, Model& model, HostWeights 
     fail("--device {}: expected auto, cpu, cuda or cuda:N", device);
   }
   place_weights(model.weights, choice.backend->memory());
-  if (host_weights == HostWeights::Copied && choice.backend->memory().is_host())
-    copy_mapped_weights(model.weights);
+  if (host_weights == HostWeights::Copied && choice.backend->memory().is_host()) copy_mapped_weights(model);
   return choice;
 }
 

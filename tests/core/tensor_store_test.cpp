@@ -47,7 +47,7 @@ TEST(TensorStore, CopiesOfNothingOrEmptyTensorsAllocateNothing) {
   EXPECT_EQ(store.bytes(), 0u);
 }
 
-TEST(TensorStore, OwnsExactlyTheBytesOfItsTensors) {
+TEST(TensorStore, OwnsItsBlocksAndNothingElse) {
   std::vector<float> a = iota_floats(16, 0.0f);
   TensorStore store;
   const Tensor copy = store.copy_of(Tensor(a.data(), DType::F32, {16}));

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "model/paged_transformer.h"
 #include "model/transformer.h"
 #include "model/weight_placement.h"
+#include "runtime/device_choice.h"
 #include "support/random_tokens.h"
 
 namespace tokenmill {
@@ -132,16 +134,17 @@ std::vector<unsigned char> bytes_of(const Tensor& t) {
   return {p, p + t.nbytes()};
 }
 
-TEST_P(HostCopy, MappedWeightsMoveIntoOneBlockAndOwnedOnesStay) {
+TEST_P(HostCopy, MappedWeightsMoveIntoOneBlockAndTheOthersStay) {
   ModelWeights& w = copied_->weights;
   const std::vector<Tensor> before = op_weights(w);
-  ASSERT_FALSE(mapped_op_weights(w).empty());
-  copy_mapped_weights(w);
-  EXPECT_EQ(w.memory, &host_memory());
-  EXPECT_TRUE(mapped_op_weights(w).empty());
+  std::set<const void*> mapped;
+  for (const Tensor& t : mapped_op_weights(*copied_)) mapped.insert(t.data);
+  ASSERT_FALSE(mapped.empty());
+  copy_mapped_weights(*copied_);
+  EXPECT_TRUE(mapped_op_weights(*copied_).empty());
   const std::vector<Tensor> after = op_weights(w);
   ASSERT_EQ(after.size(), before.size());
-  int moved = 0;
+  int moved = 0, stayed = 0;
   for (size_t i = 0; i < before.size(); ++i) {
     if (before[i].data == nullptr) {
       EXPECT_EQ(after[i].data, nullptr);
@@ -149,24 +152,44 @@ TEST_P(HostCopy, MappedWeightsMoveIntoOneBlockAndOwnedOnesStay) {
     }
     EXPECT_EQ(after[i].shape_string(), before[i].shape_string());
     EXPECT_EQ(bytes_of(after[i]), bytes_of(before[i]));
-    if (w.owned.owns(before[i].data)) {
-      EXPECT_EQ(after[i].data, before[i].data);
-    } else {
+    if (mapped.count(before[i].data) != 0) {
       EXPECT_TRUE(w.placed.owns(after[i].data));
       ++moved;
+    } else {  // converted at load (the process's own memory already): stays
+      EXPECT_EQ(after[i].data, before[i].data);
+      ++stayed;
     }
   }
   EXPECT_GT(moved, 0);
+  EXPECT_GT(stayed, 0);
   if (before.back().data == before.front().data) {  // a tied lm_head stays tied
     EXPECT_EQ(w.lm_head.data, w.token_embedding.data);
   }
   const size_t placed = w.placed.bytes();
-  copy_mapped_weights(w);  // again: nothing left to copy
+  copy_mapped_weights(*copied_);  // again: nothing left to copy
   EXPECT_EQ(w.placed.bytes(), placed);
 }
 
+TEST_P(HostCopy, ChooseDeviceCopiesOnTheCpuOnlyWhenAsked) {
+  const DeviceChoice mapped = choose_device("cpu", *mapped_);
+  EXPECT_FALSE(mapped_op_weights(*mapped_).empty());
+  const DeviceChoice copied = choose_device("cpu", *copied_, HostWeights::Copied);
+  EXPECT_TRUE(mapped_op_weights(*copied_).empty());
+  EXPECT_GT(copied_->weights.placed.bytes(), 0u);
+}
+
+TEST_P(HostCopy, AModelBuiltInMemoryHasNothingToCopy) {
+  Model built;  // views of another model's weights, no files of its own
+  built.config = mapped_->config;
+  built.weights = view_weights(mapped_->weights);
+  EXPECT_TRUE(mapped_op_weights(built).empty());
+  copy_mapped_weights(built);
+  EXPECT_EQ(built.weights.placed.bytes(), 0u);
+  EXPECT_EQ(built.weights.layers[0].q.data, mapped_->weights.layers[0].q.data);
+}
+
 TEST_P(HostCopy, CopiedWeightsGiveTheMappedLogitsBitForBit) {
-  copy_mapped_weights(copied_->weights);
+  copy_mapped_weights(*copied_);
   const int64_t vocab = mapped_->config.vocab_size;
   const std::vector<int32_t> prompt = testing::random_token_ids(11, vocab, 5);
   Transformer from_file(*mapped_, *cpu_), from_copy(*copied_, *cpu_);
@@ -182,7 +205,7 @@ TEST(HostCopyRefusal, WeightsOnADeviceAreNotCopiedToTheHost) {
   FencedBackend fenced{make_cpu_backend()};
   std::unique_ptr<Model> model = Model::load(kFixtures / "hf/llama");
   place_weights(model->weights, fenced.memory());
-  EXPECT_THROW(copy_mapped_weights(model->weights), Error);
+  EXPECT_THROW(copy_mapped_weights(*model), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HostCopy, ::testing::ValuesIn(kModels), model_test_name);
