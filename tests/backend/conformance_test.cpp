@@ -693,6 +693,34 @@ TEST_P(Conformance, AttentionGivesEachTokenTheBitsOfADecodeStep) {
   }
 }
 
+// A decode step's work items are one kv head's query heads, whole or cut into slices when
+// there are few kv heads; a thread runs its consecutive slices of one kv head in one call.
+// Whatever the thread count, and so wherever a thread's items start and end inside a kv
+// head's group, every head's output gets the bits of the single-threaded step.
+TEST_P(Conformance, AttentionDecodeIsBitwiseIndependentOfThreadCount) {
+  if (GetParam().name.rfind("cpu", 0) != 0) GTEST_SKIP() << "the CPU backend's thread split";
+  const AttentionCase cases[] = {
+      {64, 9, 3, 1, 300}, {64, 14, 2, 1, 700}, {32, 21, 3, 1, 1000}, {64, 8, 1, 1, 500}};
+  for (const DType cache_dtype : {DType::F32, DType::F16}) {
+    for (const AttentionCase& c : cases) {
+      SCOPED_TRACE(dtype_label(cache_dtype) + " heads=" + std::to_string(c.heads) + "/" +
+                   std::to_string(c.kv_heads) + " first_pos=" + std::to_string(c.first_pos));
+      auto q = input(DType::F32, {1, c.heads, c.head_dim}, 0.05f, 2.0f);
+      auto k = input(cache_dtype, {c.first_pos + 1, c.kv_heads, c.head_dim});
+      auto v = input(cache_dtype, {c.first_pos + 1, c.kv_heads, c.head_dim});
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+      set_thread_count(1);
+      const std::vector<float> alone = attention_of_tokens(*q, *k, *v, c.first_pos, 0, 1, scale);
+      for (const int threads : {2, 3, 4}) {
+        set_thread_count(threads);
+        EXPECT_EQ(bits_of(attention_of_tokens(*q, *k, *v, c.first_pos, 0, 1, scale)), bits_of(alone))
+            << threads << " threads";
+      }
+    }
+  }
+  set_thread_count(0);
+}
+
 // Sums with no rounding error come out the same whatever their order, so inputs that make
 // every sum of an f16 cache's attention exact give the tiles (a prefill, on AMX) and a
 // decode step (one token) the same bits: this checks that the tiles take every part of

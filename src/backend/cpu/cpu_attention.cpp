@@ -18,7 +18,7 @@ namespace {
 // Per thread, as in cpu_backend.cpp: the caller's buffers are read by the workers of the
 // parallel region it starts.
 thread_local Scratch tl_rounded_q;                     // caller: q rounded to f16
-thread_local Scratch tl_worker_scores;                 // worker: one work item's scratch
+thread_local Scratch tl_worker_scores;                 // worker: one kernel call's scratch
 thread_local std::vector<AttentionArgs> tl_sequences;  // caller: a batch's sequences
 thread_local std::vector<int64_t> tl_sequence_ends;    // caller: their running token counts
 

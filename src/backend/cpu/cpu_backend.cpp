@@ -371,9 +371,10 @@ class CpuBackend final : public Backend {
     return a.n >= 1 && a.n <= cpu::kGemvMaxTokens && a.m > 0 && a.k > 0 && !is_quantized(a.w_dtype);
   }
 
-  // body(r0, r1) over the GEMV rows [0, rows) of weights shaped as a's (a's k and dtype), in
-  // parallel: a static split, then a shared tail (grain.h). A row's result does not depend on
-  // the split.
+  // body(r0, r1) over the GEMV rows [0, rows) of weights shaped as a's, in parallel: a static
+  // split, then a shared tail (grain.h) in chunks sized from a's row bytes (matmul_shared's
+  // targets may differ in dtype: a chunk's bytes are then approximate). A row's result does
+  // not depend on the split.
   template <class Body>
   static void gemv_parallel(int64_t rows, const cpu::MatmulArgs& a, Body&& body) {
     const auto row_bytes = static_cast<int64_t>(dtype_row_bytes(a.w_dtype, a.k));
