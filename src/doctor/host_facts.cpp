@@ -162,6 +162,12 @@ std::optional<int> count_cpu_list(const std::string& list) {
   return count;
 }
 
+std::string selected_mode(const std::string& modes) {
+  const auto open = modes.find('['), close = modes.find(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return "";
+  return modes.substr(open + 1, close - open - 1);
+}
+
 HostFacts probe_host(const HostProbeOptions& options) {
   const fs::path& root = options.root;
   HostFacts host;
@@ -177,6 +183,8 @@ HostFacts probe_host(const HostProbeOptions& options) {
     host.memory_total_bytes = meminfo_bytes(*meminfo, "MemTotal");
     host.memory_available_bytes = meminfo_bytes(*meminfo, "MemAvailable");
   }
+  if (auto thp = read_host_file(root / "sys/kernel/mm/transparent_hugepage/enabled"))
+    host.transparent_hugepages = selected_mode(*thp);
   const ProcSelfCgroup paths = parse_proc_self_cgroup(read_host_file(root / "proc/self/cgroup").value_or(""));
   const fs::path cgroup_root = root / "sys/fs/cgroup";
   std::error_code ec;

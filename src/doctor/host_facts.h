@@ -29,6 +29,9 @@ struct HostFacts {
   int affinity_cpus = 0;  // CPUs this process may run on (sched_getaffinity); 0 = unknown
   std::optional<uint64_t> memory_total_bytes;      // proc/meminfo MemTotal
   std::optional<uint64_t> memory_available_bytes;  // proc/meminfo MemAvailable
+  // The selected mode of sys/kernel/mm/transparent_hugepage/enabled ("always", "madvise" or
+  // "never"); "" when unknown.
+  std::string transparent_hugepages;
   std::string container;           // "docker", "podman", "kubernetes", ... or "" when none is detected
   std::string container_evidence;  // the file or cgroup path that says so
   int cgroup_version = 0;          // 1, 2, or 0 when unknown
@@ -46,6 +49,10 @@ struct HostProbeOptions {
 };
 
 HostFacts probe_host(const HostProbeOptions& options);
+
+// The selected (bracketed) word of a kernel mode list such as "always [madvise] never"; ""
+// when none is.
+std::string selected_mode(const std::string& modes);
 
 // The number of CPUs in a Linux CPU list such as "0-3,8,10-11" (sys/devices/system/cpu/online);
 // nullopt when malformed.

@@ -40,6 +40,20 @@ std::vector<Finding> host_findings(const HostFacts& host) {
     out.push_back({"memory", Status::Warn, "total memory unknown (proc/meminfo missing or malformed)",
                    "check that /proc is mounted"});
   }
+  if (host.transparent_hugepages == "never")
+    out.push_back({"huge pages", Status::Warn,
+                   "transparent huge pages are off: CPU decode streams its weights from 4 KiB pages, "
+                   "where the hardware prefetchers stop at every page (10-25% slower decode than on 2 MiB "
+                   "pages on a 2-core Xeon VM, bench/RESULTS.md)",
+                   "echo madvise | sudo tee /sys/kernel/mm/transparent_hugepage/enabled (tokenmill asks for "
+                   "huge pages where it streams memory; 'madvise' keeps them away from other programs)"});
+  else if (!host.transparent_hugepages.empty())
+    out.push_back(
+        {"huge pages", Status::Ok,
+         fmt::format("transparent huge pages '{}': tokenmill's buffers, and its weights with --no-mmap, "
+                     "are on 2 MiB pages",
+                     host.transparent_hugepages),
+         ""});
   const int cpus = host.affinity_cpus > 0 ? host.affinity_cpus : host.online_cpus;
   const auto& quota = host.cpu_limit;
   if (quota.known && quota.value && cpus > 0 && std::ceil(*quota.value) < cpus) {

@@ -35,6 +35,8 @@ json host_json(const HostFacts& h) {
           {"affinity_cpus", h.affinity_cpus > 0 ? json(h.affinity_cpus) : json(nullptr)},
           {"memory_total_bytes", optional_json(h.memory_total_bytes)},
           {"memory_available_bytes", optional_json(h.memory_available_bytes)},
+          {"transparent_hugepages",
+           h.transparent_hugepages.empty() ? json(nullptr) : json(h.transparent_hugepages)},
           {"container", h.container.empty() ? json(nullptr) : json(h.container)},
           {"container_evidence", h.container_evidence},
           {"cgroup_version", h.cgroup_version > 0 ? json(h.cgroup_version) : json(nullptr)},

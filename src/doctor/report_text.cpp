@@ -43,6 +43,8 @@ void host_section(std::string& out, const HostFacts& h) {
                                     h.memory_available_bytes ? gib(double(*h.memory_available_bytes))
                                                              : std::string("unknown"))
                       : "unknown");
+  s.row("huge pages",
+        h.transparent_hugepages.empty() ? "unknown" : "transparent, " + h.transparent_hugepages);
   s.row("container",
         h.container.empty() ? "none detected" : fmt::format("{} ({})", h.container, h.container_evidence));
   s.row("cgroup", h.cgroup_version == 0

@@ -134,6 +134,25 @@ TEST(DoctorHostFindings, GenerousOrAbsentLimitsDoNotWarn) {
     EXPECT_NE(f.status, Status::Warn) << f.found;
 }
 
+TEST(DoctorHostFindings, HugePagesOffWarnWithTheFixOnElseOk) {
+  HostFacts host = limited_host(std::nullopt, 8, std::nullopt);
+  EXPECT_EQ(find_area(host_findings(host), "huge pages"), nullptr);  // unknown: nothing to say
+  host.transparent_hugepages = "never";
+  const std::vector<Finding> off = host_findings(host);
+  const Finding* never = find_area(off, "huge pages");
+  ASSERT_NE(never, nullptr);
+  EXPECT_EQ(never->status, Status::Warn);
+  EXPECT_THAT(never->fix, HasSubstr("echo madvise | sudo tee /sys/kernel/mm/transparent_hugepage/enabled"));
+  for (const char* mode : {"madvise", "always"}) {
+    host.transparent_hugepages = mode;
+    const std::vector<Finding> on = host_findings(host);
+    const Finding* f = find_area(on, "huge pages");
+    ASSERT_NE(f, nullptr) << mode;
+    EXPECT_EQ(f->status, Status::Ok) << mode;
+    EXPECT_THAT(f->found, HasSubstr(mode));
+  }
+}
+
 TEST(DoctorCpuFindings, ReportsTheIsaTheBackendUses) {
   CpuFacts avx2;
   avx2.features.avx2 = avx2.features.fma = true;

@@ -153,6 +153,23 @@ TEST(HostFacts, EmptyRootIsAllUnknown) {
   EXPECT_TRUE(host.nvidia_device_nodes.empty());
 }
 
+TEST(HostFacts, ReadsTheTransparentHugePageMode) {
+  const TempDir root;
+  write_machine(root);
+  EXPECT_EQ(probe(root).transparent_hugepages, "");  // no file: unknown
+  put(root, "sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
+  EXPECT_EQ(probe(root).transparent_hugepages, "madvise");
+  put(root, "sys/kernel/mm/transparent_hugepage/enabled", "always madvise never\n");  // none selected
+  EXPECT_EQ(probe(root).transparent_hugepages, "");
+}
+
+TEST(HostFacts, SelectedModeIsTheBracketedWord) {
+  EXPECT_EQ(selected_mode("[always] madvise never"), "always");
+  EXPECT_EQ(selected_mode("always madvise [never]\n"), "never");
+  EXPECT_EQ(selected_mode("always ] madvise [never"), "");
+  EXPECT_EQ(selected_mode(""), "");
+}
+
 TEST(HostFacts, CountsCpuLists) {
   EXPECT_EQ(count_cpu_list("0-3,8,10-11\n"), 7);
   EXPECT_EQ(count_cpu_list("0"), 1);
