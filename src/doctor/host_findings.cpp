@@ -43,7 +43,7 @@ std::vector<Finding> host_findings(const HostFacts& host) {
   if (host.transparent_hugepages == "never")
     out.push_back({"huge pages", Status::Warn,
                    "transparent huge pages are off: CPU decode streams its weights from 4 KiB pages, "
-                   "where the hardware prefetchers stop at every page (10-25% slower decode than on 2 MiB "
+                   "where the hardware prefetchers stop at every page (2-18% slower decode than on 2 MiB "
                    "pages on a 2-core Xeon VM, bench/RESULTS.md)",
                    "echo madvise | sudo tee /sys/kernel/mm/transparent_hugepage/enabled (tokenmill asks for "
                    "huge pages where it streams memory; 'madvise' keeps them away from other programs)"});
