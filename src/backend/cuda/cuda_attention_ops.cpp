@@ -125,6 +125,7 @@ void launch_rowwise_sequences(CudaBackend& backend, const PagedOperands& p,
 
 void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
                             float scale, const Tensor& out) {
+  make_current();
   const checks::AttentionDims d = checks::check_attention(q, k_cache, v_cache, first_pos, out);
   expect_head_dim("attention", d.head_dim);
   if (d.empty()) return;
@@ -144,6 +145,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
 
 void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
                                   std::span<const PagedSequence> sequences, float scale, const Tensor& out) {
+  make_current();
   const checks::PagedAttentionDims d = checks::check_paged_attention(q, k_pool, v_pool, sequences, out);
   expect_head_dim("paged_attention", d.head_dim);
   if (d.empty()) return;
@@ -161,6 +163,7 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pool, const T
 }
 
 void CudaBackend::store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool) {
+  make_current();
   const checks::StoreKvDims d = checks::check_store_kv(rows, slots, pool);
   if (d.n == 0 || d.width == 0) return;
   const DeviceBuffer device_slots = to_device(slots, "store_kv slots");
@@ -171,6 +174,7 @@ void CudaBackend::store_kv(const Tensor& rows, std::span<const int64_t> slots, c
 void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                      const Tensor& dout, float scale, const Tensor& dq, const Tensor& dk,
                                      const Tensor& dv) {
+  make_current();
   const checks::AttentionDims d = checks::check_attention_backward(q, k, v, out, dout, dq, dk, dv);
   expect_head_dim("attention_backward", d.head_dim);
   if (d.empty()) return;

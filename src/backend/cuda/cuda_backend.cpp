@@ -87,6 +87,12 @@ CudaBackend::CudaBackend(int device) : device_(device) {
 // waits for their last work.
 CudaBackend::~CudaBackend() = default;
 
+void CudaBackend::make_current() const {
+  int current = -1;
+  TM_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device_) TM_CUDA_CHECK(cudaSetDevice(device_));
+}
+
 DeviceBuffer CudaBackend::copy_to_device(const void* host, size_t bytes, const char* what) {
   DeviceBuffer buffer = pool_->allocate(bytes, what);
   staging_->copy_to_device(buffer.data(), host, bytes);

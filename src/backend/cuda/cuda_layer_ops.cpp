@@ -30,6 +30,7 @@ void rotate(CudaBackend& backend, const char* op, const char* name, const Tensor
 }  // namespace
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {
+  make_current();
   const RowDims dims = checks::check_norm("rms_norm", x, weight, nullptr, y);
   launch_rms_norm(x.as<const float>(), weight.data, weight.dtype, eps, dims.rows, dims.d, y.as<float>(),
                   stream_);
@@ -37,43 +38,51 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, con
 
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                              const Tensor& y) {
+  make_current();
   const RowDims dims = checks::check_norm("layer_norm", x, weight, &bias, y);
   launch_layer_norm(x.as<const float>(), weight.data, weight.dtype, bias.data, bias.dtype, eps, dims.rows,
                     dims.d, y.as<float>(), stream_);
 }
 
 void CudaBackend::gelu(const Tensor& x, GeluForm form, const Tensor& y) {
+  make_current();
   const int64_t count = checks::check_unary("gelu", x, y);
   launch_gelu(x.as<const float>(), form == GeluForm::Tanh, count, y.as<float>(), stream_);
 }
 
 void CudaBackend::silu(const Tensor& x, const Tensor& y) {
+  make_current();
   const int64_t count = checks::check_unary("silu", x, y);
   launch_silu(x.as<const float>(), count, y.as<float>(), stream_);
 }
 
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) {
+  make_current();
   const int64_t count = checks::check_binary("swiglu", gate, up, y);
   launch_swiglu(gate.as<const float>(), up.as<const float>(), count, y.as<float>(), stream_);
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& y) {
+  make_current();
   const int64_t count = checks::check_binary("add", a, b, y);
   launch_add(a.as<const float>(), b.as<const float>(), count, y.as<float>(), stream_);
 }
 
 void CudaBackend::rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
                        RopeLayout layout) {
+  make_current();
   rotate(*this, "rope", "x", x, positions, inv_freq, layout, /*inverse=*/false);
 }
 
 void CudaBackend::softmax(const Tensor& x, const Tensor& y) {
+  make_current();
   const RowDims dims = checks::check_rows("softmax", x, y);
   launch_softmax(x.as<const float>(), dims.rows, dims.d, y.as<float>(), stream_);
 }
 
 void CudaBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy,
                                     const Tensor& dx, const Tensor& dweight) {
+  make_current();
   const RowDims dims = checks::check_norm_backward("rms_norm_backward", x, weight, dy, dx, dweight, nullptr);
   const DeviceBuffer scratch = pool().allocate(
       sizeof(double) * static_cast<size_t>(norm_backward_scratch_doubles(dims.rows, dims.d, 1)),
@@ -85,6 +94,7 @@ void CudaBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, float
 
 void CudaBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy,
                                       const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  make_current();
   const RowDims dims = checks::check_norm_backward("layer_norm_backward", x, weight, dy, dx, dweight, &dbias);
   const DeviceBuffer scratch = pool().allocate(
       sizeof(double) * static_cast<size_t>(norm_backward_scratch_doubles(dims.rows, dims.d, 2)),
@@ -95,6 +105,7 @@ void CudaBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, flo
 }
 
 void CudaBackend::gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx) {
+  make_current();
   const int64_t count = checks::check_gelu_backward("gelu_backward", x, dy, dx);
   launch_gelu_backward(x.as<const float>(), form == GeluForm::Tanh, dy.as<const float>(), count,
                        dx.as<float>(), stream_);
@@ -102,6 +113,7 @@ void CudaBackend::gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy
 
 void CudaBackend::swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
                                   const Tensor& dup) {
+  make_current();
   const int64_t count = checks::check_swiglu_backward("swiglu_backward", gate, up, dy, dgate, dup);
   launch_swiglu_backward(gate.as<const float>(), up.as<const float>(), dy.as<const float>(), count,
                          dgate.as<float>(), dup.as<float>(), stream_);
@@ -109,6 +121,7 @@ void CudaBackend::swiglu_backward(const Tensor& gate, const Tensor& up, const Te
 
 void CudaBackend::rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
                                 RopeLayout layout) {
+  make_current();
   rotate(*this, "rope_backward", "dx", dx, positions, inv_freq, layout, /*inverse=*/true);
 }
 

@@ -39,6 +39,7 @@ DeviceBuffer rounded_to(DType dtype, const Tensor& a, DevicePool& pool, cudaStre
 }  // namespace
 
 void CudaBackend::embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) {
+  make_current();
   const checks::EmbeddingDims dims = checks::check_embedding(table, ids, out);
   refuse_quantized("embedding", "table", table);
   if (dims.n == 0 || dims.d == 0) return;
@@ -48,6 +49,7 @@ void CudaBackend::embedding(const Tensor& table, std::span<const int32_t> ids, c
 }
 
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
+  make_current();
   const checks::MatmulDims dims = checks::check_matmul(x, w, bias, y);
   refuse_quantized("matmul", "w", w);
   if (dims.n == 0 || dims.m == 0) return;
@@ -61,12 +63,14 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, c
 }
 
 void CudaBackend::convert(const Tensor& x, const Tensor& y) {
+  make_current();
   const int64_t count = checks::check_convert(x, y);
   launch_convert(x.as<const float>(), count, y.data, y.dtype, stream_);
 }
 
 void CudaBackend::matmul_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx,
                                   const Tensor* dw, const Tensor* db) {
+  make_current();
   const checks::MatmulDims dims = checks::check_matmul_backward(x, w, dy, dx, dw, db);
   if (dx != nullptr) {  // dx[n, k] = dy[n, m] . w[m, k]
     const DeviceBuffer rounded =
@@ -81,6 +85,7 @@ void CudaBackend::matmul_backward(const Tensor& x, const Tensor& w, const Tensor
 }
 
 void CudaBackend::embedding_backward(std::span<const int32_t> ids, const Tensor& dout, const Tensor& dtable) {
+  make_current();
   const checks::EmbeddingDims dims = checks::check_embedding_backward(ids, dout, dtable);
   if (dims.n == 0 || dims.d == 0) return;
   if (dims.n > INT32_MAX) fail("embedding_backward: {} tokens in one call; at most {}", dims.n, INT32_MAX);

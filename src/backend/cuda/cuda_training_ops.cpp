@@ -13,6 +13,7 @@ namespace tokenmill::cuda {
 
 void CudaBackend::cross_entropy(const Tensor& logits, std::span<const int32_t> targets, float grad_scale,
                                 const Tensor& losses, const Tensor* dlogits) {
+  make_current();
   const checks::CrossEntropyDims dims = checks::check_cross_entropy(logits, targets, losses, dlogits);
   const DeviceBuffer device_targets = to_device(targets, "cross_entropy targets");
   launch_cross_entropy(logits.as<const float>(), device_targets.as<const int32_t>(), dims.rows, dims.vocab,
@@ -21,6 +22,7 @@ void CudaBackend::cross_entropy(const Tensor& logits, std::span<const int32_t> t
 }
 
 double CudaBackend::sum_squares(const Tensor& x) {
+  make_current();
   const int64_t count = checks::check_sum_squares(x);
   const auto partials = static_cast<size_t>(sum_geometry(count).blocks);
   // The partials, then the total at the end.
@@ -35,6 +37,7 @@ double CudaBackend::sum_squares(const Tensor& x) {
 
 void CudaBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                              const AdamW& hyper) {
+  make_current();
   const int64_t count = checks::check_adamw_step(param, grad, m, v, hyper);
   const AdamWScalars scalars = adamw_scalars(hyper.lr, hyper.beta1, hyper.beta2, hyper.eps,
                                              hyper.weight_decay, hyper.step, hyper.grad_scale);
