@@ -377,7 +377,7 @@ BENCHMARK(BM_PrefillAttention)
     ->UseRealTime()
     ->Apply(best_of_repetitions);
 BENCHMARK(BM_Attention)
-    ->ArgsProduct({{1, 0}, {0, 2}, {512, 4096}, {0, 1}})
+    ->ArgsProduct({{1, 0}, {0, 2}, {512, 1024, 2048, 4096}, {0, 1}})
     ->ArgNames({"isa", "cache", "ctx", "layout"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()

@@ -93,6 +93,20 @@ void parallel_for_shared_tail(int64_t n, int64_t grain, int64_t tail, int64_t ta
   }
 }
 
+// The threads parallel_for_balanced runs for n items of `grain` (align 1).
+inline int parallel_threads(int64_t n, int64_t grain) {
+  return n <= 0 ? 1 : detail::chunking(n, grain).threads;
+}
+
+// Calls body(t, team) once on each thread t < team of one parallel region of up to
+// `threads` threads (team may be fewer: the body divides the work by the team it gets). The
+// body may hold `#pragma omp barrier`s, which every thread of the team must reach.
+template <class Body>
+void parallel_team(int threads, Body&& body) {
+#pragma omp parallel num_threads(threads > 1 ? threads : 1)  // a team even of one: its barriers
+  body(omp_get_thread_num(), omp_get_num_threads());
+}
+
 // As parallel_for_chunks, but each chunk of `grain` items goes to whichever thread is free
 // next: for items of unequal cost. Which thread runs which chunk varies from run to run.
 template <class Body>

@@ -217,6 +217,25 @@ TEST_P(PagedAttention, EqualsContiguousAttentionWhateverTheBatchAndThreads) {
   }
 }
 
+// One sequence's decode step over a long context splits its positions among the threads
+// (the CPU backend): paged or contiguous, every thread count gives the bits of one thread.
+TEST_P(PagedAttention, ALongDecodeStepGetsTheBitsOfOneThread) {
+  for (const DType dtype : {DType::F32, DType::F16}) {
+    const Heads h{64, 9, 3};
+    SCOPED_TRACE(label(dtype, h, 16));
+    const Batch b = make_batch(dtype, h, 16, {{1, 2500}});
+    set_thread_count(1);
+    const std::vector<float> one_thread = contiguous_attention(b, 0);
+    for (const int threads : {2, 3, 4}) {
+      set_thread_count(threads);
+      run(b, b.sequences);
+      EXPECT_EQ(b.rows_of(b.out->values(), b.sequences[0]), one_thread) << threads << " threads, paged";
+      EXPECT_EQ(contiguous_attention(b, 0), one_thread) << threads << " threads, contiguous";
+    }
+    set_thread_count(0);
+  }
+}
+
 TEST_P(PagedAttention, SpreadsADecodeBatchWithoutChangingResults) {
   std::uniform_int_distribution<int64_t> position(0, 200);
   std::vector<SequenceShape> decode;

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_impl.h"
@@ -92,19 +93,26 @@ float score_alone(const float* q, const Storage<D>* k, int64_t hd, float scale) 
   return S::reduce_add(s) * scale;
 }
 
-// scores_r[p] = scale * q_r . k_p for every row r and p < len(r). Keys are taken in blocks of
-// 64 positions that stay in L1 while every row uses them, four positions at a time (one
-// four-way horizontal sum); a row's positions past the last whole four of its length are
-// summed one at a time. Each score's arithmetic depends only on its row's length, not on
-// the other rows of the item.
+// Positions per block of attention_scores: a multiple of 4 (its whole fours) and a divisor
+// of kAttentionValueSegment (so a segment's scores are whole blocks).
+constexpr int64_t kScoreBlock = 64;
+static_assert(kAttentionValueSegment % kScoreBlock == 0 && kScoreBlock % 4 == 0);
+
+// scores_r[p] = scale * q_r . k_p for every row r and p < len(r), p in [p_begin, p_end)
+// (p_begin a multiple of kScoreBlock). Keys are taken in blocks of kScoreBlock positions that
+// stay in L1 while every row uses them, four positions at a time (one four-way horizontal
+// sum); a row's positions past the last whole four of its length are summed one at a time.
+// Each score's arithmetic depends only on its row's length, not on the other rows of the
+// item nor on the range.
 template <class S, DType D, bool kFull, class Rows>
-void attention_scores(const QueryRows& rows, const Rows& keys, int64_t hd, float scale) {
+void attention_scores(const QueryRows& rows, const Rows& keys, int64_t hd, float scale, int64_t p_begin,
+                      int64_t p_end) {
   using V = typename S::V;
   constexpr int64_t W = S::kWidth;
-  constexpr int64_t kBlock = 64;
+  constexpr int64_t kBlock = kScoreBlock;
   const __m128 scale4 = _mm_set1_ps(scale);
   const int64_t longest = rows.len(rows.count - 1);
-  for (int64_t p0 = 0; p0 < longest; p0 += kBlock) {
+  for (int64_t p0 = p_begin; p0 < longest && p0 < p_end; p0 += kBlock) {
     for (int64_t r = 0; r < rows.count; ++r) {
       const int64_t len = rows.len(r);
       if (p0 >= len) continue;
@@ -155,38 +163,54 @@ template <class S, DType D, int HG, int NV, bool kFull, bool kAll, class Rows>
   }
 }
 
-// out_r[i0, i0 + NV kWidth) = sum_{p < len(r)} scores_r[p] v_p[...] for the HG rows r0..
-// (lanes past head_dim are neither read nor written). Each sum runs over p in order from 0,
-// whatever rows share the pass.
+// out_r[i0, i0 + NV kWidth) for the HG rows r0.. (lanes past head_dim are neither read nor
+// written): the segment sums of positions [p_begin, p_end) (p_begin a multiple of
+// kAttentionValueSegment), the first of them stored, the others added in order. A row
+// gets no sum from a segment past its length. Each segment sum runs over its p in order
+// from zero, whatever rows share the pass.
 template <class S, DType D, int HG, int NV, bool kFull, class Rows>
-void attention_values(const Rows& values, const QueryRows& rows, int64_t r0, int64_t hd, int64_t i0) {
+void attention_values(const Rows& values, const QueryRows& rows, int64_t r0, int64_t hd, int64_t i0,
+                      int64_t p_begin, int64_t p_end) {
   using V = typename S::V;
   constexpr int64_t W = S::kWidth;
-  V acc[HG][NV];
   const float* scores[HG];
   int64_t len[HG];
   for (int j = 0; j < HG; ++j) {
     scores[j] = rows.scores_of(r0 + j);
     len[j] = rows.len(r0 + j);
-    for (int c = 0; c < NV; ++c) acc[j][c] = S::zero();
   }
-  const int64_t shortest = len[0], longest = len[HG - 1];  // rows are in token order
-  accumulate_values<S, D, HG, NV, kFull, true>(acc, values, scores, len, 0, shortest, longest, hd, i0);
-  accumulate_values<S, D, HG, NV, kFull, false>(acc, values, scores, len, shortest, longest, longest, hd, i0);
-  for (int j = 0; j < HG; ++j)
-    for (int c = 0; c < NV; ++c) store_n<S>(rows.out(r0 + j) + i0 + c * W, acc[j][c], hd - i0 - c * W);
+  const int64_t longest = len[HG - 1];  // rows are in token order: len[0] is the shortest
+  for (int64_t p0 = p_begin; p0 < longest && p0 < p_end; p0 += kAttentionValueSegment) {
+    const int64_t p1 = p0 + kAttentionValueSegment < longest ? p0 + kAttentionValueSegment : longest;
+    const int64_t all_end = len[0] < p0 ? p0 : len[0] < p1 ? len[0] : p1;  // every row takes [p0, all_end)
+    V acc[HG][NV];
+    for (int j = 0; j < HG; ++j)
+      for (int c = 0; c < NV; ++c) acc[j][c] = S::zero();
+    accumulate_values<S, D, HG, NV, kFull, true>(acc, values, scores, len, p0, all_end, longest, hd, i0);
+    accumulate_values<S, D, HG, NV, kFull, false>(acc, values, scores, len, all_end, p1, longest, hd, i0);
+    for (int j = 0; j < HG; ++j) {
+      if (p0 >= len[j]) continue;
+      for (int c = 0; c < NV; ++c) {
+        float* out = rows.out(r0 + j) + i0 + c * W;
+        const int64_t lanes = hd - i0 - c * W;
+        store_n<S>(out, p0 == p_begin ? acc[j][c] : S::add(load_n<S>(out, lanes), acc[j][c]), lanes);
+      }
+    }
+  }
 }
 
-// out_r = sum_p scores_r[p] v_p for the HG rows r0.., every column of the head.
+// attention_values for every column of the head.
 template <class S, DType D, int HG, class Rows>
-void attention_values_all(const Rows& values, const QueryRows& rows, int64_t r0, int64_t hd) {
+void attention_values_all(const Rows& values, const QueryRows& rows, int64_t r0, int64_t hd, int64_t p_begin,
+                          int64_t p_end) {
   // HG x NV accumulators: up to 16 (AVX-512) or 8 (AVX2).
   constexpr int NV = S::kRegisters / 2 / HG > 4 ? 4 : S::kRegisters / 2 / HG;
   constexpr int64_t W = S::kWidth;
   int64_t i0 = 0;
-  for (; i0 + NV * W <= hd; i0 += NV * W) attention_values<S, D, HG, NV, true>(values, rows, r0, hd, i0);
-  for (; i0 + W <= hd; i0 += W) attention_values<S, D, HG, 1, true>(values, rows, r0, hd, i0);
-  if (i0 < hd) attention_values<S, D, HG, 1, false>(values, rows, r0, hd, i0);
+  for (; i0 + NV * W <= hd; i0 += NV * W)
+    attention_values<S, D, HG, NV, true>(values, rows, r0, hd, i0, p_begin, p_end);
+  for (; i0 + W <= hd; i0 += W) attention_values<S, D, HG, 1, true>(values, rows, r0, hd, i0, p_begin, p_end);
+  if (i0 < hd) attention_values<S, D, HG, 1, false>(values, rows, r0, hd, i0, p_begin, p_end);
 }
 
 // Each row's scores become its softmax probabilities. round_f16: the cache is f16 (its
@@ -204,17 +228,30 @@ void softmax_scores(const QueryRows& rows, bool round_f16) {
   }
 }
 
-// Every row's output from its probabilities, up to four rows per pass over the value rows.
+// Every row's output from its probabilities (attention_values over positions [p_begin,
+// p_end)), up to four rows per pass over the value rows.
 template <class S, DType D, class Rows>
-void attention_outputs(const QueryRows& rows, const Rows& values) {
+void attention_outputs(const QueryRows& rows, const Rows& values, int64_t p_begin = 0,
+                       int64_t p_end = INT64_MAX) {
   const int64_t hd = rows.a->head_dim;
   int64_t r = 0;
-  for (; r + 4 <= rows.count; r += 4) attention_values_all<S, D, 4>(values, rows, r, hd);
+  for (; r + 4 <= rows.count; r += 4) attention_values_all<S, D, 4>(values, rows, r, hd, p_begin, p_end);
   switch (rows.count - r) {
-    case 3: attention_values_all<S, D, 3>(values, rows, r, hd); break;
-    case 2: attention_values_all<S, D, 2>(values, rows, r, hd); break;
-    case 1: attention_values_all<S, D, 1>(values, rows, r, hd); break;
+    case 3: attention_values_all<S, D, 3>(values, rows, r, hd, p_begin, p_end); break;
+    case 2: attention_values_all<S, D, 2>(values, rows, r, hd, p_begin, p_end); break;
+    case 1: attention_values_all<S, D, 1>(values, rows, r, hd, p_begin, p_end); break;
     default: break;
+  }
+}
+
+// attention_scores for any head size.
+template <class S, DType D, class Rows>
+void attention_scores_of(const QueryRows& rows, const Rows& keys, int64_t p_begin, int64_t p_end) {
+  const int64_t hd = rows.a->head_dim;
+  if (hd % S::kWidth == 0) {
+    attention_scores<S, D, true>(rows, keys, hd, rows.a->scale, p_begin, p_end);
+  } else {
+    attention_scores<S, D, false>(rows, keys, hd, rows.a->scale, p_begin, p_end);
   }
 }
 
@@ -222,12 +259,7 @@ void attention_outputs(const QueryRows& rows, const Rows& values) {
 // round_f16: the cache is f16 (as softmax_scores).
 template <class S, DType D, class Rows>
 void attention_rows(const QueryRows& rows, const Rows& keys, const Rows& values, bool round_f16) {
-  const int64_t hd = rows.a->head_dim;
-  if (hd % S::kWidth == 0) {
-    attention_scores<S, D, true>(rows, keys, hd, rows.a->scale);
-  } else {
-    attention_scores<S, D, false>(rows, keys, hd, rows.a->scale);
-  }
+  attention_scores_of<S, D>(rows, keys, 0, INT64_MAX);
   softmax_scores<S>(rows, round_f16);
   attention_outputs<S, D>(rows, values);
 }
@@ -415,14 +447,45 @@ void attention_typed(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0,
 // KernelTable::attention_block_tokens: 16 whatever the call.
 int64_t attention_block_tokens(const AttentionArgs&) { return 16; }
 
-template <class S>
-void attention(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0, int64_t h1, float* scratch) {
+// Calls fn(std::integral_constant<DType, D>) for the cache dtype D of a.
+template <class Fn>
+void with_cache_dtype(const AttentionArgs& a, Fn&& fn) {
   switch (a.cache_dtype) {
-    case DType::F32: attention_typed<S, DType::F32>(a, t0, t1, h0, h1, scratch); break;
-    case DType::BF16: attention_typed<S, DType::BF16>(a, t0, t1, h0, h1, scratch); break;
-    case DType::F16: attention_typed<S, DType::F16>(a, t0, t1, h0, h1, scratch); break;
+    case DType::F32: fn(std::integral_constant<DType, DType::F32>{}); break;
+    case DType::BF16: fn(std::integral_constant<DType, DType::BF16>{}); break;
+    case DType::F16: fn(std::integral_constant<DType, DType::F16>{}); break;
     default: break;  // the backend accepts only f32/bf16/f16 caches
   }
+}
+
+template <class S>
+void attention(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0, int64_t h1, float* scratch) {
+  with_cache_dtype(a, [&](auto d) { attention_typed<S, d()>(a, t0, t1, h0, h1, scratch); });
+}
+
+// ---- one token in phases (KernelTable::token_attention)
+
+// The rows of a's one token, heads [h0, h1), their scores at `scores` (attention_typed's
+// layout for a call of that token) and their outputs at out + head * head_dim.
+inline QueryRows token_rows(const AttentionArgs& a, int64_t h0, int64_t h1, float* scores) {
+  return {&a, 0, h0, h1 - h0, h1 - h0, a.first_pos + 1, scores};
+}
+
+template <class S>
+void token_attention(const AttentionArgs& token, TokenPhase phase, int64_t h0, int64_t h1, int64_t p0,
+                     int64_t p1, float* scores, float* out) {
+  AttentionArgs a = token;
+  a.out = out;
+  const QueryRows rows = token_rows(a, h0, h1, scores);
+  with_cache_dtype(a, [&](auto d) {
+    with_cache_rows<d()>(a, h0, [&](const auto& keys, const auto& values) {
+      switch (phase) {
+        case TokenPhase::Scores: attention_scores_of<S, d()>(rows, keys, p0, p1); break;
+        case TokenPhase::Softmax: softmax_scores<S>(rows, d() == DType::F16); break;
+        case TokenPhase::Values: attention_outputs<S, d()>(rows, values, p0, p1); break;
+      }
+    });
+  });
 }
 
 }  // namespace

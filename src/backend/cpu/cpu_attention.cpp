@@ -3,7 +3,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <utility>
 #include <vector>
 
 #include "backend/checks/attention_checks.h"
@@ -21,6 +23,8 @@ thread_local Scratch tl_rounded_q;                     // caller: q rounded to f
 thread_local Scratch tl_worker_scores;                 // worker: one kernel call's scratch
 thread_local std::vector<AttentionArgs> tl_sequences;  // caller: a batch's sequences
 thread_local std::vector<int64_t> tl_sequence_ends;    // caller: their running token counts
+thread_local Scratch tl_token_scores;                  // caller: a decode step's scores, shared
+thread_local Scratch tl_segment_sums;                  // caller: its segment sums, shared
 
 // The kernel arguments for all rows of q (checked) over caches k and v, positions not set.
 // With an f16 cache q is rounded to f16 first: f16 x f16 products (Backend::attention).
@@ -49,11 +53,70 @@ AttentionArgs batch_args(const Tensor& q, const Tensor& k, const Tensor& v, floa
   return a;
 }
 
+// A decode step of one sequence splits its positions among the threads from this many on
+// (attention_by_positions). SmolLM2's layout (9 query, 3 kv heads of 64, f16 cache), 2
+// threads: at 3600 positions in a decode, attention 6.2-6.6 -> 5.0 ms a token; in
+// BM_Attention 131-150 -> 98-120 us at 4096, the same at 2048, and 2-3 us slower at 512
+// and 1024 (its two barriers and four phases).
+constexpr int64_t kSplitPositionsFrom = 2048;
+
+// [count * t / team, count * (t + 1) / team): thread t's share of `count` items.
+std::pair<int64_t, int64_t> share_of(int64_t count, int t, int team) {
+  return {count * t / team, count * (t + 1) / team};
+}
+
+// One token's attention (a decode step of one sequence) with its positions split among up to
+// `threads` threads, in segments of kAttentionValueSegment (KernelTable::token_attention):
+// each thread reads its segments' cache rows, all kv heads of a position together, rather
+// than whole kv heads (a head's rows are a fraction of each cache row: a sparse, slow
+// stream). Scores, then softmax by query head, then each segment's sums, then the segments'
+// sums added in order: the bits of a one-thread step.
+void attention_by_positions(const KernelTable& kernels, const AttentionArgs& a, int threads) {
+  const int64_t len = a.first_pos + 1, kv_heads = a.n_kv_heads, group = a.n_heads / kv_heads;
+  const int64_t width = a.n_heads * a.head_dim;
+  const int64_t segments = (len + kAttentionValueSegment - 1) / kAttentionValueSegment;
+  float* scores = tl_token_scores.floats(a.n_heads * len);  // the caller's, shared
+  float* sums = tl_segment_sums.floats(segments * width);   // segment s's at sums + s * width
+  const auto each_kv_head = [&](TokenPhase phase, int64_t p0, int64_t p1, float* out) {
+    for (int64_t h = 0; h < kv_heads; ++h)
+      kernels.token_attention(a, phase, h * group, (h + 1) * group, p0, p1, scores + h * group * len, out);
+  };
+  std::vector<std::atomic<bool>> folded(static_cast<size_t>(threads));  // false (C++20)
+  parallel_team(threads, [&](int t, int team) {
+    const auto [s0, s1] = share_of(segments, t, team);
+    for (int64_t s = s0; s < s1; ++s)
+      each_kv_head(TokenPhase::Scores, s * kAttentionValueSegment, (s + 1) * kAttentionValueSegment, nullptr);
+#pragma omp barrier
+    const auto [h0, h1] = share_of(a.n_heads, t, team);
+    for (int64_t h = h0; h < h1; ++h)
+      kernels.token_attention(a, TokenPhase::Softmax, h, h + 1, 0, len, scores + h * len, nullptr);
+#pragma omp barrier
+    for (int64_t s = s0; s < s1; ++s)
+      each_kv_head(TokenPhase::Values, s * kAttentionValueSegment, (s + 1) * kAttentionValueSegment,
+                   sums + s * width);
+    // Thread t adds its segments' sums to those of the threads before it, in order.
+    if (t > 0)
+      while (!folded[static_cast<size_t>(t - 1)].load(std::memory_order_acquire)) _mm_pause();
+    for (int64_t s = s0; s < s1; ++s)
+      for (int64_t e = 0; e < width; ++e) a.out[e] = s == 0 ? sums[e] : a.out[e] + sums[s * width + e];
+    folded[static_cast<size_t>(t)].store(true, std::memory_order_release);
+  });
+}
+
 // Runs the attention kernel for every token of `sequences` (at least one, each with n >= 1;
 // one q, out and cache layout, each its own rows, positions and block table).
 void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> sequences) {
   const AttentionArgs& any = sequences.front();
   const int64_t heads = any.n_heads, kv_heads = any.n_kv_heads, hd = any.head_dim;
+  if (sequences.size() == 1 && any.n == 1 && any.first_pos + 1 >= kSplitPositionsFrom) {
+    const int64_t segments = any.first_pos / kAttentionValueSegment + 1;
+    const int64_t segment_work = heads * hd * kAttentionValueSegment;
+    const int threads = parallel_threads(segments, grain_for(segment_work, kMinMatmulWork / 4));
+    if (threads > 1) {
+      attention_by_positions(kernels, any, threads);
+      return;
+    }
+  }
   // One block size for all: the batch shares its cache and head layout, and a sequence of
   // one token is one block whatever the size.
   const AttentionArgs& most_tokens =

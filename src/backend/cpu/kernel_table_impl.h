@@ -37,6 +37,7 @@ KernelTable make_kernel_table(const char* isa) {
       .add = &add<S>,
       .softmax = &softmax<S>,
       .attention = &attention<S>,
+      .token_attention = &token_attention<S>,
       .attention_block_tokens = &attention_block_tokens,
   };
 }

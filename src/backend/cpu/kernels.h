@@ -52,6 +52,19 @@ struct AttentionArgs {
 // read each cache row while it is in L1 anyway.
 inline constexpr int64_t kAttentionStageTokens = 2;
 
+// Each attention output sums its positions' probability x value products in segments of
+// this many positions from position 0, each segment's sum in order from zero, the segments'
+// sums added in order: so a decode step can split a long context's positions among threads
+// and still give each token the bits of a prefill.
+inline constexpr int64_t kAttentionValueSegment = 64;
+
+// The phases of one token's attention (KernelTable::token_attention).
+enum class TokenPhase {
+  Scores,   // scores of positions [p0, p1)
+  Softmax,  // the scores of all positions become probabilities
+  Values,   // outputs from the probabilities of positions [p0, p1): their segment sums
+};
+
 // Rows of staged keys hold `longest` positions rounded up to a multiple of this (any ISA's
 // vector width).
 inline constexpr int64_t kAttentionStageAlign = 16;
@@ -130,6 +143,16 @@ struct KernelTable {
   // finite, to the tiles, which sum in another order than a decode step (one token).
   void (*attention)(const AttentionArgs& a, int64_t t0, int64_t t1, int64_t h0, int64_t h1,
                     float* scratch) = nullptr;
+  // `attention` for a's one token (a.n == 1) in phases, for a driver that splits a long
+  // context's positions among threads: for the query heads [h0, h1) of one kv head, with
+  // their scores at `scores` (head h0 + j at scores + j * (first_pos + 1)) and their
+  // outputs at out + h * head_dim. Scores and Values take positions [p0, p1) (p0 a multiple
+  // of kAttentionValueSegment; Values' p1 at most one segment on, its one segment sum
+  // stored). Scores for every position, then Softmax, then Values over [0, first_pos + 1)
+  // give the token the bits of `attention`; Values segment by segment into separate
+  // outputs, then their sums added in order, the same. Not on the AMX tiles (one token).
+  void (*token_attention)(const AttentionArgs& a, TokenPhase phase, int64_t h0, int64_t h1, int64_t p0,
+                          int64_t p1, float* scores, float* out) = nullptr;
   // The tokens per attention call the driver (cpu_attention.cpp) gives a's sequence: its
   // tokens go in blocks of this many from its first. A block's rows share each cache row
   // while it is in L1, and the kv head's cache is staged once for all of them.
