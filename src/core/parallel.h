@@ -47,9 +47,10 @@ void parallel_for_balanced(int64_t n, int64_t grain, int64_t align, Body&& body)
   }
 #pragma omp parallel num_threads(threads)
   {
-    const int64_t t = omp_get_thread_num();
-    const int64_t begin = units * t / threads * align;
-    const int64_t last = units * (t + 1) / threads * align;
+    // The team may be smaller than asked for (a region inside another gets one thread).
+    const int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
+    const int64_t begin = units * t / team * align;
+    const int64_t last = units * (t + 1) / team * align;
     const int64_t end = last < n ? last : n;
     if (begin < end) body(begin, end);
   }

@@ -1,9 +1,10 @@
 // parallel_for_chunks, parallel_for_balanced and parallel_for_shared_tail: cover [0, n)
-// exactly once, chunk boundaries on the grain (the alignment), balanced chunks, tail chunks,
-// and the thread-count setting.
+// exactly once (inside another parallel region too), chunk boundaries on the grain (the
+// alignment), balanced chunks, tail chunks, and the thread-count setting.
 #include "core/parallel.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -105,6 +106,29 @@ TEST(ParallelForBalanced, SplitsWhereWholeGrainsWouldNot) {
   ASSERT_EQ(chunks.size(), 2u);
   EXPECT_EQ(chunks[0], std::make_pair(int64_t{0}, int64_t{288}));
   EXPECT_EQ(chunks[1], std::make_pair(int64_t{288}, int64_t{576}));
+}
+
+// A region started inside another gets a team of one thread (nesting is off by default):
+// parallel_for_balanced must still cover [0, n) with what it gets, and parallel_team's body
+// must be told its team is one.
+TEST(ParallelForBalanced, CoversTheRangeInsideAnotherParallelRegion) {
+  set_thread_count(2);
+  std::vector<std::atomic<int>> hits(1000);
+  std::atomic<int> outer{0}, teams_of_one{0};
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    outer = omp_get_num_threads();
+    parallel_for_balanced(1000, 1, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+    });
+    parallel_team(2, [&](int, int team) {
+      if (team == 1) teams_of_one.fetch_add(1);
+    });
+  }
+  set_thread_count(0);
+  for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), outer.load()) << "index " << i;
+  EXPECT_EQ(teams_of_one.load(), outer.load());
 }
 
 std::vector<std::pair<int64_t, int64_t>> shared_tail_chunks_of(int64_t n, int64_t grain, int64_t tail,
