@@ -695,13 +695,14 @@ TEST_P(Conformance, AttentionGivesEachTokenTheBitsOfADecodeStep) {
 
 // A decode step's work items are one kv head's query heads, whole or cut into slices when
 // there are few kv heads; a thread runs its consecutive slices of one kv head in one call.
+// From 2048 positions the threads split the positions instead, in segments (cpu_attention.cpp).
 // Whatever the thread count, and so wherever a thread's items start and end inside a kv
-// head's group, every head's output gets the bits of the single-threaded step.
+// head's group or the context, every head's output gets the bits of the single-threaded step.
 TEST_P(Conformance, AttentionDecodeIsBitwiseIndependentOfThreadCount) {
   if (GetParam().name.rfind("cpu", 0) != 0) GTEST_SKIP() << "the CPU backend's thread split";
-  const AttentionCase cases[] = {
-      {64, 9, 3, 1, 300}, {64, 14, 2, 1, 700}, {32, 21, 3, 1, 1000}, {64, 8, 1, 1, 500}, {64, 9, 3, 1, 2500}};
-  for (const DType cache_dtype : {DType::F32, DType::F16}) {
+  const AttentionCase cases[] = {{64, 9, 3, 1, 300}, {64, 14, 2, 1, 700}, {32, 21, 3, 1, 1000},
+                                 {64, 8, 1, 1, 500}, {64, 9, 3, 1, 2500}, {20, 6, 2, 1, 2047}};
+  for (const DType cache_dtype : {DType::F32, DType::BF16, DType::F16}) {
     for (const AttentionCase& c : cases) {
       SCOPED_TRACE(dtype_label(cache_dtype) + " heads=" + std::to_string(c.heads) + "/" +
                    std::to_string(c.kv_heads) + " first_pos=" + std::to_string(c.first_pos));

@@ -220,7 +220,7 @@ TEST_P(PagedAttention, EqualsContiguousAttentionWhateverTheBatchAndThreads) {
 // One sequence's decode step over a long context splits its positions among the threads
 // (the CPU backend): paged or contiguous, every thread count gives the bits of one thread.
 TEST_P(PagedAttention, ALongDecodeStepGetsTheBitsOfOneThread) {
-  for (const DType dtype : {DType::F32, DType::F16}) {
+  for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
     const Heads h{64, 9, 3};
     SCOPED_TRACE(label(dtype, h, 16));
     const Batch b = make_batch(dtype, h, 16, {{1, 2500}});
