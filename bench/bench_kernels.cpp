@@ -59,11 +59,6 @@ void fill(void* data, DType dtype, size_t count) {
     store_from_f32(data, dtype, i, 0.001f * static_cast<float>(static_cast<int>(i % 97) - 48) + 0.0005f);
 }
 
-// The part of a `count`-word stream that thread t of `threads` reads.
-std::pair<int64_t, int64_t> share(int64_t count, int64_t t, int64_t threads) {
-  return {count * t / threads, count * (t + 1) / threads};
-}
-
 constexpr int64_t kStreamWords = static_cast<int64_t>(kStreamBytes / sizeof(uint64_t));
 
 const uint64_t* stream_buffer() {
@@ -87,7 +82,7 @@ double read_bandwidth() {
       uint64_t total = 0;
 #pragma omp parallel num_threads(thread_count()) reduction(+ : total)
       {
-        const auto [begin, end] = share(kStreamWords, omp_get_thread_num(), omp_get_num_threads());
+        const auto [begin, end] = team_share(kStreamWords, omp_get_thread_num(), omp_get_num_threads());
         total += stream_sum(data, begin, end);
       }
       benchmark::DoNotOptimize(total);
@@ -102,7 +97,7 @@ double read_bandwidth() {
 // Each benchmark thread streams its share of one 256 MiB buffer per iteration.
 void BM_ReadBandwidth(benchmark::State& state) {
   const uint64_t* data = stream_buffer();
-  const auto [begin, end] = share(kStreamWords, state.thread_index(), state.threads());
+  const auto [begin, end] = team_share(kStreamWords, state.thread_index(), state.threads());
   for (auto _ : state) benchmark::DoNotOptimize(stream_sum(data, begin, end));
   const double bytes = static_cast<double>(end - begin) * sizeof(uint64_t);
   state.SetBytesProcessed(static_cast<int64_t>(static_cast<double>(state.iterations()) * bytes));

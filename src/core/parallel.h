@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <cstdint>
+#include <utility>
 
 namespace tokenmill {
 
@@ -30,6 +31,12 @@ inline Chunking chunking(int64_t n, int64_t grain) {
 
 }  // namespace detail
 
+// Thread t's share of `count` items split among `team` threads in order:
+// [count t / team, count (t + 1) / team).
+inline std::pair<int64_t, int64_t> team_share(int64_t count, int64_t t, int64_t team) {
+  return {count * t / team, count * (t + 1) / team};
+}
+
 // Calls body(begin, end) on disjoint chunks covering [0, n), in parallel: one contiguous chunk
 // per thread, as equal as `align` allows (boundaries fall on multiples of it, except the end).
 // `grain` decides how many threads run: no more than there are whole grains in n, so each
@@ -48,10 +55,8 @@ void parallel_for_balanced(int64_t n, int64_t grain, int64_t align, Body&& body)
 #pragma omp parallel num_threads(threads)
   {
     // The team may be smaller than asked for (a region inside another gets one thread).
-    const int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
-    const int64_t begin = units * t / team * align;
-    const int64_t last = units * (t + 1) / team * align;
-    const int64_t end = last < n ? last : n;
+    const auto [first, last] = team_share(units, omp_get_thread_num(), omp_get_num_threads());
+    const int64_t begin = first * align, end = last * align < n ? last * align : n;
     if (begin < end) body(begin, end);
   }
 }
@@ -83,8 +88,7 @@ void parallel_for_shared_tail(int64_t n, int64_t grain, int64_t tail, int64_t ta
   const int64_t head = n - tail, tail_chunks = (tail + tail_grain - 1) / tail_grain;
 #pragma omp parallel num_threads(c.threads)
   {
-    const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
-    const int64_t begin = head * t / threads, end = head * (t + 1) / threads;
+    const auto [begin, end] = team_share(head, omp_get_thread_num(), omp_get_num_threads());
     if (begin < end) body(begin, end);
 #pragma omp for schedule(dynamic, 1) nowait
     for (int64_t b = 0; b < tail_chunks; ++b) {

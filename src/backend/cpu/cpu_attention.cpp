@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
-#include <utility>
 #include <vector>
 
 #include "backend/checks/attention_checks.h"
@@ -60,11 +59,6 @@ AttentionArgs batch_args(const Tensor& q, const Tensor& k, const Tensor& v, floa
 // 1024 positions was 2-3 us slower than splitting kv heads (its barriers and phases).
 constexpr int64_t kSplitPositionsFrom = 2048;
 
-// [count * t / team, count * (t + 1) / team): thread t's share of `count` items.
-std::pair<int64_t, int64_t> share_of(int64_t count, int t, int team) {
-  return {count * t / team, count * (t + 1) / team};
-}
-
 // One token's attention (a decode step of one sequence) with its positions split among up to
 // `threads` threads, in segments of kAttentionValueSegment (KernelTable::token_attention):
 // each thread reads its segments' cache rows, all kv heads of a position together, rather
@@ -83,11 +77,11 @@ void attention_by_positions(const KernelTable& kernels, const AttentionArgs& a, 
   };
   std::atomic<int> folding{0};  // the thread whose turn it is to add its segments' sums
   parallel_team(threads, [&](int t, int team) {
-    const auto [s0, s1] = share_of(segments, t, team);
+    const auto [s0, s1] = team_share(segments, t, team);
     for (int64_t s = s0; s < s1; ++s)
       each_kv_head(TokenPhase::Scores, s * kAttentionValueSegment, (s + 1) * kAttentionValueSegment, nullptr);
 #pragma omp barrier
-    const auto [h0, h1] = share_of(a.n_heads, t, team);
+    const auto [h0, h1] = team_share(a.n_heads, t, team);
     for (int64_t h = h0; h < h1; ++h)
       kernels.token_attention(a, TokenPhase::Softmax, h, h + 1, 0, len, scores + h * len, nullptr);
 #pragma omp barrier
