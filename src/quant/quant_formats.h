@@ -18,8 +18,8 @@
 //   Q5_K  as Q4_K with q 5 bits (bit 4 in qh)
 //   Q6_K  w = d * scales[i] * (q - 32)          sub-block i of 16, q 6 bits (4 in ql, 2 in qh)
 //   Q8_K  w = d * q, d an f32, bsums[i] = sum of q over sub-block i of 16 (activations)
-// The exact bit positions are documented with the reference implementation:
-// quant_legacy.cpp (32-weight formats) and quant_kquants.cpp (k-quants, Q8_K).
+// The exact bit positions are documented with the per-block arithmetic, quant_block_math.h.
+// Each block struct's kWeights is its number of weights.
 #pragma once
 
 #include <cstdint>
@@ -34,49 +34,59 @@ inline constexpr int kBlock256 = 256;    // QK_K
 inline constexpr int kScaleBytesK = 12;  // K_SCALE_SIZE: 8 six-bit scales + 8 six-bit mins
 
 struct BlockQ4_0 {
+  static constexpr int kWeights = kBlock32;
   uint16_t d;
   uint8_t qs[kBlock32 / 2];
 };
 struct BlockQ4_1 {
+  static constexpr int kWeights = kBlock32;
   uint16_t d, m;
   uint8_t qs[kBlock32 / 2];
 };
 struct BlockQ5_0 {
+  static constexpr int kWeights = kBlock32;
   uint16_t d;
   uint8_t qh[4];
   uint8_t qs[kBlock32 / 2];
 };
 struct BlockQ5_1 {
+  static constexpr int kWeights = kBlock32;
   uint16_t d, m;
   uint8_t qh[4];
   uint8_t qs[kBlock32 / 2];
 };
 struct BlockQ8_0 {
+  static constexpr int kWeights = kBlock32;
   uint16_t d;
   int8_t qs[kBlock32];
 };
 struct BlockQ8_1 {
+  static constexpr int kWeights = kBlock32;
   uint16_t d, s;
   int8_t qs[kBlock32];
 };
 struct BlockQ4_K {
+  static constexpr int kWeights = kBlock256;
   uint16_t d, dmin;
   uint8_t scales[kScaleBytesK];
   uint8_t qs[kBlock256 / 2];
 };
 struct BlockQ5_K {
+  static constexpr int kWeights = kBlock256;
   uint16_t d, dmin;
   uint8_t scales[kScaleBytesK];
   uint8_t qh[kBlock256 / 8];
   uint8_t qs[kBlock256 / 2];
 };
 struct BlockQ6_K {
+  static constexpr int kWeights = kBlock256;
   uint8_t ql[kBlock256 / 2];
   uint8_t qh[kBlock256 / 4];
   int8_t scales[kBlock256 / 16];
   uint16_t d;
 };
 struct BlockQ8_K {
+  static constexpr int kWeights = kBlock256;
   float d;
   int8_t qs[kBlock256];
   int16_t bsums[kBlock256 / 16];

@@ -1,6 +1,6 @@
 // ggml's reference quantisers for the k-quant weight formats (quantize_row_q4_K_ref,
 // quantize_row_q5_K_ref, quantize_row_q6_K_ref: no importance matrix), step for step so
-// the bytes equal llama.cpp's for the same input. Layouts: quant_kquants.cpp.
+// the bytes equal llama.cpp's for the same input. Layouts: quant_block_math.h.
 //
 // Both kinds first fit each sub-block on its own (an f32 scale, and for Q4_K/Q5_K a min),
 // then quantize those sub-block scales against one f16 super-block scale, and finally
@@ -16,8 +16,8 @@ namespace tokenmill::quant::detail {
 
 namespace {
 
-constexpr int kSub32 = kBlock256 / 32;
-constexpr int kSub16 = kBlock256 / 16;
+using block::kSub16;
+using block::kSub32;
 constexpr int kMaxSub = 32;             // the longest sub-block the fits below handle
 constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS: a sub-block this small is zero
 
@@ -49,7 +49,7 @@ float fit_scale_and_min(int n, int nmax, const float* x, const float* weights, u
   float scale = 1 / iscale;
   float best_error = 0;
   for (int i = 0; i < n; ++i) {
-    L[i] = static_cast<uint8_t>(clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax));
+    L[i] = static_cast<uint8_t>(clamp_int(block::nearest_int(iscale * (x[i] - min)), 0, nmax));
     const float diff = scale * static_cast<float>(L[i]) + min - x[i];
     best_error += weights[i] * (diff * diff);
   }
@@ -58,7 +58,7 @@ float fit_scale_and_min(int n, int nmax, const float* x, const float* weights, u
     iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
     float sum_l = 0, sum_l2 = 0, sum_xl = 0;
     for (int i = 0; i < n; ++i) {
-      const int l = clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
+      const int l = clamp_int(block::nearest_int(iscale * (x[i] - min)), 0, nmax);
       trial[i] = static_cast<uint8_t>(l);
       const float wl = weights[i] * static_cast<float>(l);
       sum_l += wl;
@@ -107,7 +107,7 @@ float fit_symmetric_scale(int n, int nmax, const float* x, int8_t* L) {
     return 0.0f;
   }
   const auto level = [&](float iscale, int i) {
-    return clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+    return clamp_int(block::nearest_int(iscale * x[i]), -nmax, nmax - 1);
   };
   // sum w x l and sum w l^2 for the levels of grid `iscale`, w = x^2.
   const auto sums = [&](float iscale, float& sumlx, float& suml2) {
@@ -139,7 +139,7 @@ float fit_symmetric_scale(int n, int nmax, const float* x, int8_t* L) {
 }
 
 // The shared part of Q4_K and Q5_K: fits the 8 sub-blocks of one super-block (levels in
-// [0, nmax]), packs their 6-bit scales and mins (detail::scale_min_k4 layout) and the f16
+// [0, nmax]), packs their 6-bit scales and mins (block::scale_min_k4 layout) and the f16
 // d / dmin, and writes the final levels to L.
 struct ScalesK4 {
   uint16_t d, dmin;
@@ -166,8 +166,8 @@ ScalesK4 quantize_scales_k4(const float* x, int nmax, float rmin, int nstep, uin
   const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
   for (int s = 0; s < kSub32; ++s) {
     // ggml stores nearest_int into a uint8_t before clamping: keep that wrap-around.
-    auto ls = static_cast<uint8_t>(nearest_int(inv_scale * scales[s]));
-    auto lm = static_cast<uint8_t>(nearest_int(inv_min * mins[s]));
+    auto ls = static_cast<uint8_t>(block::nearest_int(inv_scale * scales[s]));
+    auto lm = static_cast<uint8_t>(block::nearest_int(inv_min * mins[s]));
     if (ls > 63) ls = 63;
     if (lm > 63) lm = 63;
     if (s < 4) {
@@ -185,12 +185,12 @@ ScalesK4 quantize_scales_k4(const float* x, int nmax, float rmin, int nstep, uin
   // Re-derive the levels from the stored scales; a sub-block whose scale rounds to zero
   // keeps the levels of its fit.
   for (int s = 0; s < kSub32; ++s) {
-    const ScaleMin sm = scale_min_k4(out.scales, s);
-    const float d = fp16(out.d) * static_cast<float>(sm.scale);
+    const block::ScaleMin sm = block::scale_min_k4(out.scales, s);
+    const float d = block::fp16(out.d) * static_cast<float>(sm.scale);
     if (d == 0.0f) continue;
-    const float dm = fp16(out.dmin) * static_cast<float>(sm.min);
+    const float dm = block::fp16(out.dmin) * static_cast<float>(sm.min);
     for (int l = 0; l < 32; ++l)
-      L[32 * s + l] = static_cast<uint8_t>(clamp_int(nearest_int((x[32 * s + l] + dm) / d), 0, nmax));
+      L[32 * s + l] = static_cast<uint8_t>(clamp_int(block::nearest_int((x[32 * s + l] + dm) / d), 0, nmax));
   }
   return out;
 }
@@ -208,7 +208,7 @@ void quantize_q4_k(const float* src, void* dst, int64_t nb) {
     for (int g = 0; g < 4; ++g)
       for (int l = 0; l < 32; ++l)
         b.qs[32 * g + l] = static_cast<uint8_t>(L[64 * g + l] | (L[64 * g + 32 + l] << 4));
-    store_block(dst, i, b);
+    block::store(dst, i, b);
   }
 }
 
@@ -224,7 +224,7 @@ void quantize_q5_k(const float* src, void* dst, int64_t nb) {
       for (int l = 0; l < 32; ++l)
         b.qs[32 * g + l] = static_cast<uint8_t>((L[64 * g + l] & 0xF) | ((L[64 * g + 32 + l] & 0xF) << 4));
     for (int n = 0; n < kBlock256; ++n) b.qh[n % 32] |= static_cast<uint8_t>((L[n] >> 4) << (n / 32));
-    store_block(dst, i, b);
+    block::store(dst, i, b);
   }
 }
 
@@ -246,14 +246,15 @@ void quantize_q6_k(const float* src, void* dst, int64_t nb) {
       const float iscale = -128.f / max_scale;
       b.d = f32_to_f16(1 / iscale);
       for (int s = 0; s < kSub16; ++s) {
-        const int q = nearest_int(iscale * scales[s]);
+        const int q = block::nearest_int(iscale * scales[s]);
         b.scales[s] = static_cast<int8_t>(q < 127 ? q : 127);
       }
       for (int s = 0; s < kSub16; ++s) {
-        const float d = fp16(b.d) * static_cast<float>(b.scales[s]);
+        const float d = block::fp16(b.d) * static_cast<float>(b.scales[s]);
         if (d == 0.0f) continue;  // keeps the levels of the sub-block fit
         for (int l = 0; l < 16; ++l)
-          L[16 * s + l] = static_cast<int8_t>(clamp_int(nearest_int(src[16 * s + l] / d), -32, 31) + 32);
+          L[16 * s + l] =
+              static_cast<int8_t>(clamp_int(block::nearest_int(src[16 * s + l] / d), -32, 31) + 32);
       }
       for (int n = 0; n < kBlock256; ++n) {
         const int h = n / 128, c = (n % 128) / 32, l = n % 32;
@@ -262,7 +263,7 @@ void quantize_q6_k(const float* src, void* dst, int64_t nb) {
         b.qh[32 * h + l] |= static_cast<uint8_t>(((L[n] >> 4) & 3) << (2 * c));
       }
     }
-    store_block(dst, i, b);
+    block::store(dst, i, b);
   }
 }
 

@@ -1,7 +1,5 @@
 #include "runtime/device_choice.h"
 
-#include <fmt/format.h>
-
 #include <charconv>
 #include <optional>
 
@@ -12,21 +10,6 @@
 namespace tokenmill {
 
 namespace {
-
-// "" when the CUDA backend can run `model` on GPU `gpu`; otherwise why not.
-std::string cuda_obstacle(int gpu, Model& model) {
-  std::string why = cuda_unavailable_reason(gpu);
-  if (!why.empty()) return why;
-  std::optional<DType> quantized;
-  for_each_op_weight(model.weights, [&](Tensor& t) {
-    if (t.data != nullptr && is_quantized(t.dtype)) quantized = t.dtype;
-  });
-  if (quantized)
-    return fmt::format(
-        "the model has {} weights, which the CUDA backend does not run yet (f32, bf16 and f16 do)",
-        dtype_name(*quantized));
-  return "";
-}
 
 // The GPU index of "cuda" / "cuda:N", or nullopt for anything else.
 std::optional<int> cuda_index(const std::string& device) {
@@ -47,7 +30,7 @@ DeviceChoice choose_device(const std::string& device, Model& model, HostWeights 
   if (device == "cpu") {
     choice.backend = make_cpu_backend();
   } else if (device == "auto") {
-    const std::string why = cuda_obstacle(0, model);
+    const std::string why = cuda_unavailable_reason(0);
     if (why.empty()) {
 #ifdef TOKENMILL_HAS_CUDA
       choice.backend = make_cuda_backend(0);
@@ -57,7 +40,7 @@ DeviceChoice choose_device(const std::string& device, Model& model, HostWeights 
       choice.note = "running on the CPU: " + why;
     }
   } else if (const std::optional<int> gpu = cuda_index(device)) {
-    const std::string why = cuda_obstacle(*gpu, model);
+    const std::string why = cuda_unavailable_reason(*gpu);
     if (!why.empty()) fail("--device {}: {}", device, why);
 #ifdef TOKENMILL_HAS_CUDA
     choice.backend = make_cuda_backend(*gpu);

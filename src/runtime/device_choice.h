@@ -3,8 +3,7 @@
 //
 //   cpu       the CPU backend.
 //   cuda[:N]  GPU N (0 by default) through the CUDA backend; Error saying why when this build
-//             has no CUDA backend, the GPU cannot be used, or the model's weights are a type
-//             the CUDA backend does not run (quantized GGUF types run on the CPU for now).
+//             has no CUDA backend or the GPU cannot be used.
 //   auto      the first GPU when `cuda` would work; otherwise the CPU, and `note` says why
 //             in one line (the one log line of the fallback).
 #pragma once

@@ -45,8 +45,6 @@ struct BackendUnderTest {
   // A matmul over bf16/f16 weights rounds its f32 activations (x; dy for dx in the backward)
   // to the weights' dtype, as tensor cores read them (CUDA); the CPU multiplies them as f32.
   bool rounds_matmul_activations = false;
-  // Runs matmul and embedding over quantized weights (Q4_0 ... Q6_K).
-  bool quantized_weights = true;
 };
 
 // gtest prints parameters in failure messages; the name says it all.
@@ -81,7 +79,6 @@ inline BackendUnderTest cuda_backend_under_test(const char* attention_kernel = n
       .release = [](void* p) { cuda::managed_free(p); },
       .synchronize = [] { cuda::synchronize_device(); },
       .rounds_matmul_activations = true,
-      .quantized_weights = false,
   };
 }
 #endif

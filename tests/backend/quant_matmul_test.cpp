@@ -149,18 +149,10 @@ class QuantMatmul : public ::testing::TestWithParam<BackendUnderTest> {
   std::mt19937_64 rng_{20250117};
 };
 
-// The tests of quantized results skip a backend without quantized weights (which must refuse
-// them: RefusesQuantizedWeightsWhenItHasNone).
-#define SKIP_WITHOUT_QUANTIZED_WEIGHTS()                                                              \
-  do {                                                                                                \
-    if (!GetParam().quantized_weights) GTEST_SKIP() << "no quantized weights on " << GetParam().name; \
-  } while (false)
-
 const int64_t kTokenCounts[] = {1, 2, 3, 5, 17, 64};
 const int64_t kRowCounts[] = {1, 7, 37};
 
 TEST_P(QuantMatmul, ExactDataMatchesReferenceBitForBit) {
-  SKIP_WITHOUT_QUANTIZED_WEIGHTS();
   for (const DType t : kWeightTypes)
     for (const int64_t k : ks_for(t))
       for (const int64_t m : kRowCounts)
@@ -179,7 +171,6 @@ TEST_P(QuantMatmul, ExactDataMatchesReferenceBitForBit) {
 }
 
 TEST_P(QuantMatmul, RealisticDataMatchesReference) {
-  SKIP_WITHOUT_QUANTIZED_WEIGHTS();
   for (const DType t : kWeightTypes)
     for (const int64_t k : ks_for(t))
       for (const int64_t n : {int64_t{1}, int64_t{5}, int64_t{17}})
@@ -201,7 +192,6 @@ TEST_P(QuantMatmul, RealisticDataMatchesReference) {
 // the rows: every token of a 64-token batch against a 1-token, a 5-token (token first) and a
 // 3-token (token last) batch, on 1 thread and on all.
 TEST_P(QuantMatmul, ResultsAreBatchAndThreadInvariant) {
-  SKIP_WITHOUT_QUANTIZED_WEIGHTS();
   for (const DType t : kWeightTypes) {
     SCOPED_TRACE(label(t));
     const int64_t k = is_kquant(t) ? 512 : 320, m = 203, n = 64;
@@ -246,7 +236,6 @@ TEST_P(QuantMatmul, RejectsActivationFormatsAsWeights) {
 }
 
 TEST_P(QuantMatmul, EmbeddingDequantizesRowsExactly) {
-  SKIP_WITHOUT_QUANTIZED_WEIGHTS();
   for (const DType t : kWeightTypes) {
     SCOPED_TRACE(label(t));
     const int64_t vocab = 11, d = is_kquant(t) ? 512 : 96;
@@ -263,40 +252,6 @@ TEST_P(QuantMatmul, EmbeddingDequantizesRowsExactly) {
                             want.data() + static_cast<int64_t>(i) * d, d);
     EXPECT_EQ(out.values(), want);
     EXPECT_TRUE(out.guards_intact());
-  }
-}
-
-// A backend without quantized weights says so (an Error naming the way out), for matmul and
-// embedding alike, and writes nothing.
-TEST_P(QuantMatmul, RefusesQuantizedWeightsWhenItHasNone) {
-  if (GetParam().quantized_weights)
-    GTEST_SKIP() << GetParam().name << " has quantized weights (tested above)";
-  for (const DType t : kWeightTypes) {
-    SCOPED_TRACE(label(t));
-    const int64_t k = dtype_block_size(t), m = 3, n = 2;
-    const std::vector<uint8_t> weights = realistic_weights(rng_, t, m, k);
-    GuardedBuffer w(GetParam(), t, {m, k});
-    std::memcpy(w.tensor().data, weights.data(), weights.size());
-    GuardedBuffer x(GetParam(), DType::F32, {n, k}), y(GetParam(), DType::F32, {n, m}),
-        out(GetParam(), DType::F32, {n, k});
-    x.fill(0.5f);
-    y.fill(NAN);
-    out.fill(NAN);
-    const std::vector<int32_t> ids = {2, 0};
-    for (const bool embedding : {false, true}) {
-      try {
-        if (embedding) {
-          backend_->embedding(w.tensor(), ids, out.tensor());
-        } else {
-          backend_->matmul(x.tensor(), w.tensor(), nullptr, y.tensor());
-        }
-        ADD_FAILURE() << (embedding ? "embedding" : "matmul") << " accepted quantized weights";
-      } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("quantized weights are not on"), std::string::npos) << e.what();
-      }
-    }
-    for (const float v : y.values()) EXPECT_TRUE(std::isnan(v)) << "y written";
-    for (const float v : out.values()) EXPECT_TRUE(std::isnan(v)) << "out written";
   }
 }
 

@@ -6,7 +6,7 @@
 
 #include <math.h>
 
-#include "backend/cuda/host_device.h"
+#include "core/host_device.h"
 
 namespace tokenmill::cuda {
 

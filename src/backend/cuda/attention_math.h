@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "backend/cuda/host_device.h"
+#include "core/host_device.h"
 
 #ifdef __CUDACC__
 #include <cuda_fp16.h>

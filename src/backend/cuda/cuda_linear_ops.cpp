@@ -1,6 +1,7 @@
 // CudaBackend's linear ops: embedding, matmul, convert and their backward. Arguments are
 // checked with the CPU backend's checks (backend/checks/linear_checks.h); products go to
-// cuBLASLt (gemm_engine.h), the rest to linear_kernels.cu. Over bf16/f16 weights the f32
+// cuBLASLt (gemm_engine.h), products and rows of ggml-quantized weights to quant_kernels.cu,
+// the rest to linear_kernels.cu. Over bf16/f16 weights the f32
 // activations (x; dy for dx) are rounded to the weights' dtype first, as the tensor cores
 // read both operands in it (products exact, sums in f32).
 #include <climits>
@@ -13,18 +14,22 @@
 #include "backend/cuda/gemm_layout.h"
 #include "backend/cuda/linear_kernels.h"
 #include "backend/cuda/linear_plan.h"
+#include "backend/cuda/quant_kernels.h"
 #include "core/error.h"
+#include "quant/quant_formats.h"
 
 namespace tokenmill::cuda {
 
 namespace {
 
-void refuse_quantized(const char* op, const char* name, const Tensor& t) {
-  if (is_quantized(t.dtype))
-    fail(
-        "{}: {} is {}; quantized weights are not on the CUDA backend yet: use the CPU backend or a "
-        "bf16/f16/f32 model",
-        op, name, checks::describe(t));
+// y += x . w^T over quantized w, with ggml's arithmetic: x quantized to `activations` (the
+// weight type's activation format) in a pool buffer, then the integer block dot products.
+void quantized_matmul(const Tensor& x, const Tensor& w, DType activations, const checks::MatmulDims& dims,
+                      const Tensor& y, DevicePool& pool, cudaStream_t stream) {
+  DeviceBuffer a = pool.allocate(static_cast<size_t>(dims.n) * dtype_row_bytes(activations, dims.k),
+                                 "matmul x quantized to the weights' activation format");
+  launch_quantize_activations(x.as<const float>(), dims.n, dims.k, activations, a.data(), stream);
+  launch_quantized_matmul(w.data, w.dtype, a.data(), dims.n, dims.k, dims.m, y.as<float>(), stream);
 }
 
 // `a` [count] f32 rounded to `dtype` in a pool buffer, when dtype is bf16/f16 (else empty).
@@ -41,9 +46,13 @@ DeviceBuffer rounded_to(DType dtype, const Tensor& a, DevicePool& pool, cudaStre
 void CudaBackend::embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) {
   make_current();
   const checks::EmbeddingDims dims = checks::check_embedding(table, ids, out);
-  refuse_quantized("embedding", "table", table);
   if (dims.n == 0 || dims.d == 0) return;
   const DeviceBuffer device_ids = to_device(ids, "embedding ids");
+  if (is_quantized(table.dtype)) {
+    launch_dequantize_rows(table.data, table.dtype, device_ids.as<const int32_t>(), dims.n, dims.d,
+                           out.as<float>(), stream_);
+    return;
+  }
   launch_embedding(table.data, table.dtype, device_ids.as<const int32_t>(), dims.n, dims.d, out.as<float>(),
                    stream_);
 }
@@ -51,10 +60,16 @@ void CudaBackend::embedding(const Tensor& table, std::span<const int32_t> ids, c
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
   make_current();
   const checks::MatmulDims dims = checks::check_matmul(x, w, bias, y);
-  refuse_quantized("matmul", "w", w);
+  const bool quantized = is_quantized(w.dtype);
+  // Error for the activation formats (Q8_1, Q8_K) as weights, before y is written.
+  const DType activations = quantized ? quant::activation_type(w.dtype) : DType::F32;
   if (dims.n == 0 || dims.m == 0) return;
-  // With a bias, y starts as the bias and the product is added to it.
-  if (bias != nullptr) launch_broadcast_rows(bias->data, bias->dtype, dims.n, dims.m, y.as<float>(), stream_);
+  // With a bias, y starts as the bias and the product is added to it; quantized products are
+  // always added (to zeros without a bias: f32 addition commutes, so y = dot + bias exactly).
+  if (bias != nullptr || quantized)
+    launch_broadcast_rows(bias != nullptr ? bias->data : nullptr, bias != nullptr ? bias->dtype : DType::F32,
+                          dims.n, dims.m, y.as<float>(), stream_);
+  if (quantized) return quantized_matmul(x, w, activations, dims, y, pool(), stream_);
   const DeviceBuffer rounded =
       rounded_to(w.dtype, x, pool(), stream_, "matmul x rounded to the weights' dtype");
   gemm_->multiply(row_major_product(dims.n, dims.m, dims.k, false, true), w.data,

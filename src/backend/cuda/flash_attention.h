@@ -22,8 +22,8 @@
 #include <cstdint>
 
 #include "backend/cuda/flash_attention_math.h"
-#include "backend/cuda/host_device.h"
 #include "core/dtype.h"
+#include "core/host_device.h"
 
 namespace tokenmill::cuda {
 

@@ -27,7 +27,7 @@
 #include <cstdint>
 
 #include "backend/cuda/attention_math.h"
-#include "backend/cuda/host_device.h"
+#include "core/host_device.h"
 
 namespace tokenmill::cuda {
 

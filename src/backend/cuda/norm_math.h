@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "backend/cuda/host_device.h"
+#include "core/host_device.h"
 
 namespace tokenmill::cuda {
 

@@ -16,7 +16,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "backend/cuda/host_device.h"
+#include "core/host_device.h"
 
 namespace tokenmill::cuda {
 
