@@ -612,6 +612,9 @@ TEST_P(Conformance, AttentionMatchesReference) {
       {64, 8, 1, 1, 33},
       // Several blocks of tokens (AMX: of 64), lengths past a tile of 32 positions.
       {64, 9, 3, 150, 20},
+      // Rows the CUDA backend cuts into 2-4 and 32 position splits (attention_splits.h).
+      {64, 4, 2, 3, 1500},
+      {32, 2, 1, 1, 20000},
   };
   // Work is split by thread count: run single-threaded too.
   for (const int threads : {0, 1}) {

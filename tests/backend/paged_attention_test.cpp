@@ -236,6 +236,29 @@ TEST_P(PagedAttention, ALongDecodeStepGetsTheBitsOfOneThread) {
   }
 }
 
+// Long rows next to short ones in one call (the CUDA backend cuts rows of more than 512
+// positions into splits that separate blocks walk, attention_splits.h): against the float64
+// reference, and each row the bits of attention() over a contiguous cache with that
+// sequence alone.
+TEST_P(PagedAttention, LongAndShortRowsInOneBatch) {
+  const std::vector<SequenceShape> shapes = {{1, 2500}, {1, 30}, {3, 900}, {1, 511}, {2, 511}, {1, 5000}};
+  for (const DType dtype : {DType::F32, DType::F16}) {
+    const Heads h{64, 8, 2};
+    SCOPED_TRACE(label(dtype, h, 16));
+    const Batch b = make_batch(dtype, h, 16, shapes);
+    run(b, b.sequences);
+    const std::vector<float> got = b.out->values();
+    for (size_t s = 0; s < b.sequences.size(); ++s)
+      EXPECT_TRUE(
+          close_to_reference(b.rows_of(got, b.sequences[s]),
+                             reference::paged_attention(b.q->tensor(), b.k_pool->tensor(), b.v_pool->tensor(),
+                                                        b.sequences[s], b.scale()),
+                             dtype == DType::F16 ? kF16Probabilities : kF32))
+          << "sequence " << s;
+    expect_contiguous_results(b, got);
+  }
+}
+
 TEST_P(PagedAttention, SpreadsADecodeBatchWithoutChangingResults) {
   std::uniform_int_distribution<int64_t> position(0, 200);
   std::vector<SequenceShape> decode;

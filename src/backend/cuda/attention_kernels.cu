@@ -88,39 +88,132 @@ __device__ void store_warp_sum(const float (&acc)[kChunks], float factor, int64_
   }
 }
 
-// Work item = (work row, head). Pass 1: the softmax state of the row's scores; pass 2: the
-// probabilities (recomputed scores, same bits) times the value rows.
+// Work item `item` = (work row, head) of launch `a`: where its query, cache rows and output are.
+template <class T>
+struct HeadItem {
+  QueryRow row;
+  int64_t at;  // offset of the head's row in q and out
+  const int32_t* table;
+  const T *k, *v;  // the kv head's first element in the caches
+  int64_t row_stride;
+  int block_shift;
+
+  __device__ HeadItem(const AttentionLaunch& a, int64_t item)
+      : row(query_row(a.work, item / a.heads)),
+        at((row.q_row * a.heads + item % a.heads) * a.head_dim),
+        table(block_table(a.work, row)),
+        k(static_cast<const T*>(a.k) + kv_head_of(item % a.heads, a.heads, a.kv_heads) * a.head_dim),
+        v(static_cast<const T*>(a.v) + kv_head_of(item % a.heads, a.heads, a.kv_heads) * a.head_dim),
+        row_stride(a.kv_heads * a.head_dim),
+        block_shift(a.work.block_shift) {}
+
+  __device__ int64_t positions() const { return row.position + 1; }
+  __device__ int64_t cache_offset(int64_t p) const { return cache_row(table, block_shift, p) * row_stride; }
+};
+
+// The softmax state of the scores of positions [r.begin, r.end), warp w taking r.begin + w,
+// r.begin + w + kAttentionWarps, ..., merged over the warps in order (every thread gets it).
+template <class T>
+__device__ SoftmaxState range_state(const HeadItem<T>& it, const float (&q)[kChunks], PositionRange r,
+                                    const AttentionLaunch& a, SoftmaxState* shared) {
+  SoftmaxState state = softmax_empty();
+  for (int64_t p = r.begin + threadIdx.x / kLanes; p < r.end; p += kAttentionWarps)
+    state = softmax_add(state, warp_score(q, it.k + it.cache_offset(p), a.head_dim, a.scale));
+  return merge_warps(state, shared);
+}
+
+// acc += probability * value over positions [r.begin, r.end), walked as range_state walks
+// them; `all` holds every score of the row.
+template <class T>
+__device__ void range_values(const HeadItem<T>& it, const float (&q)[kChunks], PositionRange r,
+                             SoftmaxState all, const AttentionLaunch& a, float (&acc)[kChunks]) {
+  constexpr bool kF16 = std::is_same_v<T, __half>;
+  for (int64_t p = r.begin + threadIdx.x / kLanes; p < r.end; p += kAttentionWarps) {
+    const float score = warp_score(q, it.k + it.cache_offset(p), a.head_dim, a.scale);
+    warp_axpy(cache_operand(softmax_probability(score, all), kF16), it.v + it.cache_offset(p), a.head_dim,
+              acc);
+  }
+}
+
+// Rows of one split. Pass 1: the softmax state of the row's scores; pass 2: the probabilities
+// (recomputed scores, same bits) times the value rows.
 template <class T>
 __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(AttentionLaunch a) {
   __shared__ SoftmaxState states[kAttentionWarps];
   __shared__ float partial[kAttentionWarps][kMaxAttentionHeadDim];
-  constexpr bool kF16 = std::is_same_v<T, __half>;
-  const int warp = threadIdx.x / kLanes;
-  const int64_t hd = a.head_dim, row_stride = a.kv_heads * hd;
   for (int64_t item = blockIdx.x; item < a.work_rows * a.heads; item += gridDim.x) {
-    const QueryRow row = query_row(a.work, item / a.heads);
-    const int64_t h = item % a.heads, at = (row.q_row * a.heads + h) * hd;
-    const int32_t* table = block_table(a.work, row);
-    const int64_t kv = kv_head_of(h, a.heads, a.kv_heads) * hd;
-    const T* k = static_cast<const T*>(a.k) + kv;
-    const T* v = static_cast<const T*>(a.v) + kv;
-    const auto cache_offset = [&](int64_t p) { return cache_row(table, a.work.block_shift, p) * row_stride; };
+    const HeadItem<T> it(a, item);
+    if (attention_splits(it.positions()) > 1) continue;  // the split kernels' row
     float q[kChunks];
-    load_head(a.q + at, hd, kF16, q);
-
-    SoftmaxState state = softmax_empty();
-    for (int64_t p = warp; p <= row.position; p += kAttentionWarps)
-      state = softmax_add(state, warp_score(q, k + cache_offset(p), hd, a.scale));
-    const SoftmaxState all = merge_warps(state, states);
-
+    load_head(a.q + it.at, a.head_dim, std::is_same_v<T, __half>, q);
+    const PositionRange all_positions{0, it.positions()};
+    const SoftmaxState all = range_state(it, q, all_positions, a, states);
     float acc[kChunks] = {};
-    for (int64_t p = warp; p <= row.position; p += kAttentionWarps) {
-      const float score = warp_score(q, k + cache_offset(p), hd, a.scale);
-      warp_axpy(cache_operand(softmax_probability(score, all), kF16), v + cache_offset(p), hd, acc);
-    }
-    store_warp_sum(acc, 1.0f, hd, partial, a.out + at);
+    range_values(it, q, all_positions, all, a, acc);
+    store_warp_sum(acc, 1.0f, a.head_dim, partial, a.out + it.at);
   }
 }
+
+// The split rows among work rows [first_row, first_row + rows) of a launch, and their scratch:
+// per (row - first_row, head, split) = (item, split) a softmax state and a head row of sums.
+struct SplitLaunch {
+  AttentionLaunch a;
+  int64_t first_row = 0, rows = 0, max_splits = 1;
+  SoftmaxState* states = nullptr;  // [rows * heads * max_splits]
+  float* sums = nullptr;           // [rows * heads * max_splits, head_dim]
+};
+
+// Split pass 1, blocks (item, split = blockIdx.y): each split's softmax state.
+template <class T>
+__global__ void __launch_bounds__(kAttentionThreads) split_state_kernel(SplitLaunch s) {
+  __shared__ SoftmaxState states[kAttentionWarps];
+  const AttentionLaunch& a = s.a;
+  for (int64_t item = blockIdx.x; item < s.rows * a.heads; item += gridDim.x) {
+    const HeadItem<T> it(a, s.first_row * a.heads + item);
+    const int64_t splits = attention_splits(it.positions()), split = blockIdx.y;
+    if (splits == 1 || split >= splits) continue;
+    float q[kChunks];
+    load_head(a.q + it.at, a.head_dim, std::is_same_v<T, __half>, q);
+    const SoftmaxState state = range_state(it, q, split_range(it.positions(), split), a, states);
+    if (threadIdx.x == 0) s.states[item * s.max_splits + split] = state;
+  }
+}
+
+// Split pass 2: the row's state from its splits' states in split order, then each split's
+// sum of probability * value.
+template <class T>
+__global__ void __launch_bounds__(kAttentionThreads) split_values_kernel(SplitLaunch s) {
+  __shared__ float partial[kAttentionWarps][kMaxAttentionHeadDim];
+  const AttentionLaunch& a = s.a;
+  for (int64_t item = blockIdx.x; item < s.rows * a.heads; item += gridDim.x) {
+    const HeadItem<T> it(a, s.first_row * a.heads + item);
+    const int64_t splits = attention_splits(it.positions()), split = blockIdx.y;
+    if (splits == 1 || split >= splits) continue;
+    SoftmaxState all = s.states[item * s.max_splits];
+    for (int64_t j = 1; j < splits; ++j) all = softmax_merge(all, s.states[item * s.max_splits + j]);
+    float q[kChunks];
+    load_head(a.q + it.at, a.head_dim, std::is_same_v<T, __half>, q);
+    float acc[kChunks] = {};
+    range_values(it, q, split_range(it.positions(), split), all, a, acc);
+    store_warp_sum(acc, 1.0f, a.head_dim, partial, s.sums + (item * s.max_splits + split) * a.head_dim);
+  }
+}
+
+// Split pass 3, element i = (item, d): out = the splits' sums added in split order.
+struct SplitSum {
+  SplitLaunch s;
+  __device__ void operator()(int64_t i) const {
+    const AttentionLaunch& a = s.a;
+    const int64_t item = i / a.head_dim, d = i % a.head_dim;
+    const QueryRow row = query_row(a.work, s.first_row + item / a.heads);
+    const int64_t splits = attention_splits(row.position + 1);
+    if (splits == 1) return;
+    const float* sums = s.sums + item * s.max_splits * a.head_dim + d;
+    float sum = sums[0];
+    for (int64_t j = 1; j < splits; ++j) sum += sums[j * a.head_dim];
+    a.out[(row.q_row * a.heads + item % a.heads) * a.head_dim + d] = sum;
+  }
+};
 
 // Element i of store_kv's rows to its slot of the pool.
 template <class T>
@@ -210,13 +303,27 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_dkdv_kernel(Atten
 
 }  // namespace
 
-void launch_attention(const AttentionLaunch& a, cudaStream_t stream) {
+void launch_attention(const AttentionLaunch& a, const SplitPlan& plan, void* scratch, cudaStream_t stream) {
   const int64_t blocks = attention_blocks(a.work_rows * a.heads);
   if (blocks == 0 || a.head_dim == 0) return;
   with_storage_type(a.cache_dtype, "attention", [&](auto zero) {
     using T = decltype(zero);
     attention_kernel<T><<<static_cast<unsigned>(blocks), kAttentionThreads, 0, stream>>>(a);
     TM_CUDA_CHECK_LAUNCH();
+    if (plan.max_splits == 1) return;
+    SplitLaunch s{.a = a, .max_splits = plan.max_splits};
+    s.states = static_cast<SoftmaxState*>(scratch);
+    s.sums = reinterpret_cast<float*>(s.states + plan.rows_per_chunk * a.heads * plan.max_splits);
+    for (s.first_row = 0; s.first_row < a.work_rows; s.first_row += plan.rows_per_chunk) {
+      s.rows = std::min(plan.rows_per_chunk, a.work_rows - s.first_row);
+      const dim3 grid(static_cast<unsigned>(attention_blocks(s.rows * a.heads)),
+                      static_cast<unsigned>(plan.max_splits));
+      split_state_kernel<T><<<grid, kAttentionThreads, 0, stream>>>(s);
+      TM_CUDA_CHECK_LAUNCH();
+      split_values_kernel<T><<<grid, kAttentionThreads, 0, stream>>>(s);
+      TM_CUDA_CHECK_LAUNCH();
+      launch_elementwise(s.rows * a.heads * a.head_dim, SplitSum{s}, stream);
+    }
   });
 }
 

@@ -8,6 +8,10 @@
 // combined in warp order, so the arithmetic of an item depends only on its own inputs (not
 // on the batch or the grid): deterministic, and contiguous == paged bit for bit.
 //
+// A row of more than kSplitPositions positions is cut into splits (attention_splits.h) that
+// separate blocks walk, in three passes over per-split scratch; its arithmetic still depends
+// only on its own inputs.
+//
 // This is the reference path, and decode's kernel; prefill and the training forward use the
 // tiled kernel (flash_attention.h), as flash_attention_plan.h chooses (TOKENMILL_CUDA_ATTENTION).
 #pragma once
@@ -18,6 +22,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/attention_math.h"
+#include "backend/cuda/attention_splits.h"
 #include "backend/cuda/paged_addressing.h"
 #include "core/dtype.h"
 
@@ -47,7 +53,15 @@ struct AttentionLaunch {
   float scale = 1.0f;
   AttentionWork work;
 };
-void launch_attention(const AttentionLaunch& a, cudaStream_t stream);
+
+// The split plan of launch `a` when its longest row attends to `max_positions` positions.
+inline SplitPlan attention_split_plan(const AttentionLaunch& a, int64_t max_positions) {
+  return split_plan(a.work_rows, a.heads, a.head_dim, max_positions, sizeof(SoftmaxState));
+}
+
+// Queues the launch; `scratch` holds plan.scratch_bytes of device memory (null when 0), plan
+// from attention_split_plan(a, ...).
+void launch_attention(const AttentionLaunch& a, const SplitPlan& plan, void* scratch, cudaStream_t stream);
 
 // pool[slots[r] * width + e] = rows[r * width + e] rounded to `pool_dtype` (nearest even).
 void launch_store_kv(const float* rows, const int64_t* slots, int64_t n, int64_t width, void* pool,

@@ -4,6 +4,7 @@
 // stream() (attention_kernels.h, flash_attention.h: TOKENMILL_CUDA_ATTENTION and
 // flash_attention_plan.h choose between them per sequence). Host spans (block tables,
 // slots) are copied to the device.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -75,6 +76,14 @@ FlashAttentionLaunch flash_launch_for(const checks::AttentionDims& d, const Tens
                               .work = {}};
 }
 
+// The row-wise kernel over the work rows of `a`, the longest attending to `max_positions`
+// positions, with the scratch its split rows need.
+void launch_rowwise(CudaBackend& backend, const AttentionLaunch& a, int64_t max_positions) {
+  const SplitPlan plan = attention_split_plan(a, max_positions);
+  const DeviceBuffer scratch = backend.pool().allocate(plan.scratch_bytes, "attention split-K partial sums");
+  launch_attention(a, plan, scratch.data(), backend.stream());
+}
+
 // paged_attention()'s checked arguments.
 struct PagedOperands {
   const checks::PagedAttentionDims& d;
@@ -118,7 +127,9 @@ void launch_rowwise_sequences(CudaBackend& backend, const PagedOperands& p,
                          .first_pos = 0,
                          .tables = tables.as<const int32_t>(),
                          .block_shift = layout.block_shift};
-  launch_attention(a, backend.stream());
+  int64_t max_positions = 0;
+  for (const QueryRow& row : layout.rows) max_positions = std::max(max_positions, row.position + 1);
+  launch_rowwise(backend, a, max_positions);
 }
 
 }  // namespace
@@ -140,7 +151,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
   AttentionLaunch a = launch_for(d, q, k_cache, v_cache, scale, out);
   a.work_rows = d.n;
   a.work.first_pos = first_pos;
-  launch_attention(a, stream_);
+  launch_rowwise(*this, a, first_pos + d.n);
 }
 
 void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,

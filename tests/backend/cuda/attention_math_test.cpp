@@ -116,9 +116,12 @@ TEST(AttentionMath, ConsecutiveQueryHeadsShareAKvHead) {
   for (int64_t h = 0; h < 6; ++h) EXPECT_EQ(kv_head_of(h, 6, 2), h / 3);
 }
 
-// Attention composed from attention_math.h as attention_kernel does it: q and the
-// probabilities through cache_operand, the softmax state from kAttentionWarps interleaved
-// walks merged in order, the probabilities from the final state. k, v hold the cache's values.
+// Attention composed from attention_math.h as the row-wise kernels do it: q and the
+// probabilities through cache_operand; a row of one split (attention_splits.h) takes its
+// softmax state from kAttentionWarps interleaved walks merged in order and sums its values
+// the same way; a row of several splits merges the splits' states (each from interleaved
+// walks over the split) in split order and adds the splits' value sums in split order.
+// k, v hold the cache's values.
 std::vector<float> attention_from_math(const std::vector<float>& q, const std::vector<float>& k,
                                        const std::vector<float>& v, int64_t n, int64_t heads,
                                        int64_t kv_heads, int64_t hd, int64_t first_pos, float scale,
@@ -134,14 +137,30 @@ std::vector<float> attention_from_math(const std::vector<float>& q, const std::v
                          k[static_cast<size_t>((p * kv_heads + kv) * hd + i)], dot);
         return dot * scale;
       };
-      std::vector<float> scores;
-      for (int64_t p = 0; p <= first_pos + t; ++p) scores.push_back(score(p));
-      const SoftmaxState all = interleaved_state(scores, kAttentionWarps);
+      const int64_t positions = first_pos + t + 1, splits = attention_splits(positions);
+      SoftmaxState all = softmax_empty();
+      for (int64_t s = 0; s < splits; ++s) {
+        const PositionRange r = split_range(positions, s);
+        std::vector<float> scores;
+        for (int64_t p = r.begin; p < r.end; ++p) scores.push_back(score(p));
+        all = softmax_merge(all, interleaved_state(scores, kAttentionWarps));
+      }
       float* o = out.data() + (t * heads + h) * hd;
-      for (int64_t p = 0; p <= first_pos + t; ++p) {
-        const float prob = cache_operand(softmax_probability(scores[static_cast<size_t>(p)], all), f16);
-        for (int64_t i = 0; i < hd; ++i)
-          o[i] = std::fma(prob, v[static_cast<size_t>((p * kv_heads + kv) * hd + i)], o[i]);
+      for (int64_t s = 0; s < splits; ++s) {
+        const PositionRange r = split_range(positions, s);
+        // The split's sum: warp w's positions r.begin + w, + kAttentionWarps, ..., then the warps in order.
+        std::vector<float> split_sum(static_cast<size_t>(hd), 0.0f);
+        for (int w = 0; w < kAttentionWarps; ++w) {
+          std::vector<float> acc(static_cast<size_t>(hd), 0.0f);
+          for (int64_t p = r.begin + w; p < r.end; p += kAttentionWarps) {
+            const float prob = cache_operand(softmax_probability(score(p), all), f16);
+            for (int64_t i = 0; i < hd; ++i)
+              acc[static_cast<size_t>(i)] = std::fma(
+                  prob, v[static_cast<size_t>((p * kv_heads + kv) * hd + i)], acc[static_cast<size_t>(i)]);
+          }
+          for (int64_t i = 0; i < hd; ++i) split_sum[static_cast<size_t>(i)] += acc[static_cast<size_t>(i)];
+        }
+        for (int64_t i = 0; i < hd; ++i) o[i] += split_sum[static_cast<size_t>(i)];
       }
     }
   }
@@ -154,8 +173,8 @@ TEST(AttentionMath, ComposedRowsMatchReferenceWithTheF16Rule) {
   };
   uint64_t seed = 100;
   for (const bool f16 : {false, true}) {
-    for (const Case& c :
-         {Case{16, 4, 1, 1, 0}, Case{20, 6, 2, 5, 37}, Case{64, 8, 2, 3, 200}, Case{80, 4, 4, 9, 3}}) {
+    for (const Case& c : {Case{16, 4, 1, 1, 0}, Case{20, 6, 2, 5, 37}, Case{64, 8, 2, 3, 200},
+                          Case{80, 4, 4, 9, 3}, Case{32, 4, 2, 3, 1022}, Case{16, 2, 1, 1, 20000}}) {
       SCOPED_TRACE(std::string(f16 ? "f16" : "f32") + " hd " + std::to_string(c.hd) + " n " +
                    std::to_string(c.n));
       const int64_t len = c.first_pos + c.n;
@@ -183,6 +202,48 @@ TEST(AttentionMath, ComposedRowsMatchReferenceWithTheF16Rule) {
           reference::attention(tq, tk, tv, c.first_pos, scale), f16 ? kF16Probabilities : kF32));
     }
   }
+}
+
+// The splits of a row cover its positions in order, each non-empty, at most kMaxSplits of
+// about kSplitPositions positions; rows of up to kSplitPositions positions are one split.
+TEST(AttentionSplits, CoverEveryPositionOnceInOrder) {
+  for (int64_t positions = 1; positions <= 40000; positions += positions < 2100 ? 1 : 97) {
+    const int64_t splits = attention_splits(positions);
+    ASSERT_EQ(splits, positions <= kSplitPositions
+                          ? 1
+                          : std::min(kMaxSplits, (positions + kSplitPositions - 1) / kSplitPositions))
+        << positions;
+    int64_t next = 0;
+    for (int64_t s = 0; s < splits; ++s) {
+      const PositionRange r = split_range(positions, s);
+      ASSERT_EQ(r.begin, next) << positions << " split " << s;
+      ASSERT_GT(r.end, r.begin) << positions << " split " << s;
+      ASSERT_LE(r.end - r.begin, std::max(kSplitPositions, (positions + kMaxSplits - 1) / kMaxSplits));
+      next = r.end;
+    }
+    ASSERT_EQ(next, positions);
+  }
+}
+
+TEST(AttentionSplits, PlanKeepsTheScratchWithinItsBudget) {
+  const size_t state = sizeof(SoftmaxState);
+  // No row longer than a split: no split pass, no scratch.
+  const SplitPlan none = split_plan(100, 32, 128, kSplitPositions, state);
+  EXPECT_EQ(none.max_splits, 1);
+  EXPECT_EQ(none.scratch_bytes, 0u);
+  // A decode batch of 3 rows over 4096 positions: 8 splits, all rows in one chunk.
+  const SplitPlan decode = split_plan(3, 32, 128, 4096, state);
+  EXPECT_EQ(decode.max_splits, 8);
+  EXPECT_EQ(decode.rows_per_chunk, 3);
+  EXPECT_EQ(decode.scratch_bytes, 3u * 32 * 8 * (state + 128 * sizeof(float)));
+  // A long prefill forced row-wise: chunks of rows within the budget.
+  const SplitPlan prefill = split_plan(20000, 32, 256, 20000, state);
+  EXPECT_EQ(prefill.max_splits, kMaxSplits);
+  const size_t per_row = 32u * kMaxSplits * (state + 256 * sizeof(float));
+  EXPECT_EQ(prefill.rows_per_chunk, static_cast<int64_t>(kSplitScratchBytes / per_row));
+  EXPECT_LE(prefill.scratch_bytes, kSplitScratchBytes);
+  // A row too wide for the budget still runs, one row at a time.
+  EXPECT_EQ(split_plan(5, 1 << 12, 256, 40000, state).rows_per_chunk, 1);
 }
 
 }  // namespace
