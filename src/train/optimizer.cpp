@@ -9,8 +9,13 @@ namespace tokenmill {
 
 namespace {
 
-Tensor flat(std::span<float> buffer, const Parameter& p) {
-  return Tensor(buffer.data() + p.offset, DType::F32, {p.numel});
+// Floats [offset, offset + count) of the flat buffers.
+struct Range {
+  int64_t offset, count;
+};
+
+Tensor flat(std::span<float> buffer, Range r) {
+  return Tensor(buffer.data() + r.offset, DType::F32, {r.count});
 }
 
 }  // namespace
@@ -24,8 +29,10 @@ AdamWOptimizer::AdamWOptimizer(const AdamWOptions& options) : options_(options) 
 
 AdamWOptimizer::StepResult AdamWOptimizer::step(ParameterBuffers& params, Backend& backend, double lr,
                                                 double loss_scale) {
-  double sum = 0.0;
-  for (const Parameter& p : params.parameters()) sum += backend.sum_squares(flat(params.gradients(), p));
+  // The parameters tile the gradient buffer: one reduction over all of it (one round trip
+  // to a GPU, not one per parameter).
+  const double sum =
+      params.count() == 0 ? 0.0 : backend.sum_squares(flat(params.gradients(), {0, params.count()}));
   StepResult result;
   result.grad_norm = std::sqrt(sum) / loss_scale;
   if (!std::isfinite(result.grad_norm)) return result;
@@ -39,10 +46,15 @@ AdamWOptimizer::StepResult AdamWOptimizer::step(ParameterBuffers& params, Backen
   hyper.eps = static_cast<float>(options_.eps);
   hyper.step = steps_;
   hyper.grad_scale = static_cast<float>(clip / loss_scale);
-  for (const Parameter& p : params.parameters()) {
-    hyper.weight_decay = p.decay ? static_cast<float>(options_.weight_decay) : 0.0f;
-    backend.adamw_step(flat(params.values(), p), flat(params.gradients(), p), flat(params.first_moments(), p),
-                       flat(params.second_moments(), p), hyper);
+  // The update is elementwise: each run of consecutive parameters with the same decay flag
+  // (one range of the buffers) is one step.
+  const std::vector<Parameter>& all = params.parameters();
+  for (size_t first = 0, end = 0; first < all.size(); first = end) {
+    for (end = first + 1; end < all.size() && all[end].decay == all[first].decay;) ++end;
+    const Range run{all[first].offset, all[end - 1].offset + all[end - 1].numel - all[first].offset};
+    hyper.weight_decay = all[first].decay ? static_cast<float>(options_.weight_decay) : 0.0f;
+    backend.adamw_step(flat(params.values(), run), flat(params.gradients(), run),
+                       flat(params.first_moments(), run), flat(params.second_moments(), run), hyper);
   }
   result.applied = true;
   return result;
