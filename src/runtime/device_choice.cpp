@@ -1,5 +1,7 @@
 #include "runtime/device_choice.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <optional>
 
@@ -10,6 +12,22 @@
 namespace tokenmill {
 
 namespace {
+
+// "" when the CUDA backend can run `model` on GPU `gpu`; otherwise why not. Quantized weights
+// run there as matrices (matmul, embedding) only: a quantized vector (a norm weight or bias,
+// which GGUF files keep in f32) is refused here rather than midway through a run.
+std::string cuda_obstacle(int gpu, Model& model) {
+  std::string why = cuda_unavailable_reason(gpu);
+  if (!why.empty()) return why;
+  for_each_op_weight(model.weights, [&](Tensor& t) {
+    if (why.empty() && t.data != nullptr && is_quantized(t.dtype) && t.rank != 2)
+      why = fmt::format(
+          "the model has a {} tensor of {} dimension(s), which the CUDA backend does not run "
+          "(quantized weights run there as matrices only)",
+          dtype_name(t.dtype), t.rank);
+  });
+  return why;
+}
 
 // The GPU index of "cuda" / "cuda:N", or nullopt for anything else.
 std::optional<int> cuda_index(const std::string& device) {
@@ -30,7 +48,7 @@ DeviceChoice choose_device(const std::string& device, Model& model, HostWeights 
   if (device == "cpu") {
     choice.backend = make_cpu_backend();
   } else if (device == "auto") {
-    const std::string why = cuda_unavailable_reason(0);
+    const std::string why = cuda_obstacle(0, model);
     if (why.empty()) {
 #ifdef TOKENMILL_HAS_CUDA
       choice.backend = make_cuda_backend(0);
@@ -40,7 +58,7 @@ DeviceChoice choose_device(const std::string& device, Model& model, HostWeights 
       choice.note = "running on the CPU: " + why;
     }
   } else if (const std::optional<int> gpu = cuda_index(device)) {
-    const std::string why = cuda_unavailable_reason(*gpu);
+    const std::string why = cuda_obstacle(*gpu, model);
     if (!why.empty()) fail("--device {}: {}", device, why);
 #ifdef TOKENMILL_HAS_CUDA
     choice.backend = make_cuda_backend(*gpu);

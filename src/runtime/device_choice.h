@@ -3,7 +3,8 @@
 //
 //   cpu       the CPU backend.
 //   cuda[:N]  GPU N (0 by default) through the CUDA backend; Error saying why when this build
-//             has no CUDA backend or the GPU cannot be used.
+//             has no CUDA backend, the GPU cannot be used, or the model has a quantized tensor
+//             that is not a matrix (the CUDA backend runs quantized matmul and embedding only).
 //   auto      the first GPU when `cuda` would work; otherwise the CPU, and `note` says why
 //             in one line (the one log line of the fallback).
 #pragma once

@@ -20,6 +20,24 @@ constexpr int kRowsPerBlock = 4;   // warps per thread block, one weight row eac
 constexpr int kTokensPerWarp = 8;  // tokens a warp multiplies with each weight block it loads
 constexpr int64_t kMaxTokenTiles = 65535;
 
+// Calls f(Block{}) for the block struct of a quantized dtype (weights or activations).
+template <class F>
+void with_block(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::Q4_0: f(BlockQ4_0{}); return;
+    case DType::Q4_1: f(BlockQ4_1{}); return;
+    case DType::Q5_0: f(BlockQ5_0{}); return;
+    case DType::Q5_1: f(BlockQ5_1{}); return;
+    case DType::Q8_0: f(BlockQ8_0{}); return;
+    case DType::Q8_1: f(BlockQ8_1{}); return;
+    case DType::Q4_K: f(BlockQ4_K{}); return;
+    case DType::Q5_K: f(BlockQ5_K{}); return;
+    case DType::Q6_K: f(BlockQ6_K{}); return;
+    case DType::Q8_K: f(BlockQ8_K{}); return;
+    default: fail_unsupported_dtype("dequantize rows", dtype);
+  }
+}
+
 // Calls f(Weights{}, Activations{}) for a weight type's block structs.
 template <class F>
 void with_weight_blocks(DType weights, F&& f) {
@@ -129,7 +147,7 @@ void launch_quantized_matmul(const void* w, DType weights, const void* a, int64_
 
 void launch_dequantize_rows(const void* table, DType dtype, const int32_t* ids, int64_t n, int64_t d,
                             float* out, cudaStream_t stream) {
-  with_weight_blocks(dtype, [&](auto wb, auto) {
+  with_block(dtype, [&](auto wb) {
     using Weights = decltype(wb);
     const int64_t blocks_per_row = d / Weights::kWeights;
     launch_elementwise(n * blocks_per_row,
