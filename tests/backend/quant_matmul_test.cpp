@@ -223,6 +223,50 @@ TEST_P(QuantMatmul, ResultsAreBatchAndThreadInvariant) {
   }
 }
 
+// matmul_shared over quantized targets gives each target matmul()'s bits: targets sharing an
+// activation format (Q4_K and Q6_K: Q8_K), alternating formats (Q8_0, Q8_1), plain and
+// quantized weights mixed, with and without biases.
+TEST_P(QuantMatmul, MatmulSharedGivesEachTargetMatmulsBits) {
+  const std::vector<std::vector<DType>> dtype_sets = {{DType::Q4_K, DType::Q6_K, DType::Q4_K},
+                                                      {DType::Q8_0, DType::Q4_1, DType::Q5_0, DType::Q5_1},
+                                                      {DType::F32, DType::Q8_0, DType::BF16, DType::Q4_0}};
+  const int64_t rows_of[] = {7, 70, 33, 96};
+  for (const std::vector<DType>& dtypes : dtype_sets) {
+    for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{37}}) {
+      const int64_t k = 512;
+      SCOPED_TRACE(label(dtypes[0]) + " first, n=" + std::to_string(n));
+      const std::vector<float> x = random_floats(rng_, static_cast<size_t>(n * k));
+      GuardedBuffer xb(GetParam(), DType::F32, {n, k});
+      std::memcpy(xb.tensor().data, x.data(), x.size() * sizeof(float));
+      std::vector<std::unique_ptr<GuardedBuffer>> w, bias, y;
+      std::vector<std::vector<float>> expected;
+      std::vector<Backend::MatmulTarget> targets;
+      for (size_t i = 0; i < dtypes.size(); ++i) {
+        const int64_t m = rows_of[i];
+        const std::vector<uint8_t> bytes = realistic_weights(rng_, dtypes[i], m, k);
+        w.push_back(
+            std::make_unique<GuardedBuffer>(GetParam(), dtypes[i], std::initializer_list<int64_t>{m, k}, 3));
+        std::memcpy(w.back()->tensor().data, bytes.data(), bytes.size());
+        const std::vector<float> b = random_floats(rng_, static_cast<size_t>(m));
+        bias.push_back(
+            std::make_unique<GuardedBuffer>(GetParam(), DType::F32, std::initializer_list<int64_t>{m}));
+        std::memcpy(bias.back()->tensor().data, b.data(), b.size() * sizeof(float));
+        const std::vector<float>* target_bias = i == 1 ? nullptr : &b;
+        expected.push_back(run(dtypes[i], bytes, x, target_bias, n, k, m));
+        y.push_back(
+            std::make_unique<GuardedBuffer>(GetParam(), DType::F32, std::initializer_list<int64_t>{n, m}));
+        y.back()->fill(NAN);
+        targets.push_back({w.back()->ptr(), i == 1 ? nullptr : bias.back()->ptr(), y.back()->ptr()});
+      }
+      backend_->matmul_shared(xb.tensor(), targets);
+      for (size_t i = 0; i < dtypes.size(); ++i) {
+        EXPECT_EQ(y[i]->values(), expected[i]) << "target " << i;
+        EXPECT_TRUE(y[i]->guards_intact()) << "target " << i;
+      }
+    }
+  }
+}
+
 TEST_P(QuantMatmul, RejectsActivationFormatsAsWeights) {
   for (const DType t : {DType::Q8_1, DType::Q8_K}) {
     const int64_t k = dtype_block_size(t);

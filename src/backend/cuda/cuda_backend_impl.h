@@ -51,6 +51,7 @@ class CudaBackend final : public Backend {
 
   void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) override;
+  void matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                   const Tensor& y) override;

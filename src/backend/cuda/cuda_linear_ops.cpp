@@ -1,10 +1,12 @@
-// CudaBackend's linear ops: embedding, matmul, convert and their backward. Arguments are
-// checked with the CPU backend's checks (backend/checks/linear_checks.h); products go to
-// cuBLASLt (gemm_engine.h), products and rows of ggml-quantized weights to quant_kernels.cu,
-// the rest to linear_kernels.cu. Over bf16/f16 weights the f32
-// activations (x; dy for dx) are rounded to the weights' dtype first, as the tensor cores
-// read both operands in it (products exact, sums in f32).
+// CudaBackend's linear ops: embedding, matmul (and matmul_shared), convert and their backward.
+// Arguments are checked with the CPU backend's checks (backend/checks/linear_checks.h);
+// products go to cuBLASLt (gemm_engine.h), products and rows of ggml-quantized weights to
+// quant_kernels.cu, the rest to linear_kernels.cu. Over bf16/f16 weights the f32 activations
+// (x; dy for dx) are rounded to the weights' dtype first, as the tensor cores read both
+// operands in it (products exact, sums in f32); over quantized weights they are quantized to
+// the type's activation format (ggml's arithmetic).
 #include <climits>
+#include <optional>
 #include <span>
 
 #include "backend/checks/linear_checks.h"
@@ -22,23 +24,47 @@ namespace tokenmill::cuda {
 
 namespace {
 
-// y += x . w^T over quantized w, with ggml's arithmetic: x quantized to `activations` (the
-// weight type's activation format) in a pool buffer, then the integer block dot products.
-void quantized_matmul(const Tensor& x, const Tensor& w, DType activations, const checks::MatmulDims& dims,
-                      const Tensor& y, DevicePool& pool, cudaStream_t stream) {
-  DeviceBuffer a = pool.allocate(static_cast<size_t>(dims.n) * dtype_row_bytes(activations, dims.k),
-                                 "matmul x quantized to the weights' activation format");
-  launch_quantize_activations(x.as<const float>(), dims.n, dims.k, activations, a.data(), stream);
-  launch_quantized_matmul(w.data, w.dtype, a.data(), dims.n, dims.k, dims.m, y.as<float>(), stream);
+// The operand format of x (or dy) in products with weights of `w_dtype`: the activation
+// format of a quantized type (Error for Q8_1 / Q8_K as weights), else the weights' dtype.
+DType operand_format(DType w_dtype) {
+  return is_quantized(w_dtype) ? quant::activation_type(w_dtype) : w_dtype;
 }
 
-// `a` [count] f32 rounded to `dtype` in a pool buffer, when dtype is bf16/f16 (else empty).
-DeviceBuffer rounded_to(DType dtype, const Tensor& a, DevicePool& pool, cudaStream_t stream,
-                        const char* what) {
-  if (dtype == DType::F32) return {};
-  DeviceBuffer rounded = pool.allocate(static_cast<size_t>(a.numel()) * dtype_size(dtype), what);
-  launch_convert(a.as<const float>(), a.numel(), rounded.data(), dtype, stream);
-  return rounded;
+// a [n, k] f32 in `format` in a pool buffer: rounded (bf16, f16) or quantized row by row;
+// empty for f32, where a itself is the operand.
+DeviceBuffer operand_in(DType format, const Tensor& a, int64_t n, int64_t k, DevicePool& pool,
+                        cudaStream_t stream) {
+  if (format == DType::F32) return {};
+  DeviceBuffer b = pool.allocate(static_cast<size_t>(n) * dtype_row_bytes(format, k),
+                                 "matmul operand in the weights' format");
+  if (is_quantized(format)) {
+    launch_quantize_activations(a.as<const float>(), n, k, format, b.data(), stream);
+  } else {
+    launch_convert(a.as<const float>(), n * k, b.data(), format, stream);
+  }
+  return b;
+}
+
+// The data of a prepared operand: the buffer, or a itself when none was needed.
+const void* operand_data(const DeviceBuffer& prepared, const Tensor& a) {
+  return prepared.data() != nullptr ? prepared.data() : a.data;
+}
+
+// y = x . w^T (+ bias) from x already in operand_format(w.dtype) (`operand`). With a bias, y
+// starts as the bias and the product is added to it; quantized products are always added
+// (to zeros without a bias: f32 addition commutes, so y = dot + bias exactly).
+void product(GemmEngine& gemm, cudaStream_t stream, const void* operand, const Tensor& w, const Tensor* bias,
+             const Tensor& y, const checks::MatmulDims& dims) {
+  const bool quantized = is_quantized(w.dtype);
+  if (bias != nullptr || quantized)
+    launch_broadcast_rows(bias != nullptr ? bias->data : nullptr, bias != nullptr ? bias->dtype : DType::F32,
+                          dims.n, dims.m, y.as<float>(), stream);
+  if (quantized) {
+    launch_quantized_matmul(w.data, w.dtype, operand, dims.n, dims.k, dims.m, y.as<float>(), stream);
+    return;
+  }
+  gemm.multiply(row_major_product(dims.n, dims.m, dims.k, false, true), w.data, operand, w.dtype,
+                y.as<float>(), bias != nullptr);
 }
 
 }  // namespace
@@ -60,21 +86,29 @@ void CudaBackend::embedding(const Tensor& table, std::span<const int32_t> ids, c
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
   make_current();
   const checks::MatmulDims dims = checks::check_matmul(x, w, bias, y);
-  const bool quantized = is_quantized(w.dtype);
-  // Error for the activation formats (Q8_1, Q8_K) as weights, before y is written.
-  const DType activations = quantized ? quant::activation_type(w.dtype) : DType::F32;
+  const DType format = operand_format(w.dtype);  // before anything is written
   if (dims.n == 0 || dims.m == 0) return;
-  // With a bias, y starts as the bias and the product is added to it; quantized products are
-  // always added (to zeros without a bias: f32 addition commutes, so y = dot + bias exactly).
-  if (bias != nullptr || quantized)
-    launch_broadcast_rows(bias != nullptr ? bias->data : nullptr, bias != nullptr ? bias->dtype : DType::F32,
-                          dims.n, dims.m, y.as<float>(), stream_);
-  if (quantized) return quantized_matmul(x, w, activations, dims, y, pool(), stream_);
-  const DeviceBuffer rounded =
-      rounded_to(w.dtype, x, pool(), stream_, "matmul x rounded to the weights' dtype");
-  gemm_->multiply(row_major_product(dims.n, dims.m, dims.k, false, true), w.data,
-                  rounded.data() != nullptr ? rounded.data() : x.data, w.dtype, y.as<float>(),
-                  bias != nullptr);
+  const DeviceBuffer operand = operand_in(format, x, dims.n, dims.k, pool(), stream_);
+  product(*gemm_, stream_, operand_data(operand, x), w, bias, y, dims);
+}
+
+// x is prepared once per operand format (q, k and v of a layer share theirs; so do Q4_K and
+// Q6_K weights, both multiplied with Q8_K activations).
+void CudaBackend::matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets) {
+  make_current();
+  checks::check_matmul_shared(x, targets);
+  for (const MatmulTarget& t : targets) operand_format(t.w->dtype);  // before anything is written
+  std::optional<DType> format;
+  DeviceBuffer operand;
+  for (const MatmulTarget& t : targets) {
+    const checks::MatmulDims dims = checks::check_matmul(x, *t.w, t.bias, *t.y);
+    if (dims.n == 0 || dims.m == 0) continue;
+    if (format != operand_format(t.w->dtype)) {
+      format = operand_format(t.w->dtype);
+      operand = operand_in(*format, x, dims.n, dims.k, pool(), stream_);
+    }
+    product(*gemm_, stream_, operand_data(operand, x), *t.w, t.bias, *t.y, dims);
+  }
 }
 
 void CudaBackend::convert(const Tensor& x, const Tensor& y) {
@@ -88,10 +122,9 @@ void CudaBackend::matmul_backward(const Tensor& x, const Tensor& w, const Tensor
   make_current();
   const checks::MatmulDims dims = checks::check_matmul_backward(x, w, dy, dx, dw, db);
   if (dx != nullptr) {  // dx[n, k] = dy[n, m] . w[m, k]
-    const DeviceBuffer rounded =
-        rounded_to(w.dtype, dy, pool(), stream_, "matmul_backward dy rounded to the weights' dtype");
+    const DeviceBuffer rounded = operand_in(w.dtype, dy, dims.n, dims.m, pool(), stream_);
     gemm_->multiply(row_major_product(dims.n, dims.k, dims.m, false, false), w.data,
-                    rounded.data() != nullptr ? rounded.data() : dy.data, w.dtype, dx->as<float>(), false);
+                    operand_data(rounded, dy), w.dtype, dx->as<float>(), false);
   }
   if (dw != nullptr)  // dw[m, k] += dy[n, m]^T . x[n, k], full FP32
     gemm_->multiply(row_major_product(dims.m, dims.k, dims.n, true, false), x.data, dy.data, DType::F32,
