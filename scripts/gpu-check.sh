@@ -45,7 +45,7 @@ build_bundle() {
   fi
   local tests=(backend_conformance_test backend_paged_attention_test backend_backward_linear_test
     backend_backward_layers_test backend_quant_matmul_test cuda_availability_test cuda_gemm_engine_test
-    model_parity_test)
+    model_parity_test gguf_model_test)
   cmake --build "$build" -j"$(nproc)" --target "${tests[@]}" gpu_ops_bench gpu_model_bench tokenmill
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"

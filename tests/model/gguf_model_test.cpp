@@ -17,11 +17,13 @@
 // whole block exactly, and a last-bit difference flips a few 8-bit activation roundings in
 // the next layer, which these random (chaotic) models amplify to ~0.1 logits. Tolerances:
 // plain types 2% of max |logit| and a 0.05 top-2 margin; quantized 5% and 0.5. The kernels
-// themselves are checked exactly against the scalar reference (quant_matmul_test).
+// themselves are checked exactly against the scalar reference (quant_matmul_test). Each file
+// runs on the CPU and, when one is usable, on the GPU with the same checks.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -31,7 +33,9 @@
 #include "backend/backend.h"
 #include "core/json_file.h"
 #include "model/transformer.h"
+#include "runtime/device_choice.h"
 #include "runtime/text_model.h"
+#include "support/gpu_devices.h"
 
 namespace tokenmill {
 namespace {
@@ -72,16 +76,37 @@ int32_t argmax(std::span<const float> row) {
   return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
-class GgufParity : public ::testing::TestWithParam<std::string> {};
+struct ParityCase {
+  std::string file;
+  std::string device;  // "cpu" or "cuda"
+};
+
+void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.file << " on " << c.device; }
+
+// Every file on the CPU and, when one is usable, on the GPU (the CUDA backend, weights in
+// device memory: the same activation quantisation and integer block sums, so the same
+// tolerances).
+std::vector<ParityCase> parity_cases() {
+  std::vector<ParityCase> cases;
+  const bool gpu = testing::cuda_usable();
+  for (const std::string& file : fixture_names()) {
+    cases.push_back({file, "cpu"});
+    if (gpu) cases.push_back({file, "cuda"});
+  }
+  return cases;
+}
+
+class GgufParity : public ::testing::TestWithParam<ParityCase> {};
 
 TEST_P(GgufParity, MatchesLlamaCpp) {
-  const nlohmann::json& want = expectations()[GetParam()];
-  const TextModel m = TextModel::load(kDir / GetParam());
+  const std::string& file = GetParam().file;
+  const nlohmann::json& want = expectations()[file];
+  const TextModel m = TextModel::load(kDir / file);
   const std::string prompt = expectations()["_about"]["prompt"];
   const std::vector<int32_t> ids = m.require_tokenizer("the test").encode(prompt);
   ASSERT_EQ(ids, want["prompt_ids"].get<std::vector<int32_t>>());
 
-  auto backend = make_cpu_backend();
+  const std::unique_ptr<Backend> backend = choose_device(GetParam().device, *m.model).backend;
   Transformer transformer(*m.model, *backend);
   const int64_t vocab = m.model->config.vocab_size;
   std::vector<float> logits(ids.size() * static_cast<size_t>(vocab));
@@ -94,7 +119,7 @@ TEST_P(GgufParity, MatchesLlamaCpp) {
     max_diff = std::max(max_diff, std::abs(static_cast<double>(row(ids.size() - 1)[i]) - last_want[i]));
     max_ref = std::max(max_ref, std::abs(static_cast<double>(last_want[i])));
   }
-  const Tolerance tol = tolerance_for(GetParam());
+  const Tolerance tol = tolerance_for(file);
   EXPECT_LE(max_diff, tol.logits * max_ref) << "last-token logits, max |logit| " << max_ref;
 
   double logprob = 0.0;
@@ -128,12 +153,14 @@ TEST_P(GgufParity, MatchesLlamaCpp) {
   std::printf(
       "  %s: logits max diff %.3g (relative %.3g), prompt log-prob %.4f vs %.4f, %d firm argmaxes, "
       "%zu/%zu greedy tokens identical\n",
-      GetParam().c_str(), max_diff, max_diff / max_ref, logprob, want_logprob, firm, matched, greedy.size());
+      (file + " on " + GetParam().device).c_str(), max_diff, max_diff / max_ref, logprob, want_logprob, firm,
+      matched, greedy.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GgufParity, ::testing::ValuesIn(fixture_names()),
+INSTANTIATE_TEST_SUITE_P(Fixtures, GgufParity, ::testing::ValuesIn(parity_cases()),
                          [](const auto& param_info) {
-                           std::string name = param_info.param.substr(0, param_info.param.find('.'));
+                           const ParityCase& c = param_info.param;
+                           std::string name = c.file.substr(0, c.file.find('.')) + "_" + c.device;
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
