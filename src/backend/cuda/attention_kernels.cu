@@ -308,8 +308,10 @@ void launch_attention(const AttentionLaunch& a, const SplitPlan& plan, void* scr
   if (blocks == 0 || a.head_dim == 0) return;
   with_storage_type(a.cache_dtype, "attention", [&](auto zero) {
     using T = decltype(zero);
-    attention_kernel<T><<<static_cast<unsigned>(blocks), kAttentionThreads, 0, stream>>>(a);
-    TM_CUDA_CHECK_LAUNCH();
+    if (!plan.every_row_splits) {
+      attention_kernel<T><<<static_cast<unsigned>(blocks), kAttentionThreads, 0, stream>>>(a);
+      TM_CUDA_CHECK_LAUNCH();
+    }
     if (plan.max_splits == 1) return;
     SplitLaunch s{.a = a, .max_splits = plan.max_splits};
     s.states = static_cast<SoftmaxState*>(scratch);

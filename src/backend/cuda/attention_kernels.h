@@ -54,9 +54,10 @@ struct AttentionLaunch {
   AttentionWork work;
 };
 
-// The split plan of launch `a` when its longest row attends to `max_positions` positions.
-inline SplitPlan attention_split_plan(const AttentionLaunch& a, int64_t max_positions) {
-  return split_plan(a.work_rows, a.heads, a.head_dim, max_positions, sizeof(SoftmaxState));
+// The split plan of launch `a` when its rows attend to `min_positions` ... `max_positions` positions.
+inline SplitPlan attention_split_plan(const AttentionLaunch& a, int64_t min_positions,
+                                      int64_t max_positions) {
+  return split_plan(a.work_rows, a.heads, a.head_dim, min_positions, max_positions, sizeof(SoftmaxState));
 }
 
 // Queues the launch; `scratch` holds plan.scratch_bytes of device memory (null when 0), plan

@@ -42,25 +42,28 @@ TM_HOST_DEVICE PositionRange split_range(int64_t positions, int64_t s) {
   return {begin, end < positions ? end : positions};
 }
 
-// How a launch runs its split rows: the most splits of any of its rows (1: no row splits, and
-// the split passes are skipped), and its rows taken `rows_per_chunk` at a time so that the
-// scratch (per row, head and split: a softmax state and a head row of sums) stays within
-// kSplitScratchBytes (at least one row per chunk).
+// How a launch runs its rows: the most splits of any of its rows (1: no row splits, and the
+// split passes are skipped), whether every row splits (then the one-split kernel is skipped),
+// and its rows taken `rows_per_chunk` at a time so that the split passes' scratch (per row,
+// head and split: a softmax state and a head row of sums) stays within kSplitScratchBytes (at
+// least one row per chunk).
 inline constexpr size_t kSplitScratchBytes = size_t{64} << 20;
 
 struct SplitPlan {
   int64_t max_splits = 1;
+  bool every_row_splits = false;
   int64_t rows_per_chunk = 0;
   size_t scratch_bytes = 0;  // for one chunk
 };
 
-// For `rows` work rows whose longest attends to `max_positions` positions; `state_bytes` is
-// the size of one softmax state.
-inline SplitPlan split_plan(int64_t rows, int64_t heads, int64_t head_dim, int64_t max_positions,
-                            size_t state_bytes) {
+// For `rows` work rows attending to `min_positions` ... `max_positions` positions;
+// `state_bytes` is the size of one softmax state.
+inline SplitPlan split_plan(int64_t rows, int64_t heads, int64_t head_dim, int64_t min_positions,
+                            int64_t max_positions, size_t state_bytes) {
   SplitPlan plan;
   plan.max_splits = attention_splits(max_positions);
   if (plan.max_splits == 1 || rows == 0) return plan;
+  plan.every_row_splits = attention_splits(min_positions) > 1;
   const size_t per_row = static_cast<size_t>(heads * plan.max_splits) *
                          (state_bytes + static_cast<size_t>(head_dim) * sizeof(float));
   plan.rows_per_chunk = std::clamp<int64_t>(static_cast<int64_t>(kSplitScratchBytes / per_row), 1, rows);

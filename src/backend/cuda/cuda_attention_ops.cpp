@@ -76,10 +76,11 @@ FlashAttentionLaunch flash_launch_for(const checks::AttentionDims& d, const Tens
                               .work = {}};
 }
 
-// The row-wise kernel over the work rows of `a`, the longest attending to `max_positions`
-// positions, with the scratch its split rows need.
-void launch_rowwise(CudaBackend& backend, const AttentionLaunch& a, int64_t max_positions) {
-  const SplitPlan plan = attention_split_plan(a, max_positions);
+// The row-wise kernel over the work rows of `a`, attending to `min_positions` ...
+// `max_positions` positions, with the scratch its split rows need.
+void launch_rowwise(CudaBackend& backend, const AttentionLaunch& a, int64_t min_positions,
+                    int64_t max_positions) {
+  const SplitPlan plan = attention_split_plan(a, min_positions, max_positions);
   const DeviceBuffer scratch = backend.pool().allocate(plan.scratch_bytes, "attention split-K partial sums");
   launch_attention(a, plan, scratch.data(), backend.stream());
 }
@@ -127,9 +128,10 @@ void launch_rowwise_sequences(CudaBackend& backend, const PagedOperands& p,
                          .first_pos = 0,
                          .tables = tables.as<const int32_t>(),
                          .block_shift = layout.block_shift};
-  int64_t max_positions = 0;
-  for (const QueryRow& row : layout.rows) max_positions = std::max(max_positions, row.position + 1);
-  launch_rowwise(backend, a, max_positions);
+  const auto [shortest, longest] =
+      std::minmax_element(layout.rows.begin(), layout.rows.end(),
+                          [](const QueryRow& x, const QueryRow& y) { return x.position < y.position; });
+  launch_rowwise(backend, a, shortest->position + 1, longest->position + 1);
 }
 
 }  // namespace
@@ -151,7 +153,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
   AttentionLaunch a = launch_for(d, q, k_cache, v_cache, scale, out);
   a.work_rows = d.n;
   a.work.first_pos = first_pos;
-  launch_rowwise(*this, a, first_pos + d.n);
+  launch_rowwise(*this, a, first_pos + 1, first_pos + d.n);
 }
 
 void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,

@@ -228,22 +228,26 @@ TEST(AttentionSplits, CoverEveryPositionOnceInOrder) {
 TEST(AttentionSplits, PlanKeepsTheScratchWithinItsBudget) {
   const size_t state = sizeof(SoftmaxState);
   // No row longer than a split: no split pass, no scratch.
-  const SplitPlan none = split_plan(100, 32, 128, kSplitPositions, state);
+  const SplitPlan none = split_plan(100, 32, 128, 1, kSplitPositions, state);
   EXPECT_EQ(none.max_splits, 1);
+  EXPECT_FALSE(none.every_row_splits);
   EXPECT_EQ(none.scratch_bytes, 0u);
-  // A decode batch of 3 rows over 4096 positions: 8 splits, all rows in one chunk.
-  const SplitPlan decode = split_plan(3, 32, 128, 4096, state);
+  // A decode batch of 3 rows over 600-4096 positions: 8 splits, all rows in one chunk, and
+  // no row for the one-split kernel.
+  const SplitPlan decode = split_plan(3, 32, 128, 600, 4096, state);
   EXPECT_EQ(decode.max_splits, 8);
+  EXPECT_TRUE(decode.every_row_splits);
   EXPECT_EQ(decode.rows_per_chunk, 3);
   EXPECT_EQ(decode.scratch_bytes, 3u * 32 * 8 * (state + 128 * sizeof(float)));
-  // A long prefill forced row-wise: chunks of rows within the budget.
-  const SplitPlan prefill = split_plan(20000, 32, 256, 20000, state);
+  // A long prefill forced row-wise: chunks of rows within the budget, its first rows short.
+  const SplitPlan prefill = split_plan(20000, 32, 256, 1, 20000, state);
   EXPECT_EQ(prefill.max_splits, kMaxSplits);
+  EXPECT_FALSE(prefill.every_row_splits);
   const size_t per_row = 32u * kMaxSplits * (state + 256 * sizeof(float));
   EXPECT_EQ(prefill.rows_per_chunk, static_cast<int64_t>(kSplitScratchBytes / per_row));
   EXPECT_LE(prefill.scratch_bytes, kSplitScratchBytes);
   // A row too wide for the budget still runs, one row at a time.
-  EXPECT_EQ(split_plan(5, 1 << 12, 256, 40000, state).rows_per_chunk, 1);
+  EXPECT_EQ(split_plan(5, 1 << 12, 256, 40000, 40000, state).rows_per_chunk, 1);
 }
 
 }  // namespace
