@@ -23,7 +23,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -76,30 +75,12 @@ int32_t argmax(std::span<const float> row) {
   return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
-struct ParityCase {
-  std::string file;
-  std::string device;  // "cpu" or "cuda"
-};
+using testing::DeviceCase;
 
-void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.file << " on " << c.device; }
-
-// Every file on the CPU and, when one is usable, on the GPU (the CUDA backend, weights in
-// device memory: the same activation quantisation and integer block sums, so the same
-// tolerances).
-std::vector<ParityCase> parity_cases() {
-  std::vector<ParityCase> cases;
-  const bool gpu = testing::cuda_usable();
-  for (const std::string& file : fixture_names()) {
-    cases.push_back({file, "cpu"});
-    if (gpu) cases.push_back({file, "cuda"});
-  }
-  return cases;
-}
-
-class GgufParity : public ::testing::TestWithParam<ParityCase> {};
+class GgufParity : public ::testing::TestWithParam<DeviceCase> {};
 
 TEST_P(GgufParity, MatchesLlamaCpp) {
-  const std::string& file = GetParam().file;
+  const std::string& file = GetParam().fixture;
   const nlohmann::json& want = expectations()[file];
   const TextModel m = TextModel::load(kDir / file);
   const std::string prompt = expectations()["_about"]["prompt"];
@@ -157,10 +138,10 @@ TEST_P(GgufParity, MatchesLlamaCpp) {
       matched, greedy.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GgufParity, ::testing::ValuesIn(parity_cases()),
+INSTANTIATE_TEST_SUITE_P(Fixtures, GgufParity, ::testing::ValuesIn(testing::on_every_device(fixture_names())),
                          [](const auto& param_info) {
-                           const ParityCase& c = param_info.param;
-                           std::string name = c.file.substr(0, c.file.find('.')) + "_" + c.device;
+                           const DeviceCase& c = param_info.param;
+                           std::string name = c.fixture.substr(0, c.fixture.find('.')) + "_" + c.device;
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -66,21 +65,10 @@ void expect_logits_close(const std::vector<float>& ours, const nlohmann::json& t
   std::printf("  %s: max abs diff %.3g, relative %.3g\n", what.c_str(), max_diff, max_diff / max_ref);
 }
 
-struct ParityCase {
-  std::string fixture;
-  std::string device;  // "cpu" or "cuda"
-};
+using testing::DeviceCase;
 
-void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.fixture << " on " << c.device; }
-
-std::vector<ParityCase> parity_cases() {
-  std::vector<ParityCase> cases;
-  const bool gpu = testing::cuda_usable();
-  for (const char* fixture : {"gpt2", "llama", "llama_bf16", "mistral", "qwen2", "smollm_chat"}) {
-    cases.push_back({fixture, "cpu"});
-    if (gpu) cases.push_back({fixture, "cuda"});
-  }
-  return cases;
+std::vector<DeviceCase> parity_cases() {
+  return testing::on_every_device({"gpt2", "llama", "llama_bf16", "mistral", "qwen2", "smollm_chat"});
 }
 
 bool has_half_weights(const Model& model) {
@@ -88,7 +76,7 @@ bool has_half_weights(const Model& model) {
   return t == DType::BF16 || t == DType::F16;
 }
 
-class ModelParity : public ::testing::TestWithParam<ParityCase> {
+class ModelParity : public ::testing::TestWithParam<DeviceCase> {
  protected:
   void SetUp() override {
     f_ = load_fixture(GetParam().fixture);
@@ -175,7 +163,7 @@ TEST_P(ModelParity, GreedyContinuationMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelParity, ::testing::ValuesIn(parity_cases()),
-                         [](const ::testing::TestParamInfo<ParityCase>& param) {
+                         [](const ::testing::TestParamInfo<DeviceCase>& param) {
                            return param.param.fixture + "_" + param.param.device;
                          });
 

@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ostream>
 #include <string>
+#include <vector>
 
 #include "backend/cuda_availability.h"
 
@@ -27,6 +29,25 @@ inline bool cuda_usable() {
     std::exit(1);
   }
   return false;
+}
+
+// A test case: a fixture (a model file or directory) on a device ("cpu" or "cuda").
+struct DeviceCase {
+  std::string fixture;
+  std::string device;
+};
+
+inline void PrintTo(const DeviceCase& c, std::ostream* os) { *os << c.fixture << " on " << c.device; }
+
+// Every fixture on the CPU and, when the CUDA backend is usable (cuda_usable), on the GPU.
+inline std::vector<DeviceCase> on_every_device(const std::vector<std::string>& fixtures) {
+  std::vector<DeviceCase> cases;
+  const bool gpu = cuda_usable();
+  for (const std::string& fixture : fixtures) {
+    cases.push_back({fixture, "cpu"});
+    if (gpu) cases.push_back({fixture, "cuda"});
+  }
+  return cases;
 }
 
 }  // namespace tokenmill::testing
