@@ -1,4 +1,4 @@
-// Backend: the op interface every device implements (cpu/ now, cuda/ later).
+// Backend: the op interface every device implements (cpu/, cuda/).
 //
 // model/ calls only these ops, so a new backend is "implement this class and pass the
 // conformance suite" (tests/backend). Conventions for every op:

@@ -14,8 +14,9 @@ namespace tokenmill {
 namespace {
 
 // "" when the CUDA backend can run `model` on GPU `gpu`; otherwise why not. Quantized weights
-// run there as matrices (matmul, embedding) only: a quantized vector (a norm weight or bias,
-// which GGUF files keep in f32) is refused here rather than midway through a run.
+// run there as matrices (matmul, embedding) only. The loaders give every vector (norm
+// weight, bias) in f32; a hand-built model with a quantized one is refused here rather than
+// midway through a run.
 std::string cuda_obstacle(int gpu, Model& model) {
   std::string why = cuda_unavailable_reason(gpu);
   if (!why.empty()) return why;

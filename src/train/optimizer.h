@@ -2,8 +2,9 @@
 // (torch.nn.utils.clip_grad_norm_ then torch.optim.AdamW):
 //   norm  = sqrt(sum over all parameters of (grad / loss_scale)^2)
 //   clip  = min(1, max_norm / (norm + 1e-6))          (1 when max_norm <= 0: no clipping)
-//   every parameter: Backend::adamw_step with grad_scale = clip / loss_scale and the
-//   weight decay only where Parameter::decay says so.
+//   then Backend::adamw_step with grad_scale = clip / loss_scale over every parameter, and
+//   the weight decay only where Parameter::decay says so (one step per run of consecutive
+//   parameters with the same decay flag; the norm is one sum_squares over all gradients).
 // A step whose gradients are not finite is not applied (the caller's LossScaler decides
 // what happens next); the step counter (bias correction) advances only on applied steps.
 #pragma once

@@ -45,7 +45,7 @@ struct KScales {
 };
 
 // The 8 six-bit scales and mins of a Q4_K / Q5_K block, packed in 12 bytes
-// (quant_reference_detail.h): scale j < 4 = bits 0-5 of byte j, min j < 4 = bits 0-5 of
+// (quant/quant_block_math.h, scale_min_k4): scale j < 4 = bits 0-5 of byte j, min j < 4 = bits 0-5 of
 // byte j + 4; for j >= 4 the low 4 bits come from byte j + 4 (scale: low nibble, min: high
 // nibble) and the top 2 bits from bits 6-7 of byte j - 4 (scale) or byte j (min).
 // Returns scales 0..7 in bytes 0..7 and mins 0..7 in bytes 8..15.
