@@ -59,6 +59,10 @@ AttentionArgs batch_args(const Tensor& q, const Tensor& k, const Tensor& v, floa
 // 1024 positions was 2-3 us slower than splitting kv heads (its barriers and phases).
 constexpr int64_t kSplitPositionsFrom = 2048;
 
+// The segments of kAttentionValueSegment positions that `len` positions make (the last may
+// be shorter).
+int64_t value_segments(int64_t len) { return (len + kAttentionValueSegment - 1) / kAttentionValueSegment; }
+
 // One token's attention (a decode step of one sequence) with its positions split among up to
 // `threads` threads, in segments of kAttentionValueSegment (KernelTable::token_attention):
 // each thread reads its segments' cache rows, all kv heads of a position together, rather
@@ -68,7 +72,7 @@ constexpr int64_t kSplitPositionsFrom = 2048;
 void attention_by_positions(const KernelTable& kernels, const AttentionArgs& a, int threads) {
   const int64_t len = a.first_pos + 1, kv_heads = a.n_kv_heads, group = a.n_heads / kv_heads;
   const int64_t width = a.n_heads * a.head_dim;
-  const int64_t segments = (len + kAttentionValueSegment - 1) / kAttentionValueSegment;
+  const int64_t segments = value_segments(len);
   float* scores = tl_token_scores.floats(a.n_heads * len);  // the caller's, shared
   float* sums = tl_segment_sums.floats(segments * width);   // segment s's at sums + s * width
   const auto each_kv_head = [&](TokenPhase phase, int64_t p0, int64_t p1, float* out) {
@@ -104,7 +108,7 @@ void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> se
   const AttentionArgs& any = sequences.front();
   const int64_t heads = any.n_heads, kv_heads = any.n_kv_heads, hd = any.head_dim;
   if (sequences.size() == 1 && any.n == 1 && any.first_pos + 1 >= kSplitPositionsFrom) {
-    const int64_t segments = any.first_pos / kAttentionValueSegment + 1;
+    const int64_t segments = value_segments(any.first_pos + 1);
     const int64_t segment_work = heads * hd * kAttentionValueSegment;
     const int threads = parallel_threads(segments, grain_for(segment_work, kMinMatmulWork / 4));
     if (threads > 1) {
