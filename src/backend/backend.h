@@ -28,6 +28,10 @@ enum class GeluForm : uint8_t {
   Erf,   // 0.5 x (1 + erf(x / sqrt(2)))
 };
 
+// How a backward op writes an activation gradient dx: over whatever dx held, or added to it
+// (dx += ...: the gradient of a residual stream, which also reaches x around the op).
+enum class GradWrite : uint8_t { Overwrite, Accumulate };
+
 // Which element pairs RoPE rotates inside each head of width `head_dim` (first
 // `rotary_dim = 2 * inv_freq.size()` elements rotated, the rest passed through):
 enum class RopeLayout : uint8_t {
@@ -76,6 +80,15 @@ class Backend {
   // Per row of x [n, d]: y = (x - mean) / sqrt(var + eps) * weight + bias (biased variance).
   virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                           const Tensor& y) = 0;
+
+  // A residual step and the norm after it, in one pass over the rows: sum = a + b, then
+  // y = rms_norm(sum) (add_rms_norm) or layer_norm(sum) (add_layer_norm), each bit for bit as
+  // add() and the norm give it. a, b, sum [n, d] f32; sum may be a or b; y [n, d] overlaps
+  // none of a, b and sum.
+  virtual void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& sum, const Tensor& weight,
+                            float eps, const Tensor& y) = 0;
+  virtual void add_layer_norm(const Tensor& a, const Tensor& b, const Tensor& sum, const Tensor& weight,
+                              const Tensor& bias, float eps, const Tensor& y) = 0;
 
   // Elementwise, same shape; y may be x (in place).
   virtual void gelu(const Tensor& x, GeluForm form, const Tensor& y) = 0;
@@ -153,13 +166,16 @@ class Backend {
   // the same bits for the same inputs, whatever the thread count). dtable [vocab, d] f32.
   virtual void embedding_backward(std::span<const int32_t> ids, const Tensor& dout, const Tensor& dtable) = 0;
 
-  // Of rms_norm (x [n, d], weight [d]): dx overwritten, dweight[d] += sum over rows.
+  // Of rms_norm (x [n, d], weight [d]): dx written as `dx_write` says (Accumulate: the
+  // residual add's backward fused in, bit for bit as add() of the overwritten dx),
+  // dweight[d] += sum over rows.
   virtual void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy,
-                                 const Tensor& dx, const Tensor& dweight) = 0;
+                                 const Tensor& dx, const Tensor& dweight, GradWrite dx_write) = 0;
 
-  // Of layer_norm: dx overwritten; dweight[d] += sum_t dy * xhat, dbias[d] += sum_t dy.
+  // Of layer_norm: dx as for rms_norm; dweight[d] += sum_t dy * xhat, dbias[d] += sum_t dy.
   virtual void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy,
-                                   const Tensor& dx, const Tensor& dweight, const Tensor& dbias) = 0;
+                                   const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                                   GradWrite dx_write) = 0;
 
   // Of gelu: dx = dy * gelu'(x); dx may be dy (in place).
   virtual void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx) = 0;

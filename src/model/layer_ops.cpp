@@ -52,12 +52,16 @@ void embed_tokens(Backend& backend, const Model& model, std::span<const int32_t>
 }
 
 void attention_inputs(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x,
-                      const Tensor& h, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const Tensor* delta, const Tensor& h, const Tensor& q, const Tensor& k, const Tensor& v,
                       std::span<const int32_t> positions, const Tensor& inv_freq) {
   const ModelConfig& c = model.config;
   const int64_t n = x.rows();
   const int64_t kv_width = c.num_key_value_heads * c.head_dim;
-  apply_norm(backend, c, x, w.attn_norm_weight, w.attn_norm_bias, h);
+  if (delta != nullptr) {
+    apply_add_norm(backend, c, x, *delta, x, w.attn_norm_weight, w.attn_norm_bias, h);
+  } else {
+    apply_norm(backend, c, x, w.attn_norm_weight, w.attn_norm_bias, h);
+  }
   const Tensor q_rows = q.reshaped({n, c.num_attention_heads * c.head_dim});
   const Tensor k_rows = k.reshaped({n, kv_width}), v_rows = v.reshaped({n, kv_width});
   const Backend::MatmulTarget qkv[] = {{&w.q, optional_tensor(w.q_bias), &q_rows},
@@ -70,16 +74,14 @@ void attention_inputs(Backend& backend, const Model& model, const LayerWeights& 
   }
 }
 
-void attention_output(Backend& backend, const LayerWeights& w, const Tensor& x, const Tensor& attended,
-                      const Tensor& out) {
-  backend.matmul(attended, w.o, optional_tensor(w.o_bias), out);
-  backend.add(x, out, x);
+void attention_delta(Backend& backend, const LayerWeights& w, const Tensor& attended, const Tensor& delta) {
+  backend.matmul(attended, w.o, optional_tensor(w.o_bias), delta);
 }
 
-void mlp_residual(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x,
-                  const Tensor& h, const Tensor& a, const Tensor& b, const Tensor& out) {
+void mlp_delta(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x, const Tensor& h,
+               const Tensor& a, const Tensor& b, const Tensor& delta) {
   const ModelConfig& c = model.config;
-  apply_norm(backend, c, x, w.mlp_norm_weight, w.mlp_norm_bias, h);
+  apply_add_norm(backend, c, x, delta, x, w.mlp_norm_weight, w.mlp_norm_bias, h);
   if (c.mlp == MlpKind::SwiGlu) {
     const Backend::MatmulTarget gate_up[] = {{&w.gate, optional_tensor(w.gate_bias), &a},
                                              {&w.up, optional_tensor(w.up_bias), &b}};
@@ -89,8 +91,13 @@ void mlp_residual(Backend& backend, const Model& model, const LayerWeights& w, c
     backend.matmul(h, w.up, optional_tensor(w.up_bias), a);
     backend.gelu(a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, a);
   }
-  backend.matmul(a, w.down, optional_tensor(w.down_bias), out);
-  backend.add(x, out, x);
+  backend.matmul(a, w.down, optional_tensor(w.down_bias), delta);
+}
+
+void add_final_norm(Backend& backend, const Model& model, const Tensor& x, const Tensor& delta,
+                    const Tensor& out) {
+  const ModelWeights& w = model.weights;
+  apply_add_norm(backend, model.config, x, delta, x, w.final_norm_weight, w.final_norm_bias, out);
 }
 
 }  // namespace tokenmill

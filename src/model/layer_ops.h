@@ -30,19 +30,30 @@ struct StepBuffers {
 void embed_tokens(Backend& backend, const Model& model, std::span<const int32_t> ids,
                   std::span<const int32_t> positions, const Tensor& x, const Tensor& scratch);
 
-// h = norm_1(x); q = h W_q (+b), k = h W_k (+b), v = h W_v (+b); with rotary positions q and
-// k are rotated at `positions`. q [n, heads, head_dim], k, v [n, kv_heads, head_dim].
+// A layer's two residual deltas (the attention's and the MLP's) are each added to x by the
+// fused add + norm that follows them (Backend::add_rms_norm / add_layer_norm): the
+// attention's by mlp_delta, the MLP's by the next layer's attention_inputs, and the last
+// layer's by the caller, on the rows it needs (add_final_norm). Until then it waits in
+// `delta` [n, hidden].
+
+// x += delta (the previous layer's MLP delta; none for the first layer), then h = norm_1(x);
+// q = h W_q (+b), k = h W_k (+b), v = h W_v (+b); with rotary positions q and k are rotated
+// at `positions`. q [n, heads, head_dim], k, v [n, kv_heads, head_dim].
 void attention_inputs(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x,
-                      const Tensor& h, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const Tensor* delta, const Tensor& h, const Tensor& q, const Tensor& k, const Tensor& v,
                       std::span<const int32_t> positions, const Tensor& inv_freq);
 
-// x += attended W_o (+b).  attended [n, heads * head_dim]; out [n, hidden] is scratch.
-void attention_output(Backend& backend, const LayerWeights& w, const Tensor& x, const Tensor& attended,
-                      const Tensor& out);
+// delta = attended W_o (+b), the attention's delta.  attended [n, heads * head_dim].
+void attention_delta(Backend& backend, const LayerWeights& w, const Tensor& attended, const Tensor& delta);
 
-// x += MLP(norm_2(x)): SwiGLU (silu(h W_gate) * h W_up) W_down, or GELU (gelu(h W_up + b) W_down + b).
-// Scratch: h [n, hidden], a, b [n, intermediate], out [n, hidden].
-void mlp_residual(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x,
-                  const Tensor& h, const Tensor& a, const Tensor& b, const Tensor& out);
+// x += delta (the attention's); then delta = MLP(norm_2(x)), the layer's MLP delta: SwiGLU
+// (silu(h W_gate) * h W_up) W_down, or GELU (gelu(h W_up + b) W_down + b).
+// Scratch: h [n, hidden], a, b [n, intermediate].
+void mlp_delta(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x, const Tensor& h,
+               const Tensor& a, const Tensor& b, const Tensor& delta);
+
+// After the last layer: x += delta, then out = norm_f(x), over the same rows of each.
+void add_final_norm(Backend& backend, const Model& model, const Tensor& x, const Tensor& delta,
+                    const Tensor& out);
 
 }  // namespace tokenmill

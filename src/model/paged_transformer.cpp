@@ -89,20 +89,21 @@ Tensor PagedTransformer::forward(std::span<const Slice> slices) {
   }
   const auto rows = static_cast<int64_t>(ids_.size());
   const Tensor x = buffers_.residual.slice_rows(0, rows);
-  embed_tokens(backend_, model_, ids_, positions_, x, buffers_.projected.slice_rows(0, rows));
+  const Tensor delta = buffers_.projected.slice_rows(0, rows);
+  embed_tokens(backend_, model_, ids_, positions_, x, delta);
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     attention_block(layer, rows);
-    mlp_residual(backend_, model_, model_.weights.layers[static_cast<size_t>(layer)], x,
-                 buffers_.normed.slice_rows(0, rows), buffers_.mlp_a.slice_rows(0, rows),
-                 buffers_.mlp_b.slice_rows(0, rows), buffers_.projected.slice_rows(0, rows));
+    mlp_delta(backend_, model_, model_.weights.layers[static_cast<size_t>(layer)], x,
+              buffers_.normed.slice_rows(0, rows), buffers_.mlp_a.slice_rows(0, rows),
+              buffers_.mlp_b.slice_rows(0, rows), delta);
   }
-  // Gather the last row of each slice that wants logits (an f32 -> f32 convert is a copy
-  // in the backend's memory), then one lm_head matmul.
+  // Gather the last row of each slice that wants logits, with the last layer's delta added
+  // (no other row of x needs it), then one final norm and one lm_head matmul.
   int64_t outputs = 0;
   for (size_t i = 0; i < slices.size(); ++i) {
     if (!slices[i].want_logits) continue;
-    const Backend::PagedSequence& s = sequences_[i];
-    backend_.convert(x.slice_rows(s.first_row + s.rows - 1, 1), last_rows_.slice_rows(outputs, 1));
+    const int64_t row = sequences_[i].first_row + sequences_[i].rows - 1;
+    backend_.add(x.slice_rows(row, 1), delta.slice_rows(row, 1), last_rows_.slice_rows(outputs, 1));
     ++outputs;
   }
   const Tensor logits = logits_.slice_rows(0, outputs);
@@ -124,16 +125,16 @@ void PagedTransformer::attention_block(int64_t layer, int64_t rows) {
   const Tensor k = buffers_.new_keys.slice_rows(0, rows).reshaped({rows, c.num_key_value_heads, c.head_dim});
   const Tensor v =
       buffers_.new_values.slice_rows(0, rows).reshaped({rows, c.num_key_value_heads, c.head_dim});
-  attention_inputs(backend_, model_, w, x, buffers_.normed.slice_rows(0, rows), q, k, v, positions_,
-                   buffers_.inv_freq);
+  const Tensor delta = buffers_.projected.slice_rows(0, rows);
+  attention_inputs(backend_, model_, w, x, layer == 0 ? nullptr : &delta, buffers_.normed.slice_rows(0, rows),
+                   q, k, v, positions_, buffers_.inv_freq);
   const auto l = static_cast<size_t>(layer);
   backend_.store_kv(k, slots_, keys_[l]);
   backend_.store_kv(v, slots_, values_[l]);
   const Tensor a = buffers_.attended.slice_rows(0, rows).reshaped({rows, c.num_attention_heads, c.head_dim});
   const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   backend_.paged_attention(q, keys_[l], values_[l], sequences_, scale, a);
-  attention_output(backend_, w, x, buffers_.attended.slice_rows(0, rows),
-                   buffers_.projected.slice_rows(0, rows));
+  attention_delta(backend_, w, buffers_.attended.slice_rows(0, rows), delta);
 }
 
 }  // namespace tokenmill

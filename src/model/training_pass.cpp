@@ -140,13 +140,16 @@ void TrainingPass::forward(const ModelWeights& w, std::span<const int32_t> input
     backend_.embedding(w.position_embedding, positions_, dtmp_);
     backend_.add(residual_[0], dtmp_, residual_[0]);
   }
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+  const int64_t last = c.num_hidden_layers - 1;
+  for (int64_t l = 0; l <= last; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     forward_activations(w, l);
     linear(acts(l).act, lw.down, lw.down_bias, dtmp_, l, LoraTarget::Down);
-    backend_.add(acts(l).mid, dtmp_, residual_[static_cast<size_t>(l + 1)]);
+    // The next layer's input; the last layer's is added by the fused final norm below.
+    if (l < last) backend_.add(acts(l).mid, dtmp_, residual_[static_cast<size_t>(l + 1)]);
   }
-  apply_norm(backend_, config_, residual_.back(), w.final_norm_weight, w.final_norm_bias, final_);
+  apply_add_norm(backend_, config_, acts(last).mid, dtmp_, residual_.back(), w.final_norm_weight,
+                 w.final_norm_bias, final_);
 }
 
 void TrainingPass::forward_activations(const ModelWeights& w, int64_t layer) {
@@ -171,10 +174,9 @@ void TrainingPass::forward_activations(const ModelWeights& w, int64_t layer) {
     backend_.attention(sequence(a.q, b, h), sequence(a.k, b, kvh), sequence(a.v, b, kvh), 0, attention_scale_,
                        sequence(a.attended, b, h));
   linear(a.attended.reshaped({n, q_width}), lw.o, lw.o_bias, dtmp_, layer, LoraTarget::O);
-  backend_.add(x, dtmp_, a.mid);
   // MLP: next = mid + down(act(h2 W_gate) * h2 W_up) or mid + down(gelu(h2 W_up)), h2 =
   // norm(mid); the caller applies down.
-  apply_norm(backend_, config_, a.mid, lw.mlp_norm_weight, lw.mlp_norm_bias, a.h2);
+  apply_add_norm(backend_, config_, x, dtmp_, a.mid, lw.mlp_norm_weight, lw.mlp_norm_bias, a.h2);
   if (c.mlp == MlpKind::SwiGlu) {
     linear(a.h2, lw.gate, lw.gate_bias, a.a, layer, LoraTarget::Gate);
     linear(a.h2, lw.up, lw.up_bias, a.b, layer, LoraTarget::Up);
@@ -232,9 +234,9 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
     backend_.gelu_backward(a.a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, dact_, da_);
     linear_backward(a.h2, lw.up, da_, dh_, lg.up, lg.up_bias, layer, LoraTarget::Up);
   }
-  apply_norm_backward(backend_, config_, a.mid, lw.mlp_norm_weight, dh_, dtmp_,
-                      norm_grad(lg.mlp_norm_weight, 0), norm_grad(lg.mlp_norm_bias, 1));
-  backend_.add(dx_, dtmp_, dx_);  // d(mid)
+  apply_norm_backward(backend_, config_, a.mid, lw.mlp_norm_weight, dh_, dx_,
+                      norm_grad(lg.mlp_norm_weight, 0), norm_grad(lg.mlp_norm_bias, 1),
+                      GradWrite::Accumulate);  // d(mid)
   // Attention: mid = x + o(attended).
   linear_backward(a.attended, lw.o, dx_, dattended_, lg.o, lg.o_bias, layer, LoraTarget::O);
   const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
@@ -253,9 +255,9 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
   backend_.add(dh_, dtmp_, dh_);
   linear_backward(a.h1, lw.v, dv_, dtmp_, lg.v, lg.v_bias, layer, LoraTarget::V);
   backend_.add(dh_, dtmp_, dh_);
-  apply_norm_backward(backend_, config_, residual_[static_cast<size_t>(layer)], lw.attn_norm_weight, dh_,
-                      dtmp_, norm_grad(lg.attn_norm_weight, 0), norm_grad(lg.attn_norm_bias, 1));
-  backend_.add(dx_, dtmp_, dx_);  // d(x)
+  apply_norm_backward(backend_, config_, residual_[static_cast<size_t>(layer)], lw.attn_norm_weight, dh_, dx_,
+                      norm_grad(lg.attn_norm_weight, 0), norm_grad(lg.attn_norm_bias, 1),
+                      GradWrite::Accumulate);  // d(x)
 }
 
 void TrainingPass::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
@@ -320,7 +322,8 @@ TrainingPass::Result TrainingPass::run_backward(const ModelWeights& weights, con
   Result result{score(weights, &g, targets, count, grad_scale), count};
   // dh_ holds d(final normed); back through the final norm into the residual stream.
   apply_norm_backward(backend_, config_, residual_.back(), weights.final_norm_weight, dh_, dx_,
-                      norm_grad(g.final_norm_weight, 0), norm_grad(g.final_norm_bias, 1));
+                      norm_grad(g.final_norm_weight, 0), norm_grad(g.final_norm_bias, 1),
+                      GradWrite::Overwrite);
   for (int64_t l = config_.num_hidden_layers - 1; l >= 0; --l) backward_layer(weights, g, l);
   if (grads == nullptr) return result;
   backend_.embedding_backward(inputs, dx_, grads->token_embedding);

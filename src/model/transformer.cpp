@@ -70,7 +70,6 @@ void Transformer::forward_all(std::span<const int32_t> ids, std::span<float> log
 
 void Transformer::run_chunk(std::span<const int32_t> ids, int64_t out_rows) {
   const auto n = static_cast<int64_t>(ids.size());
-  const ModelWeights& w = model_.weights;
   positions_.clear();
   for (int64_t t = 0; t < n; ++t) positions_.push_back(static_cast<int32_t>(position() + t));
 
@@ -81,9 +80,10 @@ void Transformer::run_chunk(std::span<const int32_t> ids, int64_t out_rows) {
     mlp_block(layer, n);
   }
   tokens_.insert(tokens_.end(), ids.begin(), ids.end());
-  if (out_rows > 0) {
-    apply_norm(backend_, config_, x.slice_rows(n - out_rows, out_rows), w.final_norm_weight,
-               w.final_norm_bias, buffers_.normed.slice_rows(0, out_rows));
+  if (out_rows > 0) {  // the other rows of x never get the last layer's delta: nothing reads them
+    add_final_norm(backend_, model_, x.slice_rows(n - out_rows, out_rows),
+                   buffers_.projected.slice_rows(n - out_rows, out_rows),
+                   buffers_.normed.slice_rows(0, out_rows));
   }
 }
 
@@ -102,8 +102,9 @@ void Transformer::attention_block(int64_t layer, int64_t n) {
   const Tensor v =
       in_place ? cache_v
                : buffers_.new_values.slice_rows(0, n).reshaped({n, c.num_key_value_heads, c.head_dim});
-  attention_inputs(backend_, model_, w, x, buffers_.normed.slice_rows(0, n), q, k, v, positions_,
-                   buffers_.inv_freq);
+  const Tensor delta = buffers_.projected.slice_rows(0, n);
+  attention_inputs(backend_, model_, w, x, layer == 0 ? nullptr : &delta, buffers_.normed.slice_rows(0, n), q,
+                   k, v, positions_, buffers_.inv_freq);
   if (!in_place) {
     backend_.convert(k, cache_k);
     backend_.convert(v, cache_v);
@@ -111,14 +112,14 @@ void Transformer::attention_block(int64_t layer, int64_t n) {
   const Tensor a = buffers_.attended.slice_rows(0, n).reshaped({n, c.num_attention_heads, c.head_dim});
   const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   backend_.attention(q, cache_.keys(layer), cache_.values(layer), position(), scale, a);
-  attention_output(backend_, w, x, buffers_.attended.slice_rows(0, n), buffers_.projected.slice_rows(0, n));
+  attention_delta(backend_, w, buffers_.attended.slice_rows(0, n), delta);
 }
 
 void Transformer::mlp_block(int64_t layer, int64_t n) {
-  mlp_residual(backend_, model_, model_.weights.layers[static_cast<size_t>(layer)],
-               buffers_.residual.slice_rows(0, n), buffers_.normed.slice_rows(0, n),
-               buffers_.mlp_a.slice_rows(0, n), buffers_.mlp_b.slice_rows(0, n),
-               buffers_.projected.slice_rows(0, n));
+  mlp_delta(backend_, model_, model_.weights.layers[static_cast<size_t>(layer)],
+            buffers_.residual.slice_rows(0, n), buffers_.normed.slice_rows(0, n),
+            buffers_.mlp_a.slice_rows(0, n), buffers_.mlp_b.slice_rows(0, n),
+            buffers_.projected.slice_rows(0, n));
 }
 
 }  // namespace tokenmill

@@ -6,7 +6,8 @@
 //   rotary: rotate q, k at their positions;  a = causal_gqa_attention(q, K[0..p+n), V[0..p+n))
 //   x += a W_o (+b)
 //   h = norm_2(x);  x += SwiGLU: (silu(h W_gate) * h W_up) W_down   |  GELU: gelu(h W_up + b) W_down + b
-// then logits = norm_f(x) W_lm_head. Learned positions (GPT-2) are added to the token
+// then logits = norm_f(x) W_lm_head. Each "x += delta" runs fused with the norm after it
+// (layer_ops.h). Learned positions (GPT-2) are added to the token
 // embedding. A prompt longer than the chunk size runs in chunks; buffers are sized once.
 //
 // Activations and the KV cache live in the backend's memory; so must the weights

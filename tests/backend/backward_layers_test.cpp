@@ -220,7 +220,7 @@ TEST_P(BackwardLayers, RmsNormMatchesReference) {
         auto dweight = accumulated({d});
         const auto start = dweight->values();
         backend_->rms_norm_backward(x->tensor(), weight->tensor(), 1e-5f, dy->tensor(), dx->tensor(),
-                                    dweight->tensor());
+                                    dweight->tensor(), GradWrite::Overwrite);
         const auto want = reference::rms_norm_backward(x->tensor(), weight->tensor(), 1e-5f, dy->tensor());
         EXPECT_TRUE(close_to_reference(dx->values(), want.dx, kF32));
         EXPECT_TRUE(close_to_reference(dweight->values(), plus(start, want.dweight), kF32));
@@ -248,7 +248,7 @@ TEST_P(BackwardLayers, LayerNormMatchesReferenceWithLargeMean) {
       auto dbias = accumulated({d});
       const auto start_w = dweight->values(), start_b = dbias->values();
       backend_->layer_norm_backward(x->tensor(), weight->tensor(), 1e-5f, dy->tensor(), dx->tensor(),
-                                    dweight->tensor(), dbias->tensor());
+                                    dweight->tensor(), dbias->tensor(), GradWrite::Overwrite);
       const auto want = reference::layer_norm_backward(x->tensor(), weight->tensor(), 1e-5f, dy->tensor());
       EXPECT_TRUE(close_to_reference(dx->values(), want.dx, kF32));
       EXPECT_TRUE(close_to_reference(dweight->values(), plus(start_w, want.dweight), kF32));
@@ -278,13 +278,55 @@ TEST_P(BackwardLayers, NormParameterGradientsAreBitwiseIndependentOfThreadCount)
     auto dbias_ln = buffer({d});
     for (auto* g : {dweight_rms.get(), dweight_ln.get(), dbias_ln.get()}) g->fill(0.25f);
     backend_->rms_norm_backward(x->tensor(), weight->tensor(), 1e-6f, dy->tensor(), dx_rms->tensor(),
-                                dweight_rms->tensor());
+                                dweight_rms->tensor(), GradWrite::Overwrite);
     backend_->layer_norm_backward(x->tensor(), weight->tensor(), 1e-6f, dy->tensor(), dx_ln->tensor(),
-                                  dweight_ln->tensor(), dbias_ln->tensor());
+                                  dweight_ln->tensor(), dbias_ln->tensor(), GradWrite::Overwrite);
     const std::vector<std::vector<float>> got = {dx_rms->values(), dweight_rms->values(), dx_ln->values(),
                                                  dweight_ln->values(), dbias_ln->values()};
     if (first.empty()) first = got;
     EXPECT_EQ(got, first) << threads << " threads";
+  }
+}
+
+// GradWrite::Accumulate: dx += the gradient, bit for bit as add() of the overwritten one, with
+// the same parameter gradients.
+TEST_P(BackwardLayers, NormBackwardAccumulatesIntoDxAsAddDoes) {
+  for (const bool layer : {false, true}) {
+    for (const int64_t d : {1, 37, 1001}) {
+      SCOPED_TRACE(std::string(layer ? "layer" : "rms") + " d=" + std::to_string(d));
+      const int64_t rows = 100;
+      auto x = input({rows, d}, 0.05f, 4.0f);
+      auto weight = input({d}, 0.5f, 2.0f);
+      auto dy = input({rows, d});
+      auto residual = input({rows, d});
+      const auto backward = [&](const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                                GradWrite write) {
+        if (layer)
+          return backend_->layer_norm_backward(x->tensor(), weight->tensor(), 1e-5f, dy->tensor(), dx,
+                                               dweight, dbias, write);
+        backend_->rms_norm_backward(x->tensor(), weight->tensor(), 1e-5f, dy->tensor(), dx, dweight, write);
+      };
+      auto g = output({rows, d});
+      auto want_dx = output({rows, d});
+      auto want_dw = buffer({d});
+      auto want_db = buffer({d});
+      for (auto* b : {want_dw.get(), want_db.get()}) b->fill(0.25f);
+      backward(g->tensor(), want_dw->tensor(), want_db->tensor(), GradWrite::Overwrite);
+      backend_->add(residual->tensor(), g->tensor(), want_dx->tensor());
+
+      auto dx = buffer({rows, d});
+      for (int64_t i = 0; i < dx->numel(); ++i) dx->set(i, residual->get(i));
+      auto dw = buffer({d});
+      auto db = buffer({d});
+      for (auto* b : {dw.get(), db.get()}) b->fill(0.25f);
+      backward(dx->tensor(), dw->tensor(), db->tensor(), GradWrite::Accumulate);
+      EXPECT_EQ(dx->values(), want_dx->values());
+      EXPECT_EQ(dw->values(), want_dw->values());
+      EXPECT_EQ(db->values(), want_db->values());  // untouched by rms_norm_backward
+      EXPECT_GUARDS(dx);
+      EXPECT_UNCHANGED(x);
+      EXPECT_UNCHANGED(dy);
+    }
   }
 }
 
@@ -301,31 +343,31 @@ TEST_P(BackwardLayers, NormsRejectMismatchedShapesAndOverlaps) {
   auto dy_bf16 = input(DType::BF16, {2, 16});
   const float eps = 1e-5f;
   EXPECT_THROW(backend_->rms_norm_backward(x->tensor(), w->tensor(), eps, dy->tensor(), dx->tensor(),
-                                           dw_short->tensor()),
+                                           dw_short->tensor(), GradWrite::Overwrite),
                Error);
   EXPECT_THROW(backend_->rms_norm_backward(x->tensor(), w->tensor(), eps, dy_wide->tensor(), dx->tensor(),
-                                           dw->tensor()),
+                                           dw->tensor(), GradWrite::Overwrite),
                Error);
   EXPECT_THROW(backend_->rms_norm_backward(x->tensor(), w->tensor(), eps, dy->tensor(), dx_wrong->tensor(),
-                                           dw->tensor()),
+                                           dw->tensor(), GradWrite::Overwrite),
                Error);
   EXPECT_THROW(backend_->rms_norm_backward(x->tensor(), w->tensor(), eps, dy_bf16->tensor(), dx->tensor(),
-                                           dw->tensor()),
+                                           dw->tensor(), GradWrite::Overwrite),
                Error);
-  EXPECT_THROW(
-      backend_->rms_norm_backward(x->tensor(), w->tensor(), eps, dy->tensor(), dy->tensor(), dw->tensor()),
-      Error);  // dx may not be dy: the contract allows no aliasing
+  EXPECT_THROW(backend_->rms_norm_backward(x->tensor(), w->tensor(), eps, dy->tensor(), dy->tensor(),
+                                           dw->tensor(), GradWrite::Overwrite),
+               Error);  // dx may not be dy: the contract allows no aliasing
   EXPECT_THROW(backend_->layer_norm_backward(x->tensor(), w->tensor(), eps, dy->tensor(), dx->tensor(),
-                                             dw->tensor(), dw_short->tensor()),
+                                             dw->tensor(), dw_short->tensor(), GradWrite::Overwrite),
                Error);
   EXPECT_THROW(backend_->layer_norm_backward(x->tensor(), w->tensor(), eps, dy->tensor(), dx->tensor(),
-                                             dw->tensor(), dw->tensor()),
+                                             dw->tensor(), dw->tensor(), GradWrite::Overwrite),
                Error);
   // dx shifted by one element into x.
   auto big = input({3, 16});
   const Tensor shifted(big->tensor().as<float>() + 1, DType::F32, {2, 16});
   EXPECT_THROW(backend_->layer_norm_backward(big->tensor().slice_rows(0, 2), w->tensor(), eps, dy->tensor(),
-                                             shifted, dw->tensor(), db->tensor()),
+                                             shifted, dw->tensor(), db->tensor(), GradWrite::Overwrite),
                Error);
   EXPECT_GUARDS(dx);
   EXPECT_UNCHANGED(big);

@@ -403,6 +403,107 @@ TEST_P(Conformance, NormsRejectMismatchedShapes) {
   EXPECT_THROW(backend_->rms_norm(big->tensor().slice_rows(0, 2), w_ok->tensor(), 1e-5f, shifted), Error);
 }
 
+// The fused residual norms against add() then the norm, bit for bit, and against the
+// reference of the norm of the sums.
+TEST_P(Conformance, AddNormsGiveAddThenNorm) {
+  for (const bool layer : {false, true}) {
+    for (const int64_t d : {1, 7, 64, 4099}) {
+      for (const int64_t rows : {1, 37}) {  // 37 x 4099: several parallel chunks on the CPU
+        SCOPED_TRACE(std::string(layer ? "layer" : "rms") + " d=" + std::to_string(d) +
+                     " rows=" + std::to_string(rows));
+        auto a = input({rows, d}, 0.05f, 4.0f);
+        auto b = input({rows, d});
+        auto weight = input(DType::BF16, {d}, 0.5f, 2.0f);
+        auto bias = input({d});
+        const auto norm = [&](const Tensor& x, const Tensor& y) {
+          if (layer) return backend_->layer_norm(x, weight->tensor(), bias->tensor(), 1e-5f, y);
+          backend_->rms_norm(x, weight->tensor(), 1e-5f, y);
+        };
+        const auto add_norm = [&](const Tensor& x, const Tensor& delta, const Tensor& sum, const Tensor& y) {
+          if (layer)
+            return backend_->add_layer_norm(x, delta, sum, weight->tensor(), bias->tensor(), 1e-5f, y);
+          backend_->add_rms_norm(x, delta, sum, weight->tensor(), 1e-5f, y);
+        };
+        auto want_sum = output({rows, d});
+        auto want_y = output({rows, d});
+        backend_->add(a->tensor(), b->tensor(), want_sum->tensor());
+        norm(want_sum->tensor(), want_y->tensor());
+
+        auto sum = output({rows, d});
+        auto y = output({rows, d});
+        add_norm(a->tensor(), b->tensor(), sum->tensor(), y->tensor());
+        EXPECT_EQ(sum->values(), want_sum->values());
+        EXPECT_EQ(y->values(), want_y->values());
+        const auto want = layer
+                              ? reference::layer_norm(sum->tensor(), weight->tensor(), bias->tensor(), 1e-5f)
+                              : reference::rms_norm(sum->tensor(), weight->tensor(), 1e-5f);
+        EXPECT_TRUE(close_to_reference(y->values(), want, kF32));
+        EXPECT_GUARDS(sum);
+        EXPECT_GUARDS(y);
+        EXPECT_UNCHANGED(a);
+        EXPECT_UNCHANGED(b);
+
+        // In place, as the model runs it: x += delta (sum is a), or sum is b.
+        auto in_place_y = output({rows, d});
+        add_norm(a->tensor(), b->tensor(), a->tensor(), in_place_y->tensor());
+        EXPECT_EQ(a->values(), want_sum->values());
+        EXPECT_EQ(in_place_y->values(), want_y->values());
+        auto c = input({rows, d}, 0.05f, 4.0f);
+        auto delta = buffer({rows, d});
+        for (int64_t i = 0; i < delta->numel(); ++i) delta->set(i, b->get(i));
+        backend_->add(c->tensor(), delta->tensor(), want_sum->tensor());
+        norm(want_sum->tensor(), want_y->tensor());
+        add_norm(c->tensor(), delta->tensor(), delta->tensor(), in_place_y->tensor());
+        EXPECT_EQ(delta->values(), want_sum->values());
+        EXPECT_EQ(in_place_y->values(), want_y->values());
+      }
+    }
+  }
+}
+
+TEST_P(Conformance, AddNormsRejectBadArguments) {
+  auto a = input({2, 16});
+  auto b = input({2, 16});
+  auto w = input({16});
+  auto w_short = input({15});
+  auto sum = output({2, 16});
+  auto y = output({2, 16});
+  auto sum_short = output({2, 15});
+  auto y_wrong = output({4, 8});
+  const float eps = 1e-5f;
+  EXPECT_THROW(
+      backend_->add_rms_norm(a->tensor(), b->tensor(), sum->tensor(), w_short->tensor(), eps, y->tensor()),
+      Error);
+  EXPECT_THROW(
+      backend_->add_rms_norm(a->tensor(), b->tensor(), sum_short->tensor(), w->tensor(), eps, y->tensor()),
+      Error);
+  EXPECT_THROW(
+      backend_->add_rms_norm(a->tensor(), b->tensor(), sum->tensor(), w->tensor(), eps, y_wrong->tensor()),
+      Error);
+  EXPECT_THROW(backend_->add_layer_norm(a->tensor(), b->tensor(), sum->tensor(), w->tensor(),
+                                        w_short->tensor(), eps, y->tensor()),
+               Error);
+  // y may not be any input, nor the sum: the residual stream must survive the norm.
+  EXPECT_THROW(
+      backend_->add_rms_norm(a->tensor(), b->tensor(), sum->tensor(), w->tensor(), eps, sum->tensor()),
+      Error);
+  EXPECT_THROW(backend_->add_rms_norm(a->tensor(), b->tensor(), a->tensor(), w->tensor(), eps, a->tensor()),
+               Error);
+  EXPECT_THROW(backend_->add_layer_norm(a->tensor(), b->tensor(), sum->tensor(), w->tensor(), w->tensor(),
+                                        eps, b->tensor()),
+               Error);
+  // A sum shifted by one element into a.
+  auto big = input({3, 16});
+  const Tensor shifted(big->tensor().as<float>() + 1, DType::F32, {2, 16});
+  EXPECT_THROW(backend_->add_rms_norm(big->tensor().slice_rows(0, 2), b->tensor(), shifted, w->tensor(), eps,
+                                      y->tensor()),
+               Error);
+  for (const float v : y->values()) ASSERT_TRUE(std::isnan(v)) << "a refused call wrote y";
+  for (const float v : sum->values()) ASSERT_TRUE(std::isnan(v)) << "a refused call wrote sum";
+  EXPECT_UNCHANGED(a);
+  EXPECT_UNCHANGED(b);
+}
+
 // ---------------------------------------------------------------- activations
 
 const int64_t kElementCounts[] = {1, 7, 16, 33, 1000, 70001};

@@ -112,6 +112,14 @@ class FencedBackend final : public Backend {
                   const Tensor& y) override {
     run([&] { inner_->layer_norm(x, weight, bias, eps, y); });
   }
+  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& sum, const Tensor& weight, float eps,
+                    const Tensor& y) override {
+    run([&] { inner_->add_rms_norm(a, b, sum, weight, eps, y); });
+  }
+  void add_layer_norm(const Tensor& a, const Tensor& b, const Tensor& sum, const Tensor& weight,
+                      const Tensor& bias, float eps, const Tensor& y) override {
+    run([&] { inner_->add_layer_norm(a, b, sum, weight, bias, eps, y); });
+  }
   void gelu(const Tensor& x, GeluForm form, const Tensor& y) override {
     run([&] { inner_->gelu(x, form, y); });
   }
@@ -155,12 +163,13 @@ class FencedBackend final : public Backend {
     run([&] { inner_->embedding_backward(ids, dout, dtable); });
   }
   void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
-                         const Tensor& dweight) override {
-    run([&] { inner_->rms_norm_backward(x, weight, eps, dy, dx, dweight); });
+                         const Tensor& dweight, GradWrite dx_write) override {
+    run([&] { inner_->rms_norm_backward(x, weight, eps, dy, dx, dweight, dx_write); });
   }
   void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy,
-                           const Tensor& dx, const Tensor& dweight, const Tensor& dbias) override {
-    run([&] { inner_->layer_norm_backward(x, weight, eps, dy, dx, dweight, dbias); });
+                           const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                           GradWrite dx_write) override {
+    run([&] { inner_->layer_norm_backward(x, weight, eps, dy, dx, dweight, dbias, dx_write); });
   }
   void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx) override {
     run([&] { inner_->gelu_backward(x, form, dy, dx); });

@@ -34,6 +34,14 @@ RowDims check_norm(const char* op, const Tensor& x, const Tensor& weight, const 
   return dims;
 }
 
+RowDims check_add_norm(const char* op, const Tensor& a, const Tensor& b, const Tensor& sum,
+                       const Tensor& weight, const Tensor* bias, const Tensor& y) {
+  check_binary(op, a, b, sum);
+  const RowDims dims = check_norm(op, sum, weight, bias, y);
+  expect_disjoint(op, {{"y", y}}, {{"a", a}, {"b", b}, {"sum", sum}});
+  return dims;
+}
+
 RowDims check_norm_backward(const char* op, const Tensor& x, const Tensor& weight, const Tensor& dy,
                             const Tensor& dx, const Tensor& dweight, const Tensor* dbias) {
   expect_f32(op, {{"x", x}, {"dy", dy}, {"dx", dx}, {"dweight", dweight}});

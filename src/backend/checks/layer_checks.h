@@ -20,7 +20,11 @@ RowDims check_rows(const char* op, const Tensor& x, const Tensor& y);
 // rms_norm (bias null), layer_norm: check_rows, plus weight (and bias) [d] of any dtype with data.
 RowDims check_norm(const char* op, const Tensor& x, const Tensor& weight, const Tensor* bias,
                    const Tensor& y);
-// Their backward: x, dy, dx [rows, d] f32, weight [d] any dtype, dweight (and dbias when
+// add_rms_norm (bias null), add_layer_norm: check_binary(a, b, sum), check_norm(sum, ...), and
+// y disjoint from a, b and sum.
+RowDims check_add_norm(const char* op, const Tensor& a, const Tensor& b, const Tensor& sum,
+                       const Tensor& weight, const Tensor* bias, const Tensor& y);
+// The norms' backward: x, dy, dx [rows, d] f32, weight [d] any dtype, dweight (and dbias when
 // not null) f32 [d]; no output overlaps an input or another output.
 RowDims check_norm_backward(const char* op, const Tensor& x, const Tensor& weight, const Tensor& dy,
                             const Tensor& dx, const Tensor& dweight, const Tensor* dbias);

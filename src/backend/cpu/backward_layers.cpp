@@ -91,12 +91,17 @@ void norm_rows(int64_t rows, int64_t d, std::initializer_list<float*> param_grad
   });
 }
 
+// dx = g, or dx += g: the f32 addition add() would make of dx and an overwritten g.
+inline void write_dx(float& dx, float g, GradWrite dx_write) {
+  dx = dx_write == GradWrite::Accumulate ? dx + g : g;
+}
+
 }  // namespace
 
 // y = x r w, r = (mean(x^2) + eps)^-1/2 per row; with g = w dy:
 //   dx = r g - x r^3 / d * sum(g x),   dweight += sum over rows of dy x r.
 void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
-                       const Tensor& dweight) {
+                       const Tensor& dweight, GradWrite dx_write) {
   const RowDims dims = check_norm_backward("rms_norm_backward", x, weight, dy, dx, dweight, nullptr);
   const int64_t rows = dims.rows, d = dims.d;
   const float* w = weight_as_f32(weight, d);
@@ -117,7 +122,8 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const T
     const auto rf = static_cast<float>(r);
     for (int64_t i = 0; i < d; ++i) {
       dw[i] += dyr[i] * xr[i] * rf;
-      dxr[i] = static_cast<float>(r * (static_cast<double>(w[i]) * dyr[i]) - xr[i] * x_coef);
+      write_dx(dxr[i], static_cast<float>(r * (static_cast<double>(w[i]) * dyr[i]) - xr[i] * x_coef),
+               dx_write);
     }
   });
 }
@@ -125,7 +131,7 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const T
 // y = xhat w + b, xhat = (x - mean) r, r = (var + eps)^-1/2 (biased variance); with g = w dy:
 //   dx = r (g - mean(g) - xhat mean(g xhat)),  dweight += sum dy xhat,  dbias += sum dy.
 void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
-                         const Tensor& dweight, const Tensor& dbias) {
+                         const Tensor& dweight, const Tensor& dbias, GradWrite dx_write) {
   const RowDims dims = check_norm_backward("layer_norm_backward", x, weight, dy, dx, dweight, &dbias);
   const int64_t rows = dims.rows, d = dims.d;
   const float* w = weight_as_f32(weight, d);
@@ -158,8 +164,10 @@ void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const
       db[i] += dyr[i];
     }
     for (int64_t i = 0; i < d; ++i)
-      dxr[i] = static_cast<float>(
-          r * (static_cast<double>(w[i]) * dyr[i] - mean_g - (xr[i] - mean) * r * mean_gx));
+      write_dx(dxr[i],
+               static_cast<float>(
+                   r * (static_cast<double>(w[i]) * dyr[i] - mean_g - (xr[i] - mean) * r * mean_gx)),
+               dx_write);
   });
 }
 

@@ -177,12 +177,9 @@ class CpuBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
     const char* op = "rms_norm";
     const checks::RowDims dims = checks::check_norm(op, x, weight, nullptr, y);
-    const int64_t rows = dims.rows, d = dims.d;
-    const float* w = vector_as_f32(kernels_, op, "weight", weight, d, tl_vector_a);
-    const float* xp = x.as<const float>();
-    float* yp = y.as<float>();
-    parallel_for_balanced(rows, grain_for(d, kMinElementwiseWork), 1, [&](int64_t r0, int64_t r1) {
-      kernels_.rms_norm(xp + r0 * d, w, eps, r1 - r0, d, yp + r0 * d);
+    const float* w = vector_as_f32(kernels_, op, "weight", weight, dims.d, tl_vector_a);
+    norm_rows(dims, {x.as<const float>()}, y, [&](const float* xr, int64_t rows, float* yr) {
+      kernels_.rms_norm(xr, w, eps, rows, dims.d, yr);
     });
   }
 
@@ -190,13 +187,31 @@ class CpuBackend final : public Backend {
                   const Tensor& y) override {
     const char* op = "layer_norm";
     const checks::RowDims dims = checks::check_norm(op, x, weight, &bias, y);
-    const int64_t rows = dims.rows, d = dims.d;
-    const float* w = vector_as_f32(kernels_, op, "weight", weight, d, tl_vector_a);
-    const float* b = vector_as_f32(kernels_, op, "bias", bias, d, tl_vector_b);
-    const float* xp = x.as<const float>();
-    float* yp = y.as<float>();
-    parallel_for_balanced(rows, grain_for(d, kMinElementwiseWork), 1, [&](int64_t r0, int64_t r1) {
-      kernels_.layer_norm(xp + r0 * d, w, b, eps, r1 - r0, d, yp + r0 * d);
+    const float* w = vector_as_f32(kernels_, op, "weight", weight, dims.d, tl_vector_a);
+    const float* b = vector_as_f32(kernels_, op, "bias", bias, dims.d, tl_vector_b);
+    norm_rows(dims, {x.as<const float>()}, y, [&](const float* xr, int64_t rows, float* yr) {
+      kernels_.layer_norm(xr, w, b, eps, rows, dims.d, yr);
+    });
+  }
+
+  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& sum, const Tensor& weight, float eps,
+                    const Tensor& y) override {
+    const char* op = "add_rms_norm";
+    const checks::RowDims dims = checks::check_add_norm(op, a, b, sum, weight, nullptr, y);
+    const float* w = vector_as_f32(kernels_, op, "weight", weight, dims.d, tl_vector_a);
+    norm_rows(dims, residual_input(a, b, sum), y, [&](const float* xr, int64_t rows, float* yr) {
+      kernels_.rms_norm(xr, w, eps, rows, dims.d, yr);
+    });
+  }
+
+  void add_layer_norm(const Tensor& a, const Tensor& b, const Tensor& sum, const Tensor& weight,
+                      const Tensor& bias, float eps, const Tensor& y) override {
+    const char* op = "add_layer_norm";
+    const checks::RowDims dims = checks::check_add_norm(op, a, b, sum, weight, &bias, y);
+    const float* w = vector_as_f32(kernels_, op, "weight", weight, dims.d, tl_vector_a);
+    const float* bias_f32 = vector_as_f32(kernels_, op, "bias", bias, dims.d, tl_vector_b);
+    norm_rows(dims, residual_input(a, b, sum), y, [&](const float* xr, int64_t rows, float* yr) {
+      kernels_.layer_norm(xr, w, bias_f32, eps, rows, dims.d, yr);
     });
   }
 
@@ -316,12 +331,13 @@ class CpuBackend final : public Backend {
     cpu::embedding_backward(ids, dout, dtable);
   }
   void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
-                         const Tensor& dweight) override {
-    cpu::rms_norm_backward(x, weight, eps, dy, dx, dweight);
+                         const Tensor& dweight, GradWrite dx_write) override {
+    cpu::rms_norm_backward(x, weight, eps, dy, dx, dweight, dx_write);
   }
   void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy,
-                           const Tensor& dx, const Tensor& dweight, const Tensor& dbias) override {
-    cpu::layer_norm_backward(x, weight, eps, dy, dx, dweight, dbias);
+                           const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                           GradWrite dx_write) override {
+    cpu::layer_norm_backward(x, weight, eps, dy, dx, dweight, dbias, dx_write);
   }
   void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx) override {
     cpu::gelu_backward(kernels_, x, form, dy, dx);
@@ -396,6 +412,34 @@ class CpuBackend final : public Backend {
     float* yp = y.as<float>();
     parallel_for_balanced(count, kMinElementwiseWork, kElementAlign,
                           [&](int64_t i0, int64_t i1) { kernel(xp + i0, i1 - i0, yp + i0); });
+  }
+
+  // The rows a norm reads: x itself, or sum = a + b written first (a_or_x is a, b is set).
+  struct NormInput {
+    const float* a_or_x = nullptr;
+    const float* b = nullptr;
+    float* sum = nullptr;
+  };
+  static NormInput residual_input(const Tensor& a, const Tensor& b, const Tensor& sum) {
+    return {a.as<const float>(), b.as<const float>(), sum.as<float>()};
+  }
+
+  // Runs norm(x rows, row count, y rows) over the rows in parallel chunks. With a residual
+  // input each chunk first writes its rows of sum, then normalises them while they are
+  // still in cache; add() writes the same sums, so the result is add() then the norm.
+  template <class NormChunk>
+  void norm_rows(const checks::RowDims& dims, const NormInput& in, const Tensor& y, NormChunk norm) const {
+    const int64_t d = dims.d;
+    float* yp = y.as<float>();
+    parallel_for_balanced(dims.rows, grain_for(d, kMinElementwiseWork), 1, [&](int64_t r0, int64_t r1) {
+      const int64_t offset = r0 * d, rows = r1 - r0;
+      const float* x = in.a_or_x + offset;
+      if (in.b != nullptr) {
+        kernels_.add(x, in.b + offset, rows * d, in.sum + offset);
+        x = in.sum + offset;
+      }
+      norm(x, rows, yp + offset);
+    });
   }
 
   static void binary(const char* op, const Tensor& a, const Tensor& b, const Tensor& y, BinaryKernel kernel) {

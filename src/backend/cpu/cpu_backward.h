@@ -24,9 +24,9 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
 
 // backward_layers.cpp.
 void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
-                       const Tensor& dweight);
+                       const Tensor& dweight, GradWrite dx_write);
 void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
-                         const Tensor& dweight, const Tensor& dbias);
+                         const Tensor& dweight, const Tensor& dbias, GradWrite dx_write);
 void gelu_backward(const KernelTable& kernels, const Tensor& x, GeluForm form, const Tensor& dy,
                    const Tensor& dx);
 void swiglu_backward(const KernelTable& kernels, const Tensor& gate, const Tensor& up, const Tensor& dy,

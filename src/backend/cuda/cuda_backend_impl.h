@@ -55,6 +55,10 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                   const Tensor& y) override;
+  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& sum, const Tensor& weight, float eps,
+                    const Tensor& y) override;
+  void add_layer_norm(const Tensor& a, const Tensor& b, const Tensor& sum, const Tensor& weight,
+                      const Tensor& bias, float eps, const Tensor& y) override;
   void gelu(const Tensor& x, GeluForm form, const Tensor& y) override;
   void silu(const Tensor& x, const Tensor& y) override;
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) override;
@@ -73,9 +77,10 @@ class CudaBackend final : public Backend {
                        const Tensor* db) override;
   void embedding_backward(std::span<const int32_t> ids, const Tensor& dout, const Tensor& dtable) override;
   void rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy, const Tensor& dx,
-                         const Tensor& dweight) override;
+                         const Tensor& dweight, GradWrite dx_write) override;
   void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy,
-                           const Tensor& dx, const Tensor& dweight, const Tensor& dbias) override;
+                           const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                           GradWrite dx_write) override;
   void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx) override;
   void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
                        const Tensor& dup) override;

@@ -27,12 +27,17 @@ void rotate(CudaBackend& backend, const char* op, const char* name, const Tensor
               dims.heads, dims.head_dim, dims.half, layout == RopeLayout::Neox, inverse, backend.stream());
 }
 
+// The rows of add_rms_norm / add_layer_norm: sum = a + b, written by the norm kernel.
+NormRows residual_rows(const Tensor& a, const Tensor& b, const Tensor& sum) {
+  return {a.as<const float>(), b.as<const float>(), sum.as<float>()};
+}
+
 }  // namespace
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {
   make_current();
   const RowDims dims = checks::check_norm("rms_norm", x, weight, nullptr, y);
-  launch_rms_norm(x.as<const float>(), weight.data, weight.dtype, eps, dims.rows, dims.d, y.as<float>(),
+  launch_rms_norm({x.as<const float>()}, weight.data, weight.dtype, eps, dims.rows, dims.d, y.as<float>(),
                   stream_);
 }
 
@@ -40,8 +45,24 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor
                              const Tensor& y) {
   make_current();
   const RowDims dims = checks::check_norm("layer_norm", x, weight, &bias, y);
-  launch_layer_norm(x.as<const float>(), weight.data, weight.dtype, bias.data, bias.dtype, eps, dims.rows,
+  launch_layer_norm({x.as<const float>()}, weight.data, weight.dtype, bias.data, bias.dtype, eps, dims.rows,
                     dims.d, y.as<float>(), stream_);
+}
+
+void CudaBackend::add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& sum, const Tensor& weight,
+                               float eps, const Tensor& y) {
+  make_current();
+  const RowDims dims = checks::check_add_norm("add_rms_norm", a, b, sum, weight, nullptr, y);
+  launch_rms_norm(residual_rows(a, b, sum), weight.data, weight.dtype, eps, dims.rows, dims.d, y.as<float>(),
+                  stream_);
+}
+
+void CudaBackend::add_layer_norm(const Tensor& a, const Tensor& b, const Tensor& sum, const Tensor& weight,
+                                 const Tensor& bias, float eps, const Tensor& y) {
+  make_current();
+  const RowDims dims = checks::check_add_norm("add_layer_norm", a, b, sum, weight, &bias, y);
+  launch_layer_norm(residual_rows(a, b, sum), weight.data, weight.dtype, bias.data, bias.dtype, eps,
+                    dims.rows, dims.d, y.as<float>(), stream_);
 }
 
 void CudaBackend::gelu(const Tensor& x, GeluForm form, const Tensor& y) {
@@ -81,27 +102,28 @@ void CudaBackend::softmax(const Tensor& x, const Tensor& y) {
 }
 
 void CudaBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy,
-                                    const Tensor& dx, const Tensor& dweight) {
+                                    const Tensor& dx, const Tensor& dweight, GradWrite dx_write) {
   make_current();
   const RowDims dims = checks::check_norm_backward("rms_norm_backward", x, weight, dy, dx, dweight, nullptr);
   const DeviceBuffer scratch = pool().allocate(
       sizeof(double) * static_cast<size_t>(norm_backward_scratch_doubles(dims.rows, dims.d, 1)),
       "rms_norm_backward scratch");
   launch_rms_norm_backward(x.as<const float>(), weight.data, weight.dtype, eps, dy.as<const float>(),
-                           dims.rows, dims.d, dx.as<float>(), dweight.as<float>(), scratch.as<double>(),
-                           stream_);
+                           dims.rows, dims.d, dx_write == GradWrite::Accumulate, dx.as<float>(),
+                           dweight.as<float>(), scratch.as<double>(), stream_);
 }
 
 void CudaBackend::layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const Tensor& dy,
-                                      const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+                                      const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                                      GradWrite dx_write) {
   make_current();
   const RowDims dims = checks::check_norm_backward("layer_norm_backward", x, weight, dy, dx, dweight, &dbias);
   const DeviceBuffer scratch = pool().allocate(
       sizeof(double) * static_cast<size_t>(norm_backward_scratch_doubles(dims.rows, dims.d, 2)),
       "layer_norm_backward scratch");
   launch_layer_norm_backward(x.as<const float>(), weight.data, weight.dtype, eps, dy.as<const float>(),
-                             dims.rows, dims.d, dx.as<float>(), dweight.as<float>(), dbias.as<float>(),
-                             scratch.as<double>(), stream_);
+                             dims.rows, dims.d, dx_write == GradWrite::Accumulate, dx.as<float>(),
+                             dweight.as<float>(), dbias.as<float>(), scratch.as<double>(), stream_);
 }
 
 void CudaBackend::gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx) {

@@ -53,18 +53,22 @@ struct LayerNormRowSums {
   }
 };
 
-// Step 1: one block per row (blocks stride over rows); row_stats[row] = (mean, r).
+// Step 1: one block per row (blocks stride over rows); row_stats[row] = (mean, r). dx = g, or
+// dx += g when `accumulate_dx` (the f32 addition add() would make).
 template <class RowSums, class W>
 __global__ void norm_backward_kernel(RowSums row_sums, const float* x, const W* weight, float eps,
-                                     const float* dy, int64_t rows, int64_t d, float* dx, double* row_stats) {
+                                     const float* dy, int64_t rows, int64_t d, bool accumulate_dx, float* dx,
+                                     double* row_stats) {
   __shared__ double shared[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* xr = x + row * d;
     const float* dyr = dy + row * d;
     float* dxr = dx + row * d;
     const auto stats = row_sums(xr, weight, dyr, d, eps, shared);
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
-      dxr[i] = norm_dx(xr[i], to_float(weight[i]), dyr[i], stats);
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+      const float g = norm_dx(xr[i], to_float(weight[i]), dyr[i], stats);
+      dxr[i] = accumulate_dx ? dxr[i] + g : g;
+    }
     if (threadIdx.x == 0) {
       row_stats[2 * row] = stats.mean;
       row_stats[2 * row + 1] = stats.r;
@@ -108,13 +112,13 @@ struct AddChunkPartials {
 // Steps 1 to 3; row_stats = scratch[0, 2 rows), the partials after them.
 template <class RowSums>
 void launch_norm_backward(const char* op, const float* x, const void* weight, DType weight_dtype, float eps,
-                          const float* dy, int64_t rows, int64_t d, float* dx, float* dweight, float* dbias,
-                          double* scratch, cudaStream_t stream) {
+                          const float* dy, int64_t rows, int64_t d, bool accumulate_dx, float* dx,
+                          float* dweight, float* dbias, double* scratch, cudaStream_t stream) {
   if (rows == 0 || d == 0) return;  // no rows: the parameter gradients gain 0
   with_storage_type(weight_dtype, op, [&](auto w) {
     using W = decltype(w);
     norm_backward_kernel<<<static_cast<unsigned>(row_blocks(rows)), row_threads(d), 0, stream>>>(
-        RowSums{}, x, static_cast<const W*>(weight), eps, dy, rows, d, dx, scratch);
+        RowSums{}, x, static_cast<const W*>(weight), eps, dy, rows, d, accumulate_dx, dx, scratch);
     TM_CUDA_CHECK_LAUNCH();
   });
   const NormGradGrid grid = norm_grad_grid(rows, d);
@@ -131,17 +135,17 @@ void launch_norm_backward(const char* op, const float* x, const void* weight, DT
 }  // namespace
 
 void launch_rms_norm_backward(const float* x, const void* weight, DType weight_dtype, float eps,
-                              const float* dy, int64_t rows, int64_t d, float* dx, float* dweight,
-                              double* scratch, cudaStream_t stream) {
-  launch_norm_backward<RmsNormRowSums>("rms_norm_backward", x, weight, weight_dtype, eps, dy, rows, d, dx,
-                                       dweight, nullptr, scratch, stream);
+                              const float* dy, int64_t rows, int64_t d, bool accumulate_dx, float* dx,
+                              float* dweight, double* scratch, cudaStream_t stream) {
+  launch_norm_backward<RmsNormRowSums>("rms_norm_backward", x, weight, weight_dtype, eps, dy, rows, d,
+                                       accumulate_dx, dx, dweight, nullptr, scratch, stream);
 }
 
 void launch_layer_norm_backward(const float* x, const void* weight, DType weight_dtype, float eps,
-                                const float* dy, int64_t rows, int64_t d, float* dx, float* dweight,
-                                float* dbias, double* scratch, cudaStream_t stream) {
-  launch_norm_backward<LayerNormRowSums>("layer_norm_backward", x, weight, weight_dtype, eps, dy, rows, d, dx,
-                                         dweight, dbias, scratch, stream);
+                                const float* dy, int64_t rows, int64_t d, bool accumulate_dx, float* dx,
+                                float* dweight, float* dbias, double* scratch, cudaStream_t stream) {
+  launch_norm_backward<LayerNormRowSums>("layer_norm_backward", x, weight, weight_dtype, eps, dy, rows, d,
+                                         accumulate_dx, dx, dweight, dbias, scratch, stream);
 }
 
 }  // namespace tokenmill::cuda
