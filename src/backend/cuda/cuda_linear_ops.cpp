@@ -50,12 +50,19 @@ const void* operand_data(const DeviceBuffer& prepared, const Tensor& a) {
   return prepared.data() != nullptr ? prepared.data() : a.data;
 }
 
-// y = x . w^T (+ bias) from x already in operand_format(w.dtype) (`operand`). With a bias, y
-// starts as the bias and the product is added to it; quantized products are always added
-// (to zeros without a bias: f32 addition commutes, so y = dot + bias exactly).
+// y = x . w^T (+ bias) from x already in operand_format(w.dtype) (`operand`). An f32 bias at
+// a 16-byte-aligned address is added by cuBLASLt's epilogue where it can; otherwise y starts
+// as the bias and the product is added to it. Quantized products are always added (to zeros
+// without a bias: f32 addition commutes, so y = dot + bias exactly).
 void product(GemmEngine& gemm, cudaStream_t stream, const void* operand, const Tensor& w, const Tensor* bias,
              const Tensor& y, const checks::MatmulDims& dims) {
   const bool quantized = is_quantized(w.dtype);
+  const GemmLayout layout = row_major_product(dims.n, dims.m, dims.k, false, true);
+  const bool epilogue_bias =
+      !quantized && bias != nullptr && bias->dtype == DType::F32 && address_alignment(bias->data) >= 16;
+  if (epilogue_bias &&
+      gemm.multiply_with_bias(layout, w.data, operand, w.dtype, bias->as<const float>(), y.as<float>()))
+    return;
   if (bias != nullptr || quantized)
     launch_broadcast_rows(bias != nullptr ? bias->data : nullptr, bias != nullptr ? bias->dtype : DType::F32,
                           dims.n, dims.m, y.as<float>(), stream);
@@ -63,8 +70,7 @@ void product(GemmEngine& gemm, cudaStream_t stream, const void* operand, const T
     launch_quantized_matmul(w.data, w.dtype, operand, dims.n, dims.k, dims.m, y.as<float>(), stream);
     return;
   }
-  gemm.multiply(row_major_product(dims.n, dims.m, dims.k, false, true), w.data, operand, w.dtype,
-                y.as<float>(), bias != nullptr);
+  gemm.multiply(layout, w.data, operand, w.dtype, y.as<float>(), bias != nullptr);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ namespace {
 
 constexpr char kMagic[8] = {'T', 'M', 'G', 'E', 'M', 'M', 'L', 'T'};
 constexpr uint64_t kHeaderWords = 4;  // version, words per entry, count, checksum
-constexpr uint64_t kKeyWords = 9;
+constexpr uint64_t kKeyWords = 10;
 constexpr uint64_t kAlgorithmWords = std::tuple_size_v<decltype(GemmAlgorithm::words)>;
 constexpr uint64_t kEntryWords = kKeyWords + 1 + kAlgorithmWords;  // key, tuned, algorithm
 constexpr uint64_t kHeaderBytes = sizeof(kMagic) + kHeaderWords * 8;
@@ -53,6 +53,7 @@ GemmKey parse_key(std::span<const uint8_t> e, uint64_t index) {
   for (uint64_t i = 6; i < 9; ++i)
     if (!valid_alignment(word(i)))
       fail("entry {}: alignment {} is not a power of two <= 256", index, word(i));
+  if (word(9) > 1) fail("entry {}: bias flag {} is not 0 or 1", index, word(9));
   return GemmKey{.m = static_cast<int64_t>(word(0)),
                  .n = static_cast<int64_t>(word(1)),
                  .k = static_cast<int64_t>(word(2)),
@@ -61,7 +62,8 @@ GemmKey parse_key(std::span<const uint8_t> e, uint64_t index) {
                  .trans_b = word(5) == 1,
                  .align_a = static_cast<uint32_t>(word(6)),
                  .align_b = static_cast<uint32_t>(word(7)),
-                 .align_d = static_cast<uint32_t>(word(8))};
+                 .align_d = static_cast<uint32_t>(word(8)),
+                 .bias = word(9) == 1};
 }
 
 std::string file_name_part(std::string_view s) {
@@ -97,6 +99,7 @@ std::vector<uint8_t> GemmAlgorithmCache::serialize() const {
     put(body, key.trans_a ? 1 : 0);
     put(body, key.trans_b ? 1 : 0);
     for (const uint32_t v : {key.align_a, key.align_b, key.align_d}) put(body, v);
+    put(body, key.bias ? 1 : 0);
     put(body, algorithm.tuned ? 1 : 0);
     for (const uint64_t word : algorithm.words) put(body, word);
   }

@@ -67,19 +67,35 @@ class Event {
 };
 
 std::string describe(const GemmKey& key) {
-  return fmt::format("m={} n={} k={} type={} trans_a={} trans_b={} alignments A={} B={} D={}", key.m, key.n,
-                     key.k, key.type, key.trans_a, key.trans_b, key.align_a, key.align_b, key.align_d);
+  return fmt::format("m={} n={} k={} type={} trans_a={} trans_b={} alignments A={} B={} D={} bias={}", key.m,
+                     key.n, key.k, key.type, key.trans_a, key.trans_b, key.align_a, key.align_b, key.align_d,
+                     key.bias);
+}
+
+GemmKey key_of(const GemmLayout& layout, const void* a, const void* b, DType type, const float* d,
+               bool bias) {
+  return GemmKey{.m = layout.m,
+                 .n = layout.n,
+                 .k = layout.k,
+                 .type = static_cast<int32_t>(cuda_type(type)),
+                 .trans_a = layout.trans_a,
+                 .trans_b = layout.trans_b,
+                 .align_a = address_alignment(a),
+                 .align_b = address_alignment(b),
+                 .align_d = address_alignment(d),
+                 .bias = bias};
 }
 
 }  // namespace
 
-// The cuBLASLt descriptors of one product, initialised in place (nothing to destroy).
+// The cuBLASLt descriptors of one product, initialised in place (nothing to destroy). With
+// a bias, the BIAS epilogue adds the f32 vector `bias` (one value per row of D).
 struct GemmEngine::Descriptors {
   cublasLtMatmulDescOpaque_t op{};
   cublasLtMatrixLayoutOpaque_t a{}, b{}, d{};
   const GemmLayout& g;
 
-  Descriptors(const GemmLayout& layout, cudaDataType_t type) : g(layout) {
+  Descriptors(const GemmLayout& layout, cudaDataType_t type, const float* bias = nullptr) : g(layout) {
     TM_CUBLAS_CHECK(cublasLtMatmulDescInit(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t trans_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t trans_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -91,6 +107,15 @@ struct GemmEngine::Descriptors {
     TM_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&a, type, u64(g.a_rows()), u64(g.a_cols()), g.lda));
     TM_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&b, type, u64(g.b_rows()), u64(g.b_cols()), g.ldb));
     TM_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&d, CUDA_R_32F, u64(g.m), u64(g.n), g.ldd));
+    if (bias == nullptr) return;
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const cudaDataType_t bias_type = CUDA_R_32F;
+    TM_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    TM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                   sizeof(bias_type)));
+    TM_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
 };
 
@@ -124,15 +149,7 @@ void GemmEngine::multiply(const GemmLayout& layout, const void* a, const void* b
     if (!accumulate) launch_broadcast_rows(nullptr, DType::F32, layout.n, layout.m, d, stream_);
     return;
   }
-  const GemmKey key{.m = layout.m,
-                    .n = layout.n,
-                    .k = layout.k,
-                    .type = static_cast<int32_t>(cuda_type(type)),
-                    .trans_a = layout.trans_a,
-                    .trans_b = layout.trans_b,
-                    .align_a = address_alignment(a),
-                    .align_b = address_alignment(b),
-                    .align_d = address_alignment(d)};
+  const GemmKey key = key_of(layout, a, b, type, d, /*bias=*/false);
   const float beta = accumulate ? 1.0f : 0.0f;
   if (!padded_.contains(key)) {
     Descriptors desc(layout, cuda_type(type));
@@ -144,6 +161,23 @@ void GemmEngine::multiply(const GemmLayout& layout, const void* a, const void* b
                   describe(key));
   }
   multiply_padded(key, layout, a, b, type, d, accumulate);
+}
+
+bool GemmEngine::multiply_with_bias(const GemmLayout& layout, const void* a, const void* b, DType type,
+                                    const float* bias, float* d) {
+  if (layout.m == 0 || layout.n == 0 || layout.k == 0) return false;
+  const GemmKey key = key_of(layout, a, b, type, d, /*bias=*/true);
+  if (no_bias_epilogue_.contains(key)) return false;
+  Descriptors desc(layout, cuda_type(type), bias);
+  const std::optional<cublasLtMatmulAlgo_t> algo = algorithm_for(key, desc, a, b, 0.0f);
+  if (!algo) {
+    spdlog::debug("cuBLASLt has no bias-epilogue algorithm for the product {}: adding the bias apart",
+                  describe(key));
+    no_bias_epilogue_.insert(key);
+    return false;
+  }
+  run(desc, *algo, a, b, 0.0f, d);
+  return true;
 }
 
 void GemmEngine::run(Descriptors& desc, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b,

@@ -9,6 +9,9 @@
 // once per new kind of product), and cached in memory and, between runs, in a file
 // (gemm_algorithm_cache.h) written when the engine is destroyed.
 //
+// A bias is added by cuBLASLt's BIAS epilogue where it can be (multiply_with_bias); the
+// epilogue is part of the key, so its algorithms are chosen, tuned and cached alike.
+//
 // A product cuBLASLt has no algorithm for as it is (an odd leading dimension or a buffer
 // only 2-byte aligned, which the conformance suite passes on purpose) is computed on
 // 16-byte-aligned copies (gemm_layout.h's padded_layout): A and B copied in, D copied in
@@ -46,6 +49,14 @@ class GemmEngine {
   void multiply(const GemmLayout& layout, const void* a, const void* b, DType type, float* d,
                 bool accumulate);
 
+  // D = op(A) . op(B) + bias, bias[i] added to row i of D (in row-major terms: to output
+  // column i of every token), by cuBLASLt's BIAS epilogue, in one pass over D. `bias` is
+  // f32 at a 16-byte-aligned address (the caller checks; the epilogue needs it). Returns
+  // false, having queued nothing, for an empty sum (k == 0) or when cuBLASLt has no such
+  // algorithm for this product as it is: the caller then adds the bias itself.
+  bool multiply_with_bias(const GemmLayout& layout, const void* a, const void* b, DType type,
+                          const float* bias, float* d);
+
  private:
   struct Descriptors;
   // The algorithm for `key`: cached (and accepted by cuBLASLt in this process), else chosen
@@ -75,6 +86,7 @@ class GemmEngine {
   GemmAlgorithmCache cache_;
   std::set<GemmKey> checked_;  // keys whose cached algorithm cuBLASLt accepted in this process
   std::map<GemmKey, cublasLtMatmulAlgo_t> padded_;  // products computed on aligned copies
+  std::set<GemmKey> no_bias_epilogue_;              // bias products cuBLASLt has no algorithm for
   bool dirty_ = false;                              // cache_ has entries the file lacks
 };
 

@@ -21,7 +21,7 @@ namespace tokenmill::cuda {
 namespace {
 
 constexpr size_t kHeaderBytes = 8 + 4 * 8;
-constexpr size_t kEntryBytes = 18 * 8;
+constexpr size_t kEntryBytes = 19 * 8;
 
 GemmKey key(int64_t m, int64_t n, int64_t k, uint32_t align_a = 256) {
   return GemmKey{.m = m,
@@ -35,6 +35,12 @@ GemmKey key(int64_t m, int64_t n, int64_t k, uint32_t align_a = 256) {
                  .align_d = 16};
 }
 
+// The key of the same product with the bias epilogue.
+GemmKey biased(GemmKey k) {
+  k.bias = true;
+  return k;
+}
+
 GemmAlgorithm algorithm(uint64_t seed, bool tuned = false) {
   GemmAlgorithm a;
   for (size_t i = 0; i < a.words.size(); ++i) a.words[i] = seed * 0x9e3779b97f4a7c15ull + i;
@@ -46,7 +52,7 @@ GemmAlgorithmCache sample_cache() {
   GemmAlgorithmCache cache;
   cache.insert(key(768, 37, 300), algorithm(1));
   cache.insert(key(1, 1, 1, 2), algorithm(2, true));
-  cache.insert(key(50257, 1024, 768), algorithm(3));
+  cache.insert(biased(key(50257, 1024, 768)), algorithm(3));
   return cache;
 }
 
@@ -61,6 +67,7 @@ TEST(GemmAlgorithmCache, FindsWhatWasInsertedAndReplaces) {
   ASSERT_NE(cache.find(key(2, 3, 4)), nullptr);
   EXPECT_EQ(*cache.find(key(2, 3, 4)), algorithm(7));
   EXPECT_EQ(cache.find(key(2, 3, 4, 8)), nullptr) << "another alignment is another key";
+  EXPECT_EQ(cache.find(biased(key(2, 3, 4))), nullptr) << "the bias epilogue is another key";
   cache.insert(key(2, 3, 4), algorithm(8, true));
   EXPECT_EQ(*cache.find(key(2, 3, 4)), algorithm(8, true));
   EXPECT_EQ(cache.size(), 1u);
@@ -74,7 +81,7 @@ TEST(GemmAlgorithmCache, RoundTripsThroughBytes) {
   EXPECT_EQ(back.size(), 3u);
   for (const auto& [k, a] :
        {std::pair{key(768, 37, 300), algorithm(1)}, std::pair{key(1, 1, 1, 2), algorithm(2, true)},
-        std::pair{key(50257, 1024, 768), algorithm(3)}}) {
+        std::pair{biased(key(50257, 1024, 768)), algorithm(3)}}) {
     ASSERT_NE(back.find(k), nullptr);
     EXPECT_EQ(*back.find(k), a);
   }
@@ -131,11 +138,12 @@ TEST(GemmAlgorithmCache, RefusesADamagedBody) {
 
 // A body whose checksum is right but whose key no engine makes.
 TEST(GemmAlgorithmCache, RefusesImpossibleKeys) {
-  const auto with_key = [](const GemmKey& k, uint64_t tuned = 0) {
+  const auto with_key = [](const GemmKey& k, uint64_t tuned = 0, uint64_t bias = 0) {
     GemmAlgorithmCache cache;
     cache.insert(k, algorithm(1));
     std::vector<uint8_t> bytes = cache.serialize();
-    put_word(bytes, kHeaderBytes + 9 * 8, tuned);
+    put_word(bytes, kHeaderBytes + 9 * 8, bias);
+    put_word(bytes, kHeaderBytes + 10 * 8, tuned);
     // Recompute the checksum over the edited body (FNV-1a, as the format says).
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = kHeaderBytes; i < bytes.size(); ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
@@ -151,6 +159,8 @@ TEST(GemmAlgorithmCache, RefusesImpossibleKeys) {
   negative_type.type = -1;
   EXPECT_THROW(GemmAlgorithmCache::parse(with_key(negative_type)), Error) << "data type";
   EXPECT_THROW(GemmAlgorithmCache::parse(with_key(key(1, 2, 3), 2)), Error) << "tuned flag 2";
+  EXPECT_NO_THROW(GemmAlgorithmCache::parse(with_key(key(1, 2, 3), 0, 1)));
+  EXPECT_THROW(GemmAlgorithmCache::parse(with_key(key(1, 2, 3), 0, 2)), Error) << "bias flag 2";
 }
 
 class GemmAlgorithmCacheFile : public ::testing::Test {
