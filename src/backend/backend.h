@@ -8,7 +8,8 @@
 //    (Q4_0 ... Q6_K, see quant/quant_formats.h).
 //  - Outputs never alias inputs, except for the elementwise ops (gelu, silu, swiglu,
 //    add), the norms and softmax, whose output may be exactly one of their inputs
-//    (in-place use); a partial overlap is an error.
+//    (in-place use), and the sum of add_rms_norm / add_layer_norm (see there); a partial
+//    overlap is an error.
 //  - Shapes are checked; a mismatch throws tokenmill::Error (a programming error in the
 //    caller, never silent memory corruption).
 #pragma once
@@ -151,9 +152,10 @@ class Backend {
 
   // ---------------------------------------------------------------- training
   // The backward of each forward op above, plus the loss and the optimizer step. All
-  // gradients are f32. Activation gradients (dx, dq, ...) are overwritten; parameter
-  // gradients (dw, db, dweight, dbias, dtable) are accumulated (+=), so micro-batches of
-  // gradient accumulation simply add up. Outputs never overlap inputs unless stated.
+  // gradients are f32. Activation gradients (dx, dq, ...) are overwritten (the norms' may be
+  // accumulated, see GradWrite); parameter gradients (dw, db, dweight, dbias, dtable) are
+  // accumulated (+=), so micro-batches of gradient accumulation simply add up. Outputs never
+  // overlap inputs unless stated.
 
   // Of matmul: y[n, m] = x[n, k] . w[m, k]^T + bias[m].  dy [n, m].
   //   dx[n, k]  = dy . w            (skipped when dx is null)

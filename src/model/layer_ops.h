@@ -11,9 +11,10 @@
 
 namespace tokenmill {
 
-// The activations of one step over up to `rows` tokens, all f32: the scratch the functions
-// below read and clobber, plus the rotary frequencies. Sized once, so steps never allocate;
-// they live in the arena's memory (the backend's).
+// The activations of one step over up to `rows` tokens, all f32: the residual stream, the
+// pending delta (`projected`, see below), the scratch the functions below read and clobber,
+// and the rotary frequencies. Sized once, so steps never allocate; they live in the arena's
+// memory (the backend's).
 struct StepBuffers {
   Tensor inv_freq;                     // [head_dim / 2] (rotary models; empty otherwise)
   Tensor residual, normed, projected;  // [rows, hidden]

@@ -53,7 +53,8 @@ GemmKey parse_key(std::span<const uint8_t> e, uint64_t index) {
   for (uint64_t i = 6; i < 9; ++i)
     if (!valid_alignment(word(i)))
       fail("entry {}: alignment {} is not a power of two <= 256", index, word(i));
-  if (word(9) > 1) fail("entry {}: bias flag {} is not 0 or 1", index, word(9));
+  if (word(9) != 0 && !valid_alignment(word(9)))
+    fail("entry {}: bias alignment {} is not 0 or a power of two <= 256", index, word(9));
   return GemmKey{.m = static_cast<int64_t>(word(0)),
                  .n = static_cast<int64_t>(word(1)),
                  .k = static_cast<int64_t>(word(2)),
@@ -63,7 +64,7 @@ GemmKey parse_key(std::span<const uint8_t> e, uint64_t index) {
                  .align_a = static_cast<uint32_t>(word(6)),
                  .align_b = static_cast<uint32_t>(word(7)),
                  .align_d = static_cast<uint32_t>(word(8)),
-                 .bias = word(9) == 1};
+                 .align_bias = static_cast<uint32_t>(word(9))};
 }
 
 std::string file_name_part(std::string_view s) {
@@ -98,8 +99,7 @@ std::vector<uint8_t> GemmAlgorithmCache::serialize() const {
     put(body, static_cast<uint64_t>(key.type));
     put(body, key.trans_a ? 1 : 0);
     put(body, key.trans_b ? 1 : 0);
-    for (const uint32_t v : {key.align_a, key.align_b, key.align_d}) put(body, v);
-    put(body, key.bias ? 1 : 0);
+    for (const uint32_t v : {key.align_a, key.align_b, key.align_d, key.align_bias}) put(body, v);
     put(body, algorithm.tuned ? 1 : 0);
     for (const uint64_t word : algorithm.words) put(body, word);
   }

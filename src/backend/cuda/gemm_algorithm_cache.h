@@ -4,8 +4,8 @@
 //
 // File format (little-endian 64-bit words):
 //   "TMGEMMLT" (8 bytes), version, words per entry, entry count, FNV-1a of the entries,
-//   then per entry: m, n, k, type, trans_a, trans_b, align_a, align_b, align_d, bias (0/1),
-//   tuned (0/1) and the 8 words of the opaque cublasLtMatmulAlgo_t.
+//   then per entry: m, n, k, type, trans_a, trans_b, align_a, align_b, align_d, align_bias
+//   (0: no bias epilogue), tuned (0/1) and the 8 words of the opaque cublasLtMatmulAlgo_t.
 // A file that is not exactly this (wrong magic or version, a count that does not match
 // the size or overflows, a bad checksum, a key no GemmEngine would make) is refused whole.
 #pragma once
@@ -23,14 +23,15 @@ namespace tokenmill::cuda {
 
 // What the choice of algorithm depends on: the column-major shape (gemm_layout.h), the
 // cudaDataType_t of A and B (C and D are always f32, the compute type always FP32), the
-// transposes, the alignment of each buffer (C is D) and whether cuBLASLt's BIAS epilogue
-// adds an f32 bias.
+// transposes, the alignment of each buffer (C is D) and, when cuBLASLt's BIAS epilogue adds
+// an f32 bias, the bias's alignment (its heuristic reads the pointer to decide what an
+// algorithm may assume).
 struct GemmKey {
   int64_t m = 0, n = 0, k = 0;
   int32_t type = 0;
   bool trans_a = false, trans_b = false;
   uint32_t align_a = 0, align_b = 0, align_d = 0;
-  bool bias = false;
+  uint32_t align_bias = 0;  // 0: no bias epilogue
 
   auto operator<=>(const GemmKey&) const = default;
 };
@@ -46,7 +47,7 @@ struct GemmAlgorithm {
 
 class GemmAlgorithmCache {
  public:
-  static constexpr uint64_t kVersion = 2;  // 2: the bias flag
+  static constexpr uint64_t kVersion = 2;  // 2: align_bias
 
   // The algorithm stored for `key`, or null.
   const GemmAlgorithm* find(const GemmKey& key) const;

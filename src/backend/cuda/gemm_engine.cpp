@@ -69,11 +69,12 @@ class Event {
 std::string describe(const GemmKey& key) {
   return fmt::format("m={} n={} k={} type={} trans_a={} trans_b={} alignments A={} B={} D={} bias={}", key.m,
                      key.n, key.k, key.type, key.trans_a, key.trans_b, key.align_a, key.align_b, key.align_d,
-                     key.bias);
+                     key.align_bias);
 }
 
+// The key of a product; `bias` is the epilogue's (null: none).
 GemmKey key_of(const GemmLayout& layout, const void* a, const void* b, DType type, const float* d,
-               bool bias) {
+               const float* bias) {
   return GemmKey{.m = layout.m,
                  .n = layout.n,
                  .k = layout.k,
@@ -83,7 +84,7 @@ GemmKey key_of(const GemmLayout& layout, const void* a, const void* b, DType typ
                  .align_a = address_alignment(a),
                  .align_b = address_alignment(b),
                  .align_d = address_alignment(d),
-                 .bias = bias};
+                 .align_bias = bias != nullptr ? address_alignment(bias) : 0};
 }
 
 }  // namespace
@@ -149,7 +150,7 @@ void GemmEngine::multiply(const GemmLayout& layout, const void* a, const void* b
     if (!accumulate) launch_broadcast_rows(nullptr, DType::F32, layout.n, layout.m, d, stream_);
     return;
   }
-  const GemmKey key = key_of(layout, a, b, type, d, /*bias=*/false);
+  const GemmKey key = key_of(layout, a, b, type, d, nullptr);
   const float beta = accumulate ? 1.0f : 0.0f;
   if (!padded_.contains(key)) {
     Descriptors desc(layout, cuda_type(type));
@@ -166,17 +167,22 @@ void GemmEngine::multiply(const GemmLayout& layout, const void* a, const void* b
 bool GemmEngine::multiply_with_bias(const GemmLayout& layout, const void* a, const void* b, DType type,
                                     const float* bias, float* d) {
   if (layout.m == 0 || layout.n == 0 || layout.k == 0) return false;
-  const GemmKey key = key_of(layout, a, b, type, d, /*bias=*/true);
+  const GemmKey key = key_of(layout, a, b, type, d, bias);
   if (no_bias_epilogue_.contains(key)) return false;
-  Descriptors desc(layout, cuda_type(type), bias);
-  const std::optional<cublasLtMatmulAlgo_t> algo = algorithm_for(key, desc, a, b, 0.0f);
+  std::optional<Descriptors> desc;
+  std::optional<cublasLtMatmulAlgo_t> algo;
+  try {  // any refusal of the epilogue (not only "not supported") leaves the plain path
+    desc.emplace(layout, cuda_type(type), bias);
+    algo = algorithm_for(key, *desc, a, b, 0.0f);
+  } catch (const Error& e) {
+    spdlog::debug("cuBLASLt refused the bias epilogue for the product {}: {}", describe(key), e.what());
+  }
   if (!algo) {
-    spdlog::debug("cuBLASLt has no bias-epilogue algorithm for the product {}: adding the bias apart",
-                  describe(key));
+    spdlog::debug("no bias-epilogue algorithm for the product {}: the bias is added apart", describe(key));
     no_bias_epilogue_.insert(key);
     return false;
   }
-  run(desc, *algo, a, b, 0.0f, d);
+  run(*desc, *algo, a, b, 0.0f, d);
   return true;
 }
 

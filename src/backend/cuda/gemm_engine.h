@@ -3,8 +3,8 @@
 //
 // Every product is FP32 compute (CUBLAS_COMPUTE_32F, never TF32) with f32 output; A and B
 // are both f32 (full FP32 GEMM) or both bf16/f16 (tensor cores, FP32 accumulation). The
-// algorithm of each kind of product (GemmKey: shape, type, transposes, buffer alignments)
-// is chosen once, by cuBLASLt's heuristic (its first answer) or, with
+// algorithm of each kind of product (GemmKey: shape, type, transposes, buffer alignments,
+// bias epilogue) is chosen once, by cuBLASLt's heuristic (its first answer) or, with
 // TOKENMILL_GEMM_TUNE=1, by timing its top candidates (the host then waits for the GPU,
 // once per new kind of product), and cached in memory and, between runs, in a file
 // (gemm_algorithm_cache.h) written when the engine is destroyed.
@@ -53,7 +53,8 @@ class GemmEngine {
   // column i of every token), by cuBLASLt's BIAS epilogue, in one pass over D. `bias` is
   // f32 at a 16-byte-aligned address (the caller checks; the epilogue needs it). Returns
   // false, having queued nothing, for an empty sum (k == 0) or when cuBLASLt has no such
-  // algorithm for this product as it is: the caller then adds the bias itself.
+  // algorithm for this product as it is, or refuses the epilogue: the caller then adds the
+  // bias itself (and the engine does not ask again for this kind of product).
   bool multiply_with_bias(const GemmLayout& layout, const void* a, const void* b, DType type,
                           const float* bias, float* d);
 

@@ -35,9 +35,9 @@ GemmKey key(int64_t m, int64_t n, int64_t k, uint32_t align_a = 256) {
                  .align_d = 16};
 }
 
-// The key of the same product with the bias epilogue.
+// The key of the same product with the bias epilogue (a 16-byte-aligned bias).
 GemmKey biased(GemmKey k) {
-  k.bias = true;
+  k.align_bias = 16;
   return k;
 }
 
@@ -138,11 +138,11 @@ TEST(GemmAlgorithmCache, RefusesADamagedBody) {
 
 // A body whose checksum is right but whose key no engine makes.
 TEST(GemmAlgorithmCache, RefusesImpossibleKeys) {
-  const auto with_key = [](const GemmKey& k, uint64_t tuned = 0, uint64_t bias = 0) {
+  const auto with_key = [](const GemmKey& k, uint64_t tuned = 0, uint64_t align_bias = 0) {
     GemmAlgorithmCache cache;
     cache.insert(k, algorithm(1));
     std::vector<uint8_t> bytes = cache.serialize();
-    put_word(bytes, kHeaderBytes + 9 * 8, bias);
+    put_word(bytes, kHeaderBytes + 9 * 8, align_bias);
     put_word(bytes, kHeaderBytes + 10 * 8, tuned);
     // Recompute the checksum over the edited body (FNV-1a, as the format says).
     uint64_t h = 0xcbf29ce484222325ull;
@@ -159,8 +159,9 @@ TEST(GemmAlgorithmCache, RefusesImpossibleKeys) {
   negative_type.type = -1;
   EXPECT_THROW(GemmAlgorithmCache::parse(with_key(negative_type)), Error) << "data type";
   EXPECT_THROW(GemmAlgorithmCache::parse(with_key(key(1, 2, 3), 2)), Error) << "tuned flag 2";
-  EXPECT_NO_THROW(GemmAlgorithmCache::parse(with_key(key(1, 2, 3), 0, 1)));
-  EXPECT_THROW(GemmAlgorithmCache::parse(with_key(key(1, 2, 3), 0, 2)), Error) << "bias flag 2";
+  EXPECT_NO_THROW(GemmAlgorithmCache::parse(with_key(key(1, 2, 3), 0, 16)));
+  EXPECT_THROW(GemmAlgorithmCache::parse(with_key(key(1, 2, 3), 0, 3)), Error) << "bias alignment 3";
+  EXPECT_THROW(GemmAlgorithmCache::parse(with_key(key(1, 2, 3), 0, 512)), Error) << "bias alignment 512";
 }
 
 class GemmAlgorithmCacheFile : public ::testing::Test {

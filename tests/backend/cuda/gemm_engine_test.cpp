@@ -1,6 +1,7 @@
 // GemmEngine on a GPU (skipped without one): TOKENMILL_GEMM_TUNE=1 times the candidates and
 // marks its choice as tuned in the cache file, which a later engine (tuning or not) reuses
-// for the same bits without rewriting the file; a damaged file is ignored and rewritten.
+// for the same bits without rewriting the file; a damaged file is ignored and rewritten; an
+// aligned f32 bias gets a product (and an algorithm) with cuBLASLt's bias epilogue.
 // The conformance suite (tests/backend) checks the products themselves on every shape.
 #include <gtest/gtest.h>
 
@@ -81,12 +82,37 @@ TEST_F(GemmEngineOnGpu, TunedChoicesArePersistedAndReusedBitForBit) {
   const std::filesystem::path file = cache_file();
   const std::vector<uint8_t> bytes = read_bytes(file);
   EXPECT_EQ(cuda::GemmAlgorithmCache::parse(bytes).size(), 1u);
-  // The tuned flag of the only entry: word 9 of the entry, after the 40-byte header.
-  ASSERT_GE(bytes.size(), 40u + 10 * 8);
-  EXPECT_EQ(bytes[40 + 9 * 8], 1) << "the choice is not marked as tuned";
+  // The tuned flag of the only entry: word 10 of the entry, after the 40-byte header.
+  ASSERT_GE(bytes.size(), 40u + 11 * 8);
+  EXPECT_EQ(bytes[40 + 10 * 8], 1) << "the choice is not marked as tuned";
   const ScopedEnv no_tune("TOKENMILL_GEMM_TUNE", nullptr);
   EXPECT_EQ(run_matmul(), tuned) << "the cached algorithm gives other bits";
   EXPECT_EQ(read_bytes(file), bytes) << "a cache with nothing new was rewritten";
+}
+
+// Operands aligned as the loaders place them. The biased product has a cache entry of its
+// own only when it ran with the epilogue (the other path adds the bias with beta = 1 to the
+// same product as the unbiased one, under the same key).
+TEST_F(GemmEngineOnGpu, AnAlignedF32BiasIsAddedInTheEpilogue) {
+  const ScopedEnv no_tune("TOKENMILL_GEMM_TUNE", nullptr);
+  {
+    const BackendUnderTest cuda = cuda_backend_under_test();
+    const std::unique_ptr<Backend> backend = cuda.make();
+    std::mt19937_64 rng(7);
+    GuardedBuffer x(cuda, DType::F32, {37, 300}), w(cuda, DType::BF16, {130, 300}),
+        bias(cuda, DType::F32, {130}), y(cuda, DType::F32, {37, 130});
+    x.fill_random(rng);
+    w.fill_random(rng);
+    bias.fill_random(rng);
+    y.fill(NAN);
+    backend->matmul(x.tensor(), w.tensor(), nullptr, y.tensor());
+    backend->matmul(x.tensor(), w.tensor(), bias.ptr(), y.tensor());
+    const MatmulActivations x_read(cuda, x, DType::BF16);
+    EXPECT_TRUE(
+        close_to_reference(y.values(), reference::matmul(x_read.tensor(), w.tensor(), bias.ptr()), 1e-5));
+  }
+  EXPECT_EQ(cuda::GemmAlgorithmCache::parse(read_bytes(cache_file())).size(), 2u)
+      << "the biased product did not run with the epilogue";
 }
 
 TEST_F(GemmEngineOnGpu, ADamagedCacheFileIsIgnoredAndRewritten) {
