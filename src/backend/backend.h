@@ -55,8 +55,8 @@ class Backend {
   // Throws Error if an id is outside [0, vocab).
   virtual void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) = 0;
 
-  // y[n, m] = x[n, k] . w[m, k]^T (+ bias[m]).  x, y, bias f32; w f32/bf16/f16;
-  // bias may be null. Accumulation in f32 (or wider).
+  // y[n, m] = x[n, k] . w[m, k]^T (+ bias[m]).  x, y f32; w f32/bf16/f16; bias f32/bf16/f16
+  // (a quantized bias is refused) or null. Accumulation in f32 (or wider).
   // A quantized w is multiplied as ggml does it: each row of x is quantized to
   // quant::activation_type(w.dtype) and every output is quant::vec_dot_row's integer
   // block arithmetic (summation order may differ), the same for every n (a token's

@@ -317,6 +317,23 @@ TEST_P(Conformance, MatmulSharedGivesEachTargetMatmulsBits) {
   set_thread_count(0);
 }
 
+// A quantized bias is refused up front, by matmul and by matmul_shared before any target is
+// written.
+TEST_P(Conformance, MatmulRejectsAQuantizedBias) {
+  auto x = input(DType::F32, {2, 16});
+  auto w = input(DType::F32, {32, 16});
+  auto bias = input(DType::F32, {32});
+  auto bias_q8 = buffer(DType::Q8_0, {32});
+  auto y = output({2, 32});
+  auto y2 = output({2, 32});
+  EXPECT_THROW(backend_->matmul(x->tensor(), w->tensor(), bias_q8->ptr(), y->tensor()), Error);
+  const Backend::MatmulTarget targets[] = {{w->ptr(), bias->ptr(), y->ptr()},
+                                           {w->ptr(), bias_q8->ptr(), y2->ptr()}};
+  EXPECT_THROW(backend_->matmul_shared(x->tensor(), targets), Error);
+  for (const float v : y->values()) ASSERT_TRUE(std::isnan(v)) << "a refused call wrote y";
+  for (const float v : y2->values()) ASSERT_TRUE(std::isnan(v)) << "a refused call wrote y2";
+}
+
 TEST_P(Conformance, MatmulRejectsMismatchedShapesAndAliasing) {
   auto x = input(DType::F32, {2, 16});
   auto w = input(DType::F32, {8, 16});

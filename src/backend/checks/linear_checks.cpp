@@ -47,6 +47,7 @@ MatmulDims check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
   if (bias != nullptr) {
     expect_disjoint(op, "y", y, "bias", *bias);
     if (bias->numel() != dims.m) fail("{}: bias must have {} elements, got {}", op, dims.m, describe(*bias));
+    if (is_quantized(bias->dtype)) fail("{}: bias must be f32, bf16 or f16, got {}", op, describe(*bias));
     expect_data(op, "bias", *bias);
   }
   return dims;

@@ -19,8 +19,8 @@ struct EmbeddingDims {
 EmbeddingDims check_embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out);
 
 // y[n, m] = x[n, k] . w[m, k]^T (+ bias[m]): x, y f32 (x may have any rank: its leading
-// dimensions are the n rows), w rank 2 of any dtype, bias m elements of any dtype, y
-// disjoint from every input.
+// dimensions are the n rows), w rank 2 of any dtype, bias m elements of f32, bf16 or f16,
+// y disjoint from every input.
 struct MatmulDims {
   int64_t n = 0, k = 0, m = 0;
 };
