@@ -50,16 +50,15 @@ const void* operand_data(const DeviceBuffer& prepared, const Tensor& a) {
   return prepared.data() != nullptr ? prepared.data() : a.data;
 }
 
-// y = x . w^T (+ bias) from x already in operand_format(w.dtype) (`operand`). An f32 bias at
-// a 16-byte-aligned address is added by cuBLASLt's epilogue where it can; otherwise y starts
+// y = x . w^T (+ bias) from x already in operand_format(w.dtype) (`operand`). An f32 bias is
+// added by cuBLASLt's epilogue where the engine can (multiply_with_bias); otherwise y starts
 // as the bias and the product is added to it. Quantized products are always added (to zeros
 // without a bias: f32 addition commutes, so y = dot + bias exactly).
 void product(GemmEngine& gemm, cudaStream_t stream, const void* operand, const Tensor& w, const Tensor* bias,
              const Tensor& y, const checks::MatmulDims& dims) {
   const bool quantized = is_quantized(w.dtype);
   const GemmLayout layout = row_major_product(dims.n, dims.m, dims.k, false, true);
-  const bool epilogue_bias =
-      !quantized && bias != nullptr && bias->dtype == DType::F32 && address_alignment(bias->data) >= 16;
+  const bool epilogue_bias = !quantized && bias != nullptr && bias->dtype == DType::F32;
   if (epilogue_bias &&
       gemm.multiply_with_bias(layout, w.data, operand, w.dtype, bias->as<const float>(), y.as<float>()))
     return;

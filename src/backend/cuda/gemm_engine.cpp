@@ -22,6 +22,9 @@ namespace {
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr int kTuneCandidates = 8;  // heuristic answers timed under TOKENMILL_GEMM_TUNE=1
 constexpr int kTuneRuns = 5;        // timed runs of each (after one warm-up run)
+// The BIAS epilogue's kernels assume a 16-byte-aligned bias (below that PyTorch saw
+// "misaligned address" faults); a bias aligned to less is added apart.
+constexpr uint32_t kMinBiasAlignment = 16;
 
 static_assert(sizeof(cublasLtMatmulAlgo_t) == sizeof(GemmAlgorithm::words),
               "cublasLtMatmulAlgo_t changed size");
@@ -168,7 +171,7 @@ bool GemmEngine::multiply_with_bias(const GemmLayout& layout, const void* a, con
                                     const float* bias, float* d) {
   if (layout.m == 0 || layout.n == 0 || layout.k == 0) return false;
   const GemmKey key = key_of(layout, a, b, type, d, bias);
-  if (no_bias_epilogue_.contains(key)) return false;
+  if (key.align_bias < kMinBiasAlignment || no_bias_epilogue_.contains(key)) return false;
   std::optional<Descriptors> desc;
   std::optional<cublasLtMatmulAlgo_t> algo;
   try {  // any refusal of the epilogue (not only "not supported") leaves the plain path

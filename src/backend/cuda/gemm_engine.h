@@ -50,9 +50,9 @@ class GemmEngine {
                 bool accumulate);
 
   // D = op(A) . op(B) + bias, bias[i] added to row i of D (in row-major terms: to output
-  // column i of every token), by cuBLASLt's BIAS epilogue, in one pass over D. `bias` is
-  // f32 at a 16-byte-aligned address (the caller checks; the epilogue needs it). Returns
-  // false, having queued nothing, for an empty sum (k == 0) or when cuBLASLt has no such
+  // column i of every token), by cuBLASLt's BIAS epilogue, in one pass over D; `bias` is
+  // f32. Returns false, having queued nothing, for an empty sum (k == 0), a bias aligned to
+  // less than 16 bytes (the epilogue's kernels assume 16), or when cuBLASLt has no such
   // algorithm for this product as it is, or refuses the epilogue: the caller then adds the
   // bias itself (and the engine does not ask again for this kind of product).
   bool multiply_with_bias(const GemmLayout& layout, const void* a, const void* b, DType type,
