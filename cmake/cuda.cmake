@@ -1,12 +1,20 @@
 # The CUDA backend (src/backend/cuda): built when TOKENMILL_CUDA is ON, or AUTO (the default)
 # and nvcc is found. It compiles for every architecture we support, so CI (which has nvcc
 # but no GPU) compiles and links every kernel on every run.
-set(TOKENMILL_CUDA AUTO CACHE STRING "Build the CUDA backend: ON, OFF or AUTO (when nvcc is found)")
-set_property(CACHE TOKENMILL_CUDA PROPERTY STRINGS ON OFF AUTO)
+#
+# EMULATE (the cuda-emu preset) builds the same backend as C++ against an emulation of the
+# CUDA runtime and cuBLASLt on the CPU (tests/cuda_emu): `--device cuda` then runs every
+# kernel on the CPU, so the tests execute the GPU code on machines without a GPU.
+set(TOKENMILL_CUDA AUTO CACHE STRING "Build the CUDA backend: ON, OFF, AUTO (when nvcc is found) or EMULATE")
+set_property(CACHE TOKENMILL_CUDA PROPERTY STRINGS ON OFF AUTO EMULATE)
 
 set(tokenmill_with_cuda OFF)
+set(tokenmill_cuda_emulated OFF)
 if(TOKENMILL_CUDA STREQUAL "ON")
   set(tokenmill_with_cuda ON)
+elseif(TOKENMILL_CUDA STREQUAL "EMULATE")
+  set(tokenmill_with_cuda ON)
+  set(tokenmill_cuda_emulated ON)
 elseif(TOKENMILL_CUDA STREQUAL "AUTO")
   include(CheckLanguage)
   check_language(CUDA)
@@ -14,10 +22,14 @@ elseif(TOKENMILL_CUDA STREQUAL "AUTO")
     set(tokenmill_with_cuda ON)
   endif()
 elseif(NOT TOKENMILL_CUDA STREQUAL "OFF")
-  message(FATAL_ERROR "TOKENMILL_CUDA must be ON, OFF or AUTO, not '${TOKENMILL_CUDA}'")
+  message(FATAL_ERROR "TOKENMILL_CUDA must be ON, OFF, AUTO or EMULATE, not '${TOKENMILL_CUDA}'")
 endif()
 
-if(tokenmill_with_cuda)
+if(tokenmill_cuda_emulated)
+  find_package(CUDAToolkit REQUIRED)  # NVIDIA's headers only: no library of it is linked
+  include(${PROJECT_SOURCE_DIR}/tests/cuda_emu/cuda_emu.cmake)
+  message(STATUS "tokenmill: CUDA backend EMULATED on the CPU (headers of CUDA ${CUDAToolkit_VERSION})")
+elseif(tokenmill_with_cuda)
   # A100 (sm_80), RTX 30xx / A10 (sm_86), RTX 40xx / L4 (sm_89), H100 / H200 (sm_90).
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 80 86 89 90)

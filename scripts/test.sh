@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The test suite, from a fresh Debian machine: installs dependencies, checks formatting,
-# builds the release preset and runs every CTest test, then builds the asan preset
-# (clang, AddressSanitizer + UBSan, libFuzzer) and runs the whole suite again under them (bad input, fuzz corpus included).
+# builds the release preset and runs every CTest test; then the asan preset (clang,
+# AddressSanitizer + UBSan, libFuzzer, and the CUDA backend run on the CPU by the CUDA
+# emulation, so every GPU case runs too) and the whole suite again under it (bad input, fuzz
+# corpus included); then the tsan preset (ThreadSanitizer over the emulated kernels: races
+# between a kernel's GPU threads) on the kernel tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,3 +16,6 @@ ctest --preset release -j"$(nproc)"
 
 scripts/build.sh asan
 ctest --preset asan -j"$(nproc)"
+
+scripts/build.sh tsan --target cuda_emu_kernel_test --target backend_conformance_test
+ctest --preset tsan -j"$(nproc)" -R 'cuda'

@@ -23,4 +23,17 @@ inline std::string cuda_unavailable_reason(int gpu = 0) {
 #endif
 }
 
+// "" when `--device auto` should choose GPU `gpu`; otherwise why not. In a build whose CUDA
+// backend is the CPU emulation (tests/cuda_emu), the answer is always no: the emulated GPU
+// runs kernels far slower than the CPU backend, and is for testing the GPU code by name
+// (--device cuda).
+inline std::string cuda_auto_obstacle(int gpu = 0) {
+#ifdef TOKENMILL_CUDA_EMULATED
+  (void)gpu;
+  return "this build's CUDA backend is the CPU emulation (choose it with --device cuda)";
+#else
+  return cuda_unavailable_reason(gpu);
+#endif
+}
+
 }  // namespace tokenmill

@@ -13,12 +13,13 @@ namespace tokenmill {
 
 namespace {
 
-// "" when the CUDA backend can run `model` on GPU `gpu`; otherwise why not. Quantized weights
+// "" when the CUDA backend can run `model` on GPU `gpu` (as `--device auto`'s choice when
+// `automatic`); otherwise why not. Quantized weights
 // run there as matrices (matmul, embedding) only. The loaders give every vector (norm
 // weight, bias) in f32; a hand-built model with a quantized one is refused here rather than
 // midway through a run.
-std::string cuda_obstacle(int gpu, Model& model) {
-  std::string why = cuda_unavailable_reason(gpu);
+std::string cuda_obstacle(int gpu, Model& model, bool automatic) {
+  std::string why = automatic ? cuda_auto_obstacle(gpu) : cuda_unavailable_reason(gpu);
   if (!why.empty()) return why;
   for_each_op_weight(model.weights, [&](Tensor& t) {
     if (why.empty() && t.data != nullptr && is_quantized(t.dtype) && t.rank != 2)
@@ -49,7 +50,7 @@ DeviceChoice choose_device(const std::string& device, Model& model, HostWeights 
   if (device == "cpu") {
     choice.backend = make_cpu_backend();
   } else if (device == "auto") {
-    const std::string why = cuda_obstacle(0, model);
+    const std::string why = cuda_obstacle(0, model, /*automatic=*/true);
     if (why.empty()) {
 #ifdef TOKENMILL_HAS_CUDA
       choice.backend = make_cuda_backend(0);
@@ -59,7 +60,7 @@ DeviceChoice choose_device(const std::string& device, Model& model, HostWeights 
       choice.note = "running on the CPU: " + why;
     }
   } else if (const std::optional<int> gpu = cuda_index(device)) {
-    const std::string why = cuda_obstacle(*gpu, model);
+    const std::string why = cuda_obstacle(*gpu, model, /*automatic=*/false);
     if (!why.empty()) fail("--device {}: {}", device, why);
 #ifdef TOKENMILL_HAS_CUDA
     choice.backend = make_cuda_backend(*gpu);

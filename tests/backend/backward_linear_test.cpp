@@ -546,6 +546,7 @@ TEST_P(BackwardLinear, AdamWStepsOfAHandExample) {
     hyper.step = step + 1;
     hyper.grad_scale = 0.5f;
     backend_->adamw_step(param->tensor(), grad->tensor(), m->tensor(), v->tensor(), hyper);
+    synchronize();  // before the reads below and the next step's writes of grad
     for (int64_t i = 0; i < 2; ++i) {
       EXPECT_NEAR(param->get(i), kHandParam[step][i], 1e-6 * std::abs(kHandParam[step][i]));
       EXPECT_NEAR(m->get(i), kHandM[step][i], 1e-6 * std::abs(kHandM[step][i]));

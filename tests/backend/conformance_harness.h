@@ -203,6 +203,10 @@ class BackendOpTest : public ::testing::TestWithParam<BackendUnderTest> {
   void SetUp() override { backend_ = GetParam().make(); }
   void TearDown() override { set_thread_count(0); }  // for the tests that change it
 
+  // Completes the backend's queued work: before the host reads what an op wrote through
+  // tensor().data or get(), or writes a buffer an op still reads.
+  void synchronize() const { GetParam().synchronize(); }
+
   // A buffer on this backend.
   std::unique_ptr<GuardedBuffer> buffer(DType dtype, std::initializer_list<int64_t> dims,
                                         size_t misalign = 0) {

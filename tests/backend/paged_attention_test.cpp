@@ -343,6 +343,7 @@ TEST_P(PagedAttention, StoreKvWritesConvertedRowsIntoTheirSlots) {
     // Expected: the pool as it was, with convert()'s output rows in the slots.
     auto converted = buffer(dtype, {6, 2, 20});
     backend_->convert(rows->tensor(), converted->tensor());
+    synchronize();
     const size_t slot_size = 2 * 20 * dtype_size(dtype);
     std::vector<unsigned char> want(
         static_cast<const unsigned char*>(pool->tensor().data),
@@ -353,6 +354,7 @@ TEST_P(PagedAttention, StoreKvWritesConvertedRowsIntoTheirSlots) {
     const std::vector<double> reference_pool = reference::store_kv(rows->tensor(), slots, pool->tensor());
 
     backend_->store_kv(rows->tensor(), slots, pool->tensor());
+    synchronize();
     EXPECT_EQ(std::memcmp(want.data(), pool->tensor().data, want.size()), 0);
     EXPECT_TRUE(close_to_reference(pool->values(), reference_pool, 0.0));
     EXPECT_GUARDS(pool);

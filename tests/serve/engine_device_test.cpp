@@ -17,11 +17,13 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda_availability.h"
 #include "model/fenced_backend.h"
 #include "model/weight_placement.h"
 #include "runtime/text_model.h"
 #include "serve/engine.h"
 #include "support/fixture_test_name.h"
+#include "support/gpu_devices.h"
 #include "support/random_tokens.h"
 
 namespace tokenmill {
@@ -122,6 +124,35 @@ TEST_P(EngineOnDevice, ServesFromDeviceMemoryWithTheHostAnswers) {
   EXPECT_GT(fenced_.fenced_memory().bytes_out(), 0u);  // the logits came back by copy
   EXPECT_GT(device_engine.snapshot().prefix_cache_hits, 0);
 }
+
+#ifdef TOKENMILL_HAS_CUDA
+// The same engine on GPU 0 (or the CUDA emulation): the greedy answers are the host's token
+// for token (the fixtures' top logits are far apart next to the CUDA kernels' rounding), the
+// sampled one runs to its length; twice, the second time from the prefix cache.
+TEST_P(EngineOnDevice, ServesOnCudaWithTheHostsGreedyAnswers) {
+  if (!testing::cuda_usable()) GTEST_SKIP() << cuda_unavailable_reason();
+  const TextModel on_host = TextModel::load(kFixtures / GetParam());
+  const TextModel on_gpu = TextModel::load(kFixtures / GetParam());
+  const std::unique_ptr<Backend> cuda = make_cuda_backend(0);
+  place_weights(on_gpu.model->weights, cuda->memory());
+  const std::vector<EngineRequest> rs = requests(on_host.model->config.vocab_size);
+  Engine host_engine(on_host, *cpu_, options());
+  const std::vector<Answer> want = serve(host_engine, rs);
+  Engine gpu_engine(on_gpu, *cuda, options());
+  for (int round = 0; round < 2; ++round) {
+    const std::vector<Answer> got = serve(gpu_engine, rs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].finish, FinishReason::Length) << round << " " << i;
+      EXPECT_EQ(got[i].tokens.size(), 12u) << round << " " << i;
+      if (rs[i].sampling.temperature == 0.0f) {
+        EXPECT_EQ(got[i].tokens, want[i].tokens) << round << " " << i;
+      }
+    }
+  }
+  EXPECT_GT(gpu_engine.snapshot().prefix_cache_hits, 0);
+}
+#endif
 
 TEST_P(EngineOnDevice, RefusesWeightsLeftOnTheHost) {
   const TextModel on_host = TextModel::load(kFixtures / GetParam());

@@ -30,6 +30,9 @@ void CudaMemory::free(void* memory) noexcept {
 void CudaMemory::copy_from_host(void* dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;
   TM_CUDA_CHECK(cudaSetDevice(device_));
+  // Ops queued on the backends' own streams may still write or read `dst` (training zeroes
+  // its parameter buffers by a kernel, then uploads the initial values): they finish first.
+  TM_CUDA_CHECK(cudaDeviceSynchronize());
   TM_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
   // From pageable memory cudaMemcpy may return before the DMA lands; ops on other streams
   // must not race it.
