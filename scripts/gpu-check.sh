@@ -19,7 +19,10 @@
 #                                          the GPT-2 training comparison, `tokenmill bench
 #                                          --device cuda` on a small shape, `tokenmill doctor`,
 #                                          and the quickstart's model trained 60 steps in fp32,
-#                                          bf16, fp16 (most wanted first); all: both.
+#                                          bf16, fp16 (most wanted first); sanitize:
+#                                          compute-sanitizer (memcheck, racecheck, synccheck,
+#                                          initcheck) over the conformance suite's CUDA cases;
+#                                          all: the three, in that order.
 #                                          Every log and figure in LOG_DIR (default
 #                                          /tmp/gpu-check): figures.json holds every table's
 #                                          rows; $OUT (the device tool's) receives logs.tgz,
@@ -149,6 +152,32 @@ train_vs_pytorch() {
   done
 }
 
+# compute-sanitizer's four tools over the conformance suite's CUDA cases: memcheck (out-of-
+# bounds and misaligned accesses), racecheck (shared-memory hazards), synccheck (barrier and
+# warp-sync misuse), initcheck (reads of device memory nothing wrote). The CUDA emulation
+# checks the same logic on the CPU in CI; this is the GPU's own word on it.
+run_sanitizers() {
+  local sanitizer tool failed=0
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  if [[ ! -x $sanitizer ]]; then
+    echo "no compute-sanitizer on this machine"
+    return 1
+  fi
+  for tool in memcheck racecheck synccheck initcheck; do
+    if timeout "${GPU_SANITIZE_TIMEOUT:-150}" env LD_LIBRARY_PATH="$lib_path" "$sanitizer" --tool "$tool" \
+        --error-exitcode 1 "$bundle/bin/backend_conformance_test" --gtest_filter='*/cuda:*/cuda_tiled' \
+        >"$logs/sanitize_$tool.log" 2>&1; then
+      echo "PASS compute-sanitizer $tool" | tee -a "$logs/conformance.txt"
+    else
+      failed=1
+      echo "FAIL compute-sanitizer $tool (see sanitize_$tool.log)" | tee -a "$logs/conformance.txt"
+      grep -m5 -E '^========= (Invalid|Race|Barrier|Uninitialized|ERROR)' "$logs/sanitize_$tool.log" || true
+    fi
+    collect
+  done
+  return "$failed"
+}
+
 run_bench() {
   local layers="${GPU_CHECK_LAYERS:-32}"
   rm -f "$logs/figures.json"
@@ -191,6 +220,7 @@ case "${1:-} ${2:-all}" in
   "bundle all") build_bundle ;;
   "run tests") prepare_run; run_tests ;;
   "run bench") prepare_run; run_bench ;;
-  "run all") prepare_run; status=0; run_tests || status=1; run_bench; exit "$status" ;;
-  *) echo "usage: scripts/gpu-check.sh bundle | run [tests|bench|all] [LOG_DIR]" >&2; exit 2 ;;
+  "run sanitize") prepare_run; run_sanitizers ;;
+  "run all") prepare_run; status=0; run_tests || status=1; run_bench; run_sanitizers || status=1; exit "$status" ;;
+  *) echo "usage: scripts/gpu-check.sh bundle | run [tests|bench|sanitize|all] [LOG_DIR]" >&2; exit 2 ;;
 esac

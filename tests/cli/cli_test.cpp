@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "backend/cuda_availability.h"
 #include "core/json_file.h"
+#include "support/gpu_devices.h"
 #include "support/run_command.h"
 
 namespace {
@@ -64,6 +66,20 @@ TEST(Cli, GreedyGenerateJsonMatchesTransformers) {
     EXPECT_EQ(out["finish_reason"], "length");
     EXPECT_GT(out["decode_tokens_per_s"].get<double>(), 0.0);
     EXPECT_GT(out["prompt_tokens_per_s"].get<double>(), 0.0);
+  }
+}
+
+// On GPU 0 (a real one, or the CUDA emulation's), greedy decoding gives the CPU's ids.
+TEST(Cli, GreedyGenerateOnCudaGivesTheCpuIds) {
+  if (!tokenmill::testing::cuda_usable()) GTEST_SKIP() << tokenmill::cuda_unavailable_reason();
+  for (const char* fixture : {"gpt2", "llama", "llama_bf16", "mistral", "qwen2", "smollm_chat"}) {
+    const std::string args = "generate -m " + std::string(TOKENMILL_FIXTURES_DIR) + "/hf/" + fixture +
+                             " --prompt-ids 5,6,7,8 -n 16 --temperature 0 --ignore-eos --json --device ";
+    const CommandResult cpu = run_stdout(args + "cpu");
+    const CommandResult cuda = run_stdout(args + "cuda");
+    ASSERT_EQ(cpu.exit_code, 0) << fixture << ": " << cpu.output;
+    ASSERT_EQ(cuda.exit_code, 0) << fixture << ": " << cuda.output;
+    EXPECT_EQ(nlohmann::json::parse(cuda.output)["ids"], nlohmann::json::parse(cpu.output)["ids"]) << fixture;
   }
 }
 

@@ -146,8 +146,11 @@ bool BlockRunner::run(const Grid& grid, uint3 index, std::string& fault) {
       if (t.fibre->finished()) continue;
       all_done = false;
       if (t.wait != Wait::kNone) continue;
-      current_gpu_thread = &t;
-      current_thread = &t.context;
+      {
+        const Fibre::Untracked bookkeeping;
+        current_gpu_thread = &t;
+        current_thread = &t.context;
+      }
       t.fibre->resume();
       ran = true;
     }
