@@ -76,7 +76,8 @@ T* as(Opaque* opaque) {
   return reinterpret_cast<T*>(opaque);
 }
 
-cublasStatus_t refuse(cublasStatus_t status, const std::string& why) {
+// A refused call: `status`, and why on stderr.
+cublasStatus_t decline(cublasStatus_t status, const std::string& why) {
   std::fprintf(stderr, "cuda-emu: cuBLASLt: %s\n", why.c_str());
   return status;
 }
@@ -123,22 +124,23 @@ cublasStatus_t check(const MatmulDesc& d, const Layout& a, const Layout& b, cons
                      Shape& shape) {
   if (d.magic != kDescMagic || a.magic != kLayoutMagic || b.magic != kLayoutMagic ||
       c.magic != kLayoutMagic || dl.magic != kLayoutMagic)
-    return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "a descriptor or layout was not initialised");
+    return decline(CUBLAS_STATUS_NOT_INITIALIZED, "a descriptor or layout was not initialised");
   if (d.compute != CUBLAS_COMPUTE_32F || d.scale != CUDA_R_32F)
-    return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "only CUBLAS_COMPUTE_32F with CUDA_R_32F scaling is emulated");
+    return decline(CUBLAS_STATUS_NOT_SUPPORTED,
+                   "only CUBLAS_COMPUTE_32F with CUDA_R_32F scaling is emulated");
   if (d.pointer_mode != CUBLASLT_POINTER_MODE_HOST)
-    return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "only host alpha and beta are emulated");
+    return decline(CUBLAS_STATUS_NOT_SUPPORTED, "only host alpha and beta are emulated");
   if (element_bytes(a.type) == 0 || a.type != b.type || c.type != dl.type ||
       (dl.type != CUDA_R_32F && dl.type != a.type))
-    return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
-                  "A and B must share f32, f16 or bf16; C and D f32 or A's type");
+    return decline(CUBLAS_STATUS_NOT_SUPPORTED,
+                   "A and B must share f32, f16 or bf16; C and D f32 or A's type");
   for (const Layout* l : {&a, &b, &c, &dl}) {
     if (l->order != CUBLASLT_ORDER_COL)
-      return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "only column-major layouts are emulated");
+      return decline(CUBLAS_STATUS_NOT_SUPPORTED, "only column-major layouts are emulated");
     if (l->ld < static_cast<int64_t>(l->rows) || l->ld < 1)
-      return refuse(CUBLAS_STATUS_INVALID_VALUE,
-                    fmt::format("a leading dimension {} below the {} rows", l->ld, l->rows));
-    if (l->batch != dl.batch) return refuse(CUBLAS_STATUS_INVALID_VALUE, "the batch counts differ");
+      return decline(CUBLAS_STATUS_INVALID_VALUE,
+                     fmt::format("a leading dimension {} below the {} rows", l->ld, l->rows));
+    if (l->batch != dl.batch) return decline(CUBLAS_STATUS_INVALID_VALUE, "the batch counts differ");
   }
   const uint64_t a_rows = d.trans_a == CUBLAS_OP_N ? a.rows : a.cols,
                  a_cols = d.trans_a == CUBLAS_OP_N ? a.cols : a.rows;
@@ -146,9 +148,9 @@ cublasStatus_t check(const MatmulDesc& d, const Layout& a, const Layout& b, cons
                  b_cols = d.trans_b == CUBLAS_OP_N ? b.cols : b.rows;
   shape = Shape{dl.rows, dl.cols, a_cols};
   if (a_rows != shape.m || b_rows != shape.k || b_cols != shape.n || c.rows != dl.rows || c.cols != dl.cols)
-    return refuse(CUBLAS_STATUS_INVALID_VALUE,
-                  fmt::format("op(A) is {}x{}, op(B) {}x{}, C {}x{}, D {}x{}: they do not multiply", a_rows,
-                              a_cols, b_rows, b_cols, c.rows, c.cols, dl.rows, dl.cols));
+    return decline(CUBLAS_STATUS_INVALID_VALUE,
+                   fmt::format("op(A) is {}x{}, op(B) {}x{}, C {}x{}, D {}x{}: they do not multiply", a_rows,
+                               a_cols, b_rows, b_cols, c.rows, c.cols, dl.rows, dl.cols));
   switch (d.epilogue) {
     case CUBLASLT_EPILOGUE_DEFAULT:
     case CUBLASLT_EPILOGUE_RELU:
@@ -156,11 +158,11 @@ cublasStatus_t check(const MatmulDesc& d, const Layout& a, const Layout& b, cons
     case CUBLASLT_EPILOGUE_RELU_BIAS:
     case CUBLASLT_EPILOGUE_GELU:
     case CUBLASLT_EPILOGUE_GELU_BIAS: break;
-    default: return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "this epilogue is not emulated");
+    default: return decline(CUBLAS_STATUS_NOT_SUPPORTED, "this epilogue is not emulated");
   }
   const int32_t bias_type = d.bias_type == -1 ? dl.type : d.bias_type;
   if ((d.epilogue & CUBLASLT_EPILOGUE_BIAS) != 0 && bias_type != dl.type && bias_type != CUDA_R_32F)
-    return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "the bias must be of D's type or f32");
+    return decline(CUBLAS_STATUS_NOT_SUPPORTED, "the bias must be of D's type or f32");
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -210,7 +212,7 @@ void multiply(const MatmulDesc& d, const Layout& al, const Layout& bl, const Lay
 template <class T>
 cublasStatus_t set_field(T& field, const void* buf, size_t size) {
   if (buf == nullptr || size != sizeof(T))
-    return refuse(CUBLAS_STATUS_INVALID_VALUE, "an attribute of the wrong size");
+    return decline(CUBLAS_STATUS_INVALID_VALUE, "an attribute of the wrong size");
   std::memcpy(&field, buf, sizeof(T));
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -220,10 +222,10 @@ cublasStatus_t set_field(T& field, const void* buf, size_t size) {
 }  // namespace cuda_emu
 
 using cuda_emu::Algo;
+using cuda_emu::decline;
 using cuda_emu::Layout;
 using cuda_emu::MatmulDesc;
 using cuda_emu::Preference;
-using cuda_emu::refuse;
 using cuda_emu::set_field;
 
 extern "C" {
@@ -255,7 +257,7 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
 
 cublasStatus_t cublasLtMatmulDescInit_internal(cublasLtMatmulDesc_t desc, size_t size,
                                                cublasComputeType_t compute, cudaDataType_t scale) {
-  if (size < sizeof(MatmulDesc)) return refuse(CUBLAS_STATUS_INVALID_VALUE, "a matmul descriptor too small");
+  if (size < sizeof(MatmulDesc)) return decline(CUBLAS_STATUS_INVALID_VALUE, "a matmul descriptor too small");
   *cuda_emu::as<MatmulDesc>(desc) = MatmulDesc{cuda_emu::kDescMagic, compute, scale};
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -275,7 +277,7 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
                                               const void* buf, size_t size) {
   MatmulDesc& d = *cuda_emu::as<MatmulDesc>(desc);
   if (d.magic != cuda_emu::kDescMagic)
-    return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "a matmul descriptor not initialised");
+    return decline(CUBLAS_STATUS_NOT_INITIALIZED, "a matmul descriptor not initialised");
   switch (attr) {
     case CUBLASLT_MATMUL_DESC_TRANSA: return set_field(d.trans_a, buf, size);
     case CUBLASLT_MATMUL_DESC_TRANSB: return set_field(d.trans_b, buf, size);
@@ -284,15 +286,15 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return set_field(d.bias_type, buf, size);
     case CUBLASLT_MATMUL_DESC_POINTER_MODE: return set_field(d.pointer_mode, buf, size);
     default:
-      return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
-                    fmt::format("matmul attribute {} is not emulated", static_cast<int>(attr)));
+      return decline(CUBLAS_STATUS_NOT_SUPPORTED,
+                     fmt::format("matmul attribute {} is not emulated", static_cast<int>(attr)));
   }
 }
 
 cublasStatus_t cublasLtMatrixLayoutInit_internal(cublasLtMatrixLayout_t layout, size_t size,
                                                  cudaDataType type, uint64_t rows, uint64_t cols,
                                                  int64_t ld) {
-  if (size < sizeof(Layout)) return refuse(CUBLAS_STATUS_INVALID_VALUE, "a layout too small");
+  if (size < sizeof(Layout)) return decline(CUBLAS_STATUS_INVALID_VALUE, "a layout too small");
   *cuda_emu::as<Layout>(layout) = Layout{cuda_emu::kLayoutMagic, type, rows, cols, ld};
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -313,18 +315,18 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
                                                 size_t size) {
   Layout& l = *cuda_emu::as<Layout>(layout);
   if (l.magic != cuda_emu::kLayoutMagic)
-    return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "a layout not initialised");
+    return decline(CUBLAS_STATUS_NOT_INITIALIZED, "a layout not initialised");
   switch (attr) {
     case CUBLASLT_MATRIX_LAYOUT_ORDER: return set_field(l.order, buf, size);
     case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: return set_field(l.batch, buf, size);
     case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: return set_field(l.batch_stride, buf, size);
     case CUBLASLT_MATRIX_LAYOUT_LD: return set_field(l.ld, buf, size);
-    default: return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "this layout attribute is not emulated");
+    default: return decline(CUBLAS_STATUS_NOT_SUPPORTED, "this layout attribute is not emulated");
   }
 }
 
 cublasStatus_t cublasLtMatmulPreferenceInit_internal(cublasLtMatmulPreference_t pref, size_t size) {
-  if (size < sizeof(Preference)) return refuse(CUBLAS_STATUS_INVALID_VALUE, "a preference too small");
+  if (size < sizeof(Preference)) return decline(CUBLAS_STATUS_INVALID_VALUE, "a preference too small");
   *cuda_emu::as<Preference>(pref) = Preference{cuda_emu::kPrefMagic};
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -344,14 +346,14 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
                                                     const void* buf, size_t size) {
   Preference& p = *cuda_emu::as<Preference>(pref);
   if (p.magic != cuda_emu::kPrefMagic)
-    return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "a preference not initialised");
+    return decline(CUBLAS_STATUS_NOT_INITIALIZED, "a preference not initialised");
   switch (attr) {
     case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: return set_field(p.workspace, buf, size);
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: return set_field(p.align[0], buf, size);
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: return set_field(p.align[1], buf, size);
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: return set_field(p.align[2], buf, size);
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: return set_field(p.align[3], buf, size);
-    default: return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "this preference attribute is not emulated");
+    default: return decline(CUBLAS_STATUS_NOT_SUPPORTED, "this preference attribute is not emulated");
   }
 }
 
@@ -365,8 +367,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   *returned = 0;
   const Preference& p = *cuda_emu::as<Preference>(pref);
   if (p.magic != cuda_emu::kPrefMagic)
-    return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "a preference not initialised");
-  if (requested < 1) return refuse(CUBLAS_STATUS_INVALID_VALUE, "requestedAlgoCount below 1");
+    return decline(CUBLAS_STATUS_NOT_INITIALIZED, "a preference not initialised");
+  if (requested < 1) return decline(CUBLAS_STATUS_INVALID_VALUE, "requestedAlgoCount below 1");
   cuda_emu::Shape shape{};
   const Layout* layouts[4] = {cuda_emu::as<Layout>(a), cuda_emu::as<Layout>(b), cuda_emu::as<Layout>(c),
                               cuda_emu::as<Layout>(d)};
@@ -410,7 +412,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               cublasLtMatrixLayout_t bdesc, const void* beta, const void* c,
                               cublasLtMatrixLayout_t cdesc, void* d, cublasLtMatrixLayout_t ddesc,
                               const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t stream) {
-  if (handle == nullptr) return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "a null handle");
+  if (handle == nullptr) return decline(CUBLAS_STATUS_NOT_INITIALIZED, "a null handle");
   const MatmulDesc md = *cuda_emu::as<MatmulDesc>(desc);
   const Layout al = *cuda_emu::as<Layout>(adesc), bl = *cuda_emu::as<Layout>(bdesc),
                cl = *cuda_emu::as<Layout>(cdesc), dl = *cuda_emu::as<Layout>(ddesc);
@@ -421,11 +423,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     Algo chosen;
     std::memcpy(&chosen, algo, sizeof(chosen));
     if (chosen.magic != cuda_emu::kAlgoMagic)
-      return refuse(CUBLAS_STATUS_INVALID_VALUE, "not an algorithm of this cuBLASLt");
+      return decline(CUBLAS_STATUS_INVALID_VALUE, "not an algorithm of this cuBLASLt");
     const void* pointers[4] = {a, b, c, d};
     for (int i = 0; i < 4; ++i)
       if (cuda_emu::alignment_of(pointers[i]) < chosen.align[i])
-        return refuse(
+        return decline(
             CUBLAS_STATUS_INVALID_VALUE,
             fmt::format("matrix {} at {} is aligned to {} bytes, below the {} its algorithm was chosen for",
                         "ABCD"[i], pointers[i], cuda_emu::alignment_of(pointers[i]), chosen.align[i]));
@@ -434,7 +436,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   cuda_emu::Runtime& r = cuda_emu::runtime();
   const std::lock_guard lock(r.mutex);
   CUstream_st* on = r.streams.resolve(stream);
-  if (on == nullptr) return refuse(CUBLAS_STATUS_INVALID_VALUE, "not a live stream");
+  if (on == nullptr) return decline(CUBLAS_STATUS_INVALID_VALUE, "not a live stream");
   const bool has_bias = (md.epilogue & CUBLASLT_EPILOGUE_BIAS) != 0;
   const size_t bias_bytes =
       shape.m *
@@ -450,7 +452,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   };
   if (shape.m == 0 || shape.n == 0) return CUBLAS_STATUS_SUCCESS;
   if (!operands_live())
-    return refuse(CUBLAS_STATUS_INVALID_VALUE, "an operand is not inside live device memory");
+    return decline(CUBLAS_STATUS_INVALID_VALUE, "an operand is not inside live device memory");
   r.streams.enqueue(on, fmt::format("cublasLtMatmul {}x{}x{}", shape.m, shape.n, shape.k),
                     [=]() -> std::string {
                       if (!operands_live())

@@ -29,6 +29,8 @@ struct Runtime {
   Streams streams;
   std::unordered_set<CUevent_st*> events;
   std::map<const void*, size_t> dynamic_shared_opt_in;  // cudaFuncSetAttribute, per kernel
+  std::unordered_set<CUgraph_st*> graphs;
+  std::unordered_set<CUgraphExec_st*> graph_execs;
   uint64_t pool_release_threshold = 0;
 
   Runtime();
@@ -36,5 +38,13 @@ struct Runtime {
 
 // The process's runtime (never destroyed: other statics may call CUDA at exit).
 Runtime& runtime();
+
+using Lock = std::lock_guard<std::recursive_mutex>;
+
+// What every call returns: the context's sticky fault first, then `status` (kept as the
+// calling thread's last error when it is one).
+cudaError_t answer(cudaError_t status);
+// A refused call: `status`, and why on stderr.
+cudaError_t refuse(cudaError_t status, const std::string& why);
 
 }  // namespace cuda_emu

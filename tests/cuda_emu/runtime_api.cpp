@@ -38,20 +38,28 @@ thread_local cudaError_t last_error = cudaSuccess;
 thread_local int current_device = 0;
 CUmemPoolHandle_st default_pool;
 
-using Lock = std::lock_guard<std::recursive_mutex>;
+}  // namespace
 
-// What every call returns: the context's sticky fault first, then `status` (kept as the
-// thread's last error when it is one).
 cudaError_t answer(cudaError_t status) {
   if (!runtime().streams.fault().empty()) status = cudaErrorLaunchFailure;
   if (status != cudaSuccess) last_error = status;
   return status;
 }
 
-// A refused call: `status`, and why on stderr.
 cudaError_t refuse(cudaError_t status, const std::string& why) {
   std::fprintf(stderr, "cuda-emu: %s\n", why.c_str());
   return answer(status);
+}
+
+namespace {
+
+// During a stream capture, a call that would wait for the device (or run outside stream
+// order) cannot be recorded: CUDA's global capture mode refuses it and spoils the capture.
+cudaError_t refuse_in_capture(const char* call) {
+  if (!runtime().streams.capturing()) return cudaSuccess;
+  runtime().streams.invalidate_captures();
+  return refuse(cudaErrorStreamCaptureUnsupported,
+                fmt::format("{} during a stream capture (the capture is now invalidated)", call));
 }
 
 const char* copy_kind_name(cudaMemcpyKind kind) {
@@ -99,6 +107,11 @@ cudaError_t copy_2d(const char* call, void* dst, size_t dpitch, const void* src,
                     copy_kind_name(kind), src, src_bytes,
                     src_device ? "inside one live device allocation" : "host memory", dst, dst_bytes,
                     dst_device ? "inside one live device allocation" : "host memory"));
+  // A graph replays copies of device or pinned memory only; and nothing synchronous.
+  const bool pageable =
+      (!src_device && !r.memory.pinned(src, src_bytes)) || (!dst_device && !r.memory.pinned(dst, dst_bytes));
+  if (wait || (stream->capture != nullptr && pageable))
+    if (const cudaError_t status = refuse_in_capture(call); status != cudaSuccess) return status;
   // From pageable host memory the copy reads the source now (CUDA stages it before
   // returning); from device or pinned memory, when the stream reaches it.
   std::vector<unsigned char> staged;
@@ -135,6 +148,8 @@ cudaError_t memset_on(void* dst, int value, size_t bytes, cudaStream_t handle, b
     return refuse(
         cudaErrorInvalidValue,
         fmt::format("{}: {} ({} bytes) is not inside one live device allocation", call, dst, bytes));
+  if (wait)
+    if (const cudaError_t status = refuse_in_capture(call); status != cudaSuccess) return status;
   r.streams.enqueue(stream, call, [&r, dst, value, bytes]() -> std::string {
     if (!r.memory.on_device(dst, bytes))
       return "the memset ran after its memory was freed (a stream-ordering error)";
@@ -161,6 +176,7 @@ cudaError_t release(void* memory, MemoryKind kind, const char* call) {
   Runtime& r = runtime();
   const Lock lock(r.mutex);
   if (memory == nullptr) return answer(cudaSuccess);
+  if (const cudaError_t status = refuse_in_capture(call); status != cudaSuccess) return status;
   r.streams.run_all();  // cudaFree and cudaFreeHost wait for the device
   const std::string why = r.memory.release(memory, kind, false);
   if (!why.empty()) return refuse(cudaErrorInvalidValue, fmt::format("{}: {}", call, why));
@@ -340,6 +356,10 @@ const char* cudaGetErrorName(cudaError_t status) {
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
+    case cudaErrorGraphExecUpdateFailure: return "cudaErrorGraphExecUpdateFailure";
     default: return "cudaErrorUnknown";
   }
 }
@@ -359,6 +379,8 @@ const char* cudaGetErrorString(cudaError_t status) {
 
 cudaError_t cudaDeviceSynchronize() {
   const Lock lock(runtime().mutex);
+  if (const cudaError_t status = cuda_emu::refuse_in_capture("cudaDeviceSynchronize"); status != cudaSuccess)
+    return status;
   runtime().streams.run_all();
   return answer(cudaSuccess);
 }
@@ -440,8 +462,14 @@ cudaError_t cudaMallocFromPoolAsync(void** memory, size_t bytes, cudaMemPool_t p
   const Lock lock(runtime().mutex);
   if (pool != &cuda_emu::default_pool)
     return refuse(cudaErrorInvalidValue, "cudaMallocFromPoolAsync: not a pool");
-  if (runtime().streams.resolve(stream) == nullptr)
+  const CUstream_st* on = runtime().streams.resolve(stream);
+  if (on == nullptr)
     return refuse(cudaErrorInvalidResourceHandle, "cudaMallocFromPoolAsync: not a live stream");
+  if (on->capture != nullptr) {  // a graph's memory nodes are not emulated
+    runtime().streams.invalidate_captures();
+    return refuse(cudaErrorStreamCaptureUnsupported,
+                  "stream-ordered allocation during a capture is not emulated");
+  }
   return cuda_emu::allocate(memory, bytes, MemoryKind::kDevice, true, "cudaMallocFromPoolAsync");
 }
 
@@ -454,6 +482,10 @@ cudaError_t cudaFreeAsync(void* memory, cudaStream_t handle) {
   const Lock lock(r.mutex);
   CUstream_st* stream = r.streams.resolve(handle);
   if (stream == nullptr) return refuse(cudaErrorInvalidResourceHandle, "cudaFreeAsync: not a live stream");
+  if (stream->capture != nullptr) {
+    r.streams.invalidate_captures();
+    return refuse(cudaErrorStreamCaptureUnsupported, "stream-ordered free during a capture is not emulated");
+  }
   const cuda_emu::Allocation* a = r.memory.holding(memory, 1);
   if (a == nullptr || !a->pooled)
     return refuse(cudaErrorInvalidValue,
@@ -509,6 +541,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t handle) {
   CUstream_st* stream = runtime().streams.resolve(handle);
   if (stream == nullptr)
     return refuse(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: not a live stream");
+  if (const cudaError_t status = cuda_emu::refuse_in_capture("cudaStreamSynchronize"); status != cudaSuccess)
+    return status;
   runtime().streams.run_until(stream);
   return answer(cudaSuccess);
 }
@@ -549,6 +583,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   const Lock lock(runtime().mutex);
   if (!runtime().events.contains(event))
     return refuse(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: not a live event");
+  if (const cudaError_t status = cuda_emu::refuse_in_capture("cudaEventSynchronize"); status != cudaSuccess)
+    return status;
   if (event->stream != nullptr) runtime().streams.run_until(event->stream, event->position);
   return answer(cudaSuccess);
 }
@@ -573,6 +609,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t handle, cudaEvent_t event, unsigned
   CUstream_st* stream = runtime().streams.resolve(handle);
   if (!runtime().events.contains(event) || stream == nullptr)
     return refuse(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: not a live event and stream");
+  if (stream->capture != nullptr && event->stream != stream) {  // a dependency a graph here cannot hold
+    runtime().streams.invalidate_captures();
+    return refuse(cudaErrorStreamCaptureIsolation,
+                  "cudaStreamWaitEvent: a capturing stream waits for another stream's event (not emulated)");
+  }
   if (event->stream != nullptr)
     runtime().streams.enqueue(stream, "cudaStreamWaitEvent", [] { return std::string(); },
                               {{event->stream, event->position}});

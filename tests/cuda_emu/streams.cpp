@@ -27,6 +27,10 @@ void Streams::destroy(CUstream_st* stream) {
 
 void Streams::enqueue(CUstream_st* stream, std::string what, std::function<std::string()> run,
                       std::vector<std::pair<CUstream_st*, uint64_t>> after) {
+  if (stream->capture != nullptr) {
+    stream->capture->operations.push_back(CUstream_st::Operation{std::move(what), {}, std::move(run)});
+    return;
+  }
   const auto blocking = [](const CUstream_st& s) { return (s.flags & cudaStreamNonBlocking) == 0; };
   if (stream->legacy) {
     for (const auto& s : created_)
@@ -52,6 +56,17 @@ void Streams::run_until(CUstream_st* stream, uint64_t position) {
     }
     ++stream->done;
   }
+}
+
+bool Streams::capturing() const {
+  for (const CUstream_st* s : live_)
+    if (s->capture != nullptr) return true;
+  return false;
+}
+
+void Streams::invalidate_captures() {
+  for (const CUstream_st* s : live_)
+    if (s->capture != nullptr) s->capture->invalidated = true;
 }
 
 void Streams::run_all() {

@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+struct CUgraph_st;
+
 // The emulated stream behind a cudaStream_t.
 struct CUstream_st {
   struct Operation {
@@ -37,9 +39,20 @@ struct CUstream_st {
   unsigned flags = cudaStreamDefault;
   bool legacy = false;
   bool destroyed = false;
+  CUgraph_st* capture = nullptr;  // while capturing: where enqueued work goes instead
   std::deque<Operation> pending;
   uint64_t queued = 0;  // operations ever queued
   uint64_t done = 0;    // of them, run (or dropped after a fault)
+};
+
+// A captured graph (graphs.cpp): the operations its stream's capture recorded, in order.
+// Replaying runs them again with the arguments they were captured with.
+struct CUgraph_st {
+  std::vector<CUstream_st::Operation> operations;
+  bool invalidated = false;  // a call the capture cannot record was made during it
+};
+struct CUgraphExec_st {
+  std::vector<CUstream_st::Operation> operations;
 };
 
 // The emulated event behind a cudaEvent_t: the stream position it was last recorded at.
@@ -63,12 +76,18 @@ class Streams {
   // Runs what the stream has queued, then forgets it (it stays known as destroyed).
   void destroy(CUstream_st* stream);
 
-  // Queues `run` on `stream`, after the work the stream must wait for by CUDA's rules.
+  // Queues `run` on `stream`, after the work the stream must wait for by CUDA's rules; on a
+  // capturing stream, appends it to the graph being captured instead.
   void enqueue(CUstream_st* stream, std::string what, std::function<std::string()> run,
                std::vector<std::pair<CUstream_st*, uint64_t>> after = {});
   // Runs `stream`'s work up to its `position`-th operation (all of it by default).
   void run_until(CUstream_st* stream, uint64_t position = UINT64_MAX);
   void run_all();
+
+  // True while some stream captures; `invalidate_captures` spoils every capture in progress
+  // (after a call a capture cannot contain, as CUDA's global capture mode does).
+  bool capturing() const;
+  void invalidate_captures();
 
   // The first fault of a queued operation ("" while none): the context is then unusable.
   const std::string& fault() const { return fault_; }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -253,6 +254,37 @@ TEST_F(KernelExecution, StaticSharedMemoryOver48KiBIsAFault) {
   DeviceArray<float> out(1);
   too_much_static_shared_kernel<<<1, 32>>>(out.get());
   EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+}
+
+// A kernel captured into a graph gives, at each replay, the bits of a plain launch on the
+// inputs of that moment.
+TEST_F(KernelExecution, AGraphReplayGivesTheBitsOfPlainLaunches) {
+  std::vector<float> x(4 * 256);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 1.0f / static_cast<float>(i + 1);
+  const DeviceArray<float> in(x);
+  DeviceArray<float> plain(4), replayed(4);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  block_sum_kernel<<<4, 256, 0, stream>>>(in.get(), replayed.get());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int round = 0; round < 2; ++round) {
+    for (float& v : x) v *= -3.0f;
+    ASSERT_EQ(cudaMemcpy(in.get(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    block_sum_kernel<<<4, 256, 0, stream>>>(in.get(), plain.get());
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const std::vector<float> want = plain.read(), got = replayed.read();
+    for (size_t b = 0; b < 4; ++b)
+      EXPECT_EQ(std::memcmp(&got[b], &want[b], sizeof(float)), 0) << "block " << b;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 }  // namespace

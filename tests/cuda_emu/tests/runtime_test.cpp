@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 namespace {
@@ -164,6 +165,89 @@ TEST_F(Runtime, EventsTimeTheWorkBetweenThem) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   cudaEventDestroy(untimed);
+}
+
+// A captured graph replays its copies with the arguments captured, reading the device
+// memory as it is at each launch; capturing runs nothing.
+TEST_F(Runtime, AGraphReplaysWhatItsStreamCaptured) {
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  int *input = nullptr, *output = nullptr, *pinned = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&input), 16), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&output), 16), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), 16), cudaSuccess);
+  ASSERT_EQ(cudaMemset(output, 0, 16), cudaSuccess);
+
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  ASSERT_EQ(cudaMemcpyAsync(input, pinned, 16, cudaMemcpyHostToDevice, stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(output, input, 16, cudaMemcpyDeviceToDevice, stream), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  std::vector<int> got(4);
+  ASSERT_EQ(cudaMemcpy(got.data(), output, 16, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got, std::vector<int>(4, 0));  // the capture ran nothing
+  for (int round = 1; round <= 2; ++round) {
+    for (int i = 0; i < 4; ++i) pinned[i] = 10 * round + i;
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(got.data(), output, 16, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(got, (std::vector<int>{10 * round, 10 * round + 1, 10 * round + 2, 10 * round + 3}));
+  }
+
+  // Same operations, other arguments: the update takes them; other operations: refused.
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(input, pinned, 8, cudaMemcpyHostToDevice, stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(output, input, 8, cudaMemcpyDeviceToDevice, stream), cudaSuccess);
+  cudaGraph_t same_shape = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &same_shape), cudaSuccess);
+  cudaGraphExecUpdateResultInfo info{};
+  EXPECT_EQ(cudaGraphExecUpdate(exec, same_shape, &info), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(output, 0, 8, stream), cudaSuccess);
+  cudaGraph_t other = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &other), cudaSuccess);
+  EXPECT_EQ(cudaGraphExecUpdate(exec, other, &info), cudaErrorGraphExecUpdateFailure);
+  EXPECT_EQ(info.result, cudaGraphExecUpdateErrorTopologyChanged);
+
+  for (cudaGraph_t g : {graph, same_shape, other}) EXPECT_EQ(cudaGraphDestroy(g), cudaSuccess);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  cudaFreeHost(pinned);
+  cudaFree(input);
+  cudaFree(output);
+  cudaStreamDestroy(stream);
+}
+
+// What a graph cannot record refuses and spoils the capture: a synchronisation, a copy from
+// pageable memory (its bytes would be those of the capture, not of the replay), an allocation.
+TEST_F(Runtime, ACaptureRefusesWhatAGraphCannotReplay) {
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  void* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 16), cudaSuccess);
+  std::vector<char> pageable(16);
+  void* pooled = nullptr;
+  const auto refused = [&](const std::function<cudaError_t()>& call) {
+    EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    const cudaError_t status = call();
+    cudaGraph_t graph = nullptr;
+    EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+    EXPECT_EQ(graph, nullptr);
+    return status;
+  };
+  EXPECT_EQ(refused([&] { return cudaStreamSynchronize(stream); }), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(refused([&] { return cudaDeviceSynchronize(); }), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(
+      refused([&] { return cudaMemcpyAsync(device, pageable.data(), 16, cudaMemcpyHostToDevice, stream); }),
+      cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(refused([&] { return cudaMallocAsync(&pooled, 16, stream); }), cudaErrorStreamCaptureUnsupported);
+  cudaFree(device);
+  cudaStreamDestroy(stream);
 }
 
 }  // namespace
