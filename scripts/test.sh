@@ -18,4 +18,6 @@ scripts/build.sh asan
 ctest --preset asan -j"$(nproc)"
 
 scripts/build.sh tsan --target cuda_emu_kernel_test --target backend_conformance_test
-ctest --preset tsan -j"$(nproc)" -R 'cuda'
+# (the matmul cases are left out: their GPU side is the emulated cuBLASLt, host code)
+ctest --preset tsan -j"$(nproc)" -R '^KernelExecution[.]|/cuda( |$)|Attention.*/cuda_tiled( |$)' \
+  -E '_NOT_BUILT$|AMissingBarrierReads|[.]Matmul'

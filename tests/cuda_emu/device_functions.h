@@ -48,6 +48,17 @@ inline int segment_lane(int lane, int target, int width) {
   return (lane & ~(width - 1)) + (target & (width - 1));
 }
 
+// Stores `value` at `address` while `replaces(current, value)`, atomically; the value it
+// found.
+template <class T, class Replaces>
+T atomic_replace_if(T* address, T value, Replaces replaces) {
+  std::atomic_ref<T> a(*address);
+  T old = a.load();
+  while (replaces(old, value) && !a.compare_exchange_weak(old, value)) {
+  }
+  return old;
+}
+
 // Static __shared__ storage of one declaration site (rewrite_for_emulation.py passes a
 // lambda, whose type is unique to the site and to the enclosing template's instantiation).
 template <class T, class Site>
@@ -128,19 +139,11 @@ T atomicCAS(T* address, T compare, T value) {
 }
 template <class T>
 T atomicMax(T* address, T value) {
-  std::atomic_ref<T> a(*address);
-  T old = a.load();
-  while (old < value && !a.compare_exchange_weak(old, value)) {
-  }
-  return old;
+  return ::cuda_emu::atomic_replace_if(address, value, [](T old, T v) { return old < v; });
 }
 template <class T>
 T atomicMin(T* address, T value) {
-  std::atomic_ref<T> a(*address);
-  T old = a.load();
-  while (value < old && !a.compare_exchange_weak(old, value)) {
-  }
-  return old;
+  return ::cuda_emu::atomic_replace_if(address, value, [](T old, T v) { return v < old; });
 }
 
 // The integer and floating min/max overloads CUDA declares for device code.

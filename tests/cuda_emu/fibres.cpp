@@ -51,10 +51,6 @@ void finish_switch(void* fake_stack, const void** from_bottom, size_t* from_size
 #endif
 }
 
-// ThreadSanitizer: the switch itself orders nothing (GPU threads are concurrent), and the
-// switch's own accesses (Boost.Context's hand-over of the continuation) are not the
-// kernel's: they are ignored, on both sides. Each side's ignore count goes up once as it
-// leaves and once as it is entered, and comes down by both on arrival (tsan_arrived).
 void ignore_begin() {
 #ifdef CUDA_EMU_TSAN
   AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
@@ -69,20 +65,16 @@ void ignore_end() {
 #endif
 }
 
-void tsan_switch(void* to, bool leaving_for_good = false) {
+// ThreadSanitizer: a switch orders nothing (GPU threads are concurrent), except a fibre's
+// last, after which the scheduler destroys what the fibre used. This file is compiled
+// without ThreadSanitizer's instrumentation (tests/cuda_emu/CMakeLists.txt): instrumented,
+// the switch would enter a call on one fibre's shadow stack and leave it on another's.
+void tsan_switch(void* to, bool last = false) {
 #ifdef CUDA_EMU_TSAN
-  if (!leaving_for_good) ignore_begin();
-  __tsan_switch_to_fiber(to, __tsan_switch_to_fiber_no_sync);
-  ignore_begin();
+  __tsan_switch_to_fiber(to, last ? 0 : __tsan_switch_to_fiber_no_sync);
 #else
-  (void)to, (void)leaving_for_good;
+  (void)to, (void)last;
 #endif
-}
-
-// On arrival after a tsan_switch of our own (`twice`) or at a fibre's start.
-void tsan_arrived(bool twice) {
-  ignore_end();
-  if (twice) ignore_end();
 }
 
 // Boost.Context's stack allocator interface over one stack taken from a pool.
@@ -131,9 +123,8 @@ Fibre::Fibre(StackPool& stacks, std::function<void()> body) : body_(std::move(bo
   context_ = ctx::fiber(std::allocator_arg, PooledStack{&stacks, stack_}, [this](ctx::fiber&& scheduler) {
     scheduler_ = std::move(scheduler);
     finish_switch(nullptr, &scheduler_stack_bottom_, &scheduler_stack_size_);
-    tsan_arrived(false);
     body_();
-    tsan_switch(tsan_scheduler_, /*leaving_for_good=*/true);
+    tsan_switch(tsan_scheduler_, /*last=*/true);
     start_switch(nullptr, scheduler_stack_bottom_, scheduler_stack_size_);
     return std::move(scheduler_);
   });
@@ -152,7 +143,6 @@ void Fibre::resume() {
   start_switch(&fake_stack, static_cast<char*>(stack_.sp) - stack_.size, stack_.size);
   context_ = std::move(context_).resume();
   finish_switch(fake_stack, nullptr, nullptr);
-  tsan_arrived(true);
 }
 
 void Fibre::suspend() {
@@ -161,7 +151,6 @@ void Fibre::suspend() {
   start_switch(&fake_stack, scheduler_stack_bottom_, scheduler_stack_size_);
   scheduler_ = std::move(scheduler_).resume();
   finish_switch(fake_stack, nullptr, nullptr);
-  tsan_arrived(true);
 }
 
 Fibre::Untracked::Untracked() { ignore_begin(); }

@@ -156,6 +156,7 @@ bool BlockRunner::run(const Grid& grid, uint3 index, std::string& fault) {
     }
     if (all_done) break;
     if (!ran) {  // every live thread waits for one that never comes: end them all
+      const Fibre::Untracked bookkeeping;
       if (!aborted_) fault_ = describe_deadlock();
       aborted_ = true;
       for (int i = 0; i < count_; ++i) threads_[static_cast<size_t>(i)].wait = Wait::kNone;
@@ -172,11 +173,16 @@ bool BlockRunner::run(const Grid& grid, uint3 index, std::string& fault) {
 
 void BlockRunner::thread_main(GpuThread& t) {
   Fibre::acquire(&block_start_tag_);
+  bool aborted = false;
+  {
+    const Fibre::Untracked bookkeeping;
+    aborted = aborted_;
+  }
   try {
-    check_not_aborted();
-    grid_->thread_body();
+    if (!aborted) grid_->thread_body();
   } catch (const KernelAbort&) {
   } catch (const std::exception& e) {
+    const Fibre::Untracked bookkeeping;
     if (!aborted_) fault_ = fmt::format("thread {} threw: {}", t.context.thread_idx.x, e.what());
     aborted_ = true;
   }
