@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
 namespace cuda_emu {
 
@@ -33,10 +32,6 @@ inline ThreadContext& current(const char* what) {
   if (current_thread == nullptr) fault_outside_kernel(what);
   return *current_thread;
 }
-
-// Ends the kernel: the launch fails with `message` (the stream's next synchronisation
-// reports cudaErrorLaunchFailure, and the message goes to stderr). Never returns.
-[[noreturn]] void fault(const std::string& message);
 
 // __syncthreads: waits until every thread of the block has arrived. A barrier that part of
 // the block can never reach (a thread exited, or waits elsewhere) is a fault.

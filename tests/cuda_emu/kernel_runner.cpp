@@ -403,8 +403,6 @@ void fault_outside_kernel(const char* what) {
   std::abort();
 }
 
-void fault(const std::string& message) { runner("a device fault").fail(message); }
-
 void block_barrier() { runner("__syncthreads").barrier(); }
 
 uint64_t warp_shuffle(unsigned mask, uint64_t bits, int source, const char* what) {
