@@ -73,8 +73,16 @@ bool ClientStream::is_writable() const {
   return ::recv(sock_, &byte, 1, MSG_PEEK) > 0;
 }
 
+void ClientStream::unread(std::string_view bytes) {
+  buffer_ = std::string(bytes) + buffer_.substr(begin_, end_ - begin_);
+  begin_ = 0;
+  end_ = buffer_.size();
+}
+
 ssize_t ClientStream::read(char* ptr, size_t size) {
   if (begin_ == end_) {
+    constexpr size_t kReadSize = 4096;
+    buffer_.resize(kReadSize);
     const ssize_t n = is_readable() ? ::recv(sock_, buffer_.data(), buffer_.size(), 0) : -1;
     if (n <= 0) {
       read_failed_ = true;

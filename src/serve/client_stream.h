@@ -4,17 +4,17 @@
 // and body) must also finish by the deadline set with start_request(), after which reads fail
 // and the connection is to be closed. Reads are buffered (the request line and headers are
 // parsed a byte at a time); the buffer lives as long as the connection, so pipelined requests
-// are kept.
+// are kept, and bytes can be put back in front of it (the request gate's canonical request).
 #pragma once
 
 #include <httplib.h>
 #include <poll.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <string_view>
 
 namespace tokenmill {
 
@@ -32,6 +32,8 @@ class ClientStream final : public httplib::Stream {
   bool wait_for_request(std::chrono::milliseconds idle, Stop stop);
   // The request whose first byte is here must be received by `deadline`.
   void start_request(Clock::time_point deadline);
+  // The next reads return `bytes` first, then what was buffered (see admit_request).
+  void unread(std::string_view bytes);
   // Whether a read of the current request failed: its deadline passed (missed_deadline()),
   // the read timeout passed, or the connection broke.
   bool read_failed() const { return read_failed_; }
@@ -60,7 +62,7 @@ class ClientStream final : public httplib::Stream {
   bool read_failed_ = false;
   std::atomic<bool> responding_ = false;
   std::string peer_;
-  std::array<char, 4096> buffer_{};
+  std::string buffer_;
   size_t begin_ = 0, end_ = 0;  // buffered bytes: buffer_[begin_, end_)
 };
 

@@ -9,18 +9,22 @@
 //    finished sending (idle keep-alive connections, slow heads or bodies) are cut, one per
 //    waiting connection, so that those get workers. Connections whose request was received (a
 //    generation streaming its answer) are never cut.
-// Every cut is logged with the client's address and the reason. Keep-alive, the per-read and
-// write timeouts and the body limit are cpp-httplib's settings (set_keep_alive_*, set_*_timeout,
-// set_payload_max_length).
+// Every cut is logged with the client's address and the reason. Each request passes the
+// request gate (admit_request: head and body limits, framing) before cpp-httplib parses it; a
+// refused request is answered with its status and an OpenAI-shaped error, and its connection
+// closed. Keep-alive and the per-read and write timeouts are cpp-httplib's settings
+// (set_keep_alive_*, set_*_timeout).
 #pragma once
 
 #include <httplib.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 
 #include "serve/client_stream.h"
+#include "serve/request_gate.h"
 
 namespace tokenmill {
 
@@ -29,8 +33,10 @@ class GuardedServer final : public httplib::Server {
   // A client that has just connected has this long to start sending before pressure cuts it.
   static constexpr std::chrono::milliseconds kMinWaitBeforeCut{500};
 
-  // `workers`: connections served at once (> 0).
-  GuardedServer(size_t workers, std::chrono::milliseconds receive_timeout);
+  // `workers`: connections served at once (> 0). `on_refusal` is called with the status of
+  // each request the gate refuses.
+  GuardedServer(size_t workers, std::chrono::milliseconds receive_timeout, RequestLimits limits,
+                std::function<void(int status)> on_refusal);
 
  private:
   struct Connection {
@@ -44,9 +50,13 @@ class GuardedServer final : public httplib::Server {
   // kMinWaitBeforeCut) without a received request, minus those already cut whose workers are
   // not yet free.
   void cut_longest_waiting(size_t count);
+  // Answers a request the gate refused; the caller closes the connection.
+  void refuse(ClientStream& stream, const GateRefusal& refusal);
 
   size_t workers_;
   std::chrono::milliseconds receive_timeout_;
+  RequestLimits limits_;
+  std::function<void(int)> on_refusal_;
   std::mutex mutex_;
   std::map<socket_t, Connection> connections_;  // being served; a socket leaves before it closes
 };

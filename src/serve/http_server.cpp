@@ -45,7 +45,9 @@ struct HttpServer::Impl {
         model(m),
         metrics(me),
         options(std::move(o)),
-        server(static_cast<size_t>(std::max(options.threads, 1)), options.receive_timeout) {}
+        server(static_cast<size_t>(std::max(options.threads, 1)), options.receive_timeout,
+               RequestLimits{.max_body_bytes = options.max_body_bytes},
+               [&me](int status) { me.on_http_response(status); }) {}
 
   void configure();
   // Registers a route and records its method for the 405 answers.
@@ -93,19 +95,24 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
   } catch (const Error& e) {
     throw ApiException(api_error(400, e.what()));
   }
-  // Streaming or not, the body is written in chunks as the engine runs, so a client that
-  // hangs up is noticed at the next write and its requests are cancelled at once.
+  // Streaming or not, the body is written in pieces as the engine runs, so a client that
+  // hangs up is noticed at the next write and its requests are cancelled at once. HTTP/1.1
+  // clients get it chunked; HTTP/1.0 clients, which do not know chunked, read it to the end
+  // of the connection (the request gate made their requests "Connection: close").
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      streaming ? "text/event-stream" : kJson,
-      [generation, streaming](size_t, httplib::DataSink& sink) {
-        const Generation::Writer write = [&sink](std::string_view piece) {
-          return sink.write(piece.data(), piece.size());
-        };
-        if (streaming ? generation->stream(write) : generation->respond(write)) sink.done();
-        return true;
-      },
-      [generation](bool) { generation->cancel(); });
+  const char* content_type = streaming ? "text/event-stream" : kJson;
+  auto provider = [generation, streaming](size_t, httplib::DataSink& sink) {
+    const Generation::Writer write = [&sink](std::string_view piece) {
+      return sink.write(piece.data(), piece.size());
+    };
+    if (streaming ? generation->stream(write) : generation->respond(write)) sink.done();
+    return true;
+  };
+  auto release = [generation](bool) { generation->cancel(); };
+  if (req.version == "HTTP/1.0")
+    res.set_content_provider(content_type, std::move(provider), std::move(release));
+  else
+    res.set_chunked_content_provider(content_type, std::move(provider), std::move(release));
 }
 
 // Every error status gets an OpenAI-shaped JSON body (413 from the body limit, 404 from

@@ -7,8 +7,10 @@
 // /v1/chat/completions, /tokenize, /detokenize. With API keys, every /v1/ route needs
 // "Authorization: Bearer <key>" (401 otherwise); keys are never logged. Every error is an
 // OpenAI-shaped JSON body: 400 naming the field, 401, 404 (unknown path), 405 with an Allow
-// header (a known path, another method), 413 (body over the limit), 429 with Retry-After
-// (queue full), 503 (shutting down), 500 (a bug: the server keeps serving). A streaming
+// header (a known path, another method), 413 (body over the limit, however it is framed;
+// compressed bodies are refused with 415), 431 (too many or too long header fields), 429
+// with Retry-After (queue full), 503 (shutting down), 500 (a bug: the server keeps serving).
+// Framing is checked before any handler runs (see request_gate.h). A streaming
 // client that disconnects cancels its requests at once (the engine frees their KV blocks at
 // its next step). Slow clients (see GuardedServer): a client that stalls mid-request is
 // dropped after the read timeout, one that takes longer than the receive timeout to send a
@@ -30,9 +32,9 @@ namespace tokenmill {
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;                    // 0: any free port (see bind())
-  std::vector<std::string> api_keys;  // empty: no authentication
-  size_t max_body_bytes = 4u << 20;
+  int port = 8000;                                   // 0: any free port (see bind())
+  std::vector<std::string> api_keys;                 // empty: no authentication
+  size_t max_body_bytes = 4u << 20;                  // decoded request body, however framed
   std::chrono::seconds request_timeout{600};         // per generation request
   std::chrono::seconds read_timeout{10};             // per read of a request's headers or body
   std::chrono::milliseconds receive_timeout{30000};  // to send a whole request, head and body

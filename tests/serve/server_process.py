@@ -71,13 +71,25 @@ class Server:
                 values[name] = float(value)
         return values
 
-    def rss_bytes(self):
-        """The server process's resident memory (VmRSS)."""
+    def _status_bytes(self, field):
         with open(f"/proc/{self.pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
-        raise ServerError("no VmRSS in /proc/PID/status")
+        raise ServerError(f"no {field} in /proc/PID/status")
+
+    def rss_bytes(self):
+        """The server process's resident memory (VmRSS)."""
+        return self._status_bytes("VmRSS")
+
+    def peak_rss_bytes(self):
+        """The server process's peak resident memory (VmHWM) since start or reset_peak_rss()."""
+        return self._status_bytes("VmHWM")
+
+    def reset_peak_rss(self):
+        """Resets the peak (VmHWM) to the current resident memory (Linux clear_refs 5)."""
+        with open(f"/proc/{self.pid}/clear_refs", "w") as f:
+            f.write("5")
 
     def _wait_ready(self, timeout):
         deadline = time.monotonic() + timeout
