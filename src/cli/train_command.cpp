@@ -178,7 +178,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--sample-every", o.sample_every, "Steps between samples (0: only at the end)");
   cmd->add_option("--sample-tokens", f->sample_tokens, "Tokens per sample");
   cmd->add_option("--sample-prompt", f->sample_prompt, "Prompt of the samples (default: a new document)");
-  cmd->add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints (0: at the end only)");
+  cmd->add_option("--checkpoint-every", o.checkpoint_every,
+                  "Steps between checkpoints (0, the default: by --checkpoint-minutes only)");
+  cmd->add_option("--checkpoint-minutes", o.checkpoint_minutes,
+                  "Minutes of training between checkpoints (default 10; 0: by --checkpoint-every only); "
+                  "a checkpoint is also written at the end and on Ctrl-C");
   cmd->add_option("--keep-checkpoints", o.keep_checkpoints, "Checkpoints kept");
   cmd->add_flag("--resume", o.resume, "Continue from the newest checkpoint in --out");
   cmd->add_flag("--recompute-activations", o.recompute_activations,

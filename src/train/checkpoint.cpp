@@ -15,7 +15,11 @@ namespace tokenmill {
 
 namespace {
 
-constexpr char kMagic[8] = {'T', 'M', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr char kMagic[8] = {'T', 'M', 'C', 'K', 'P', 'T', '0', '2'};
+constexpr char kFormat1Magic[8] = {'T', 'M', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr const char* kFormat = "tokenmill.checkpoint/2";
+constexpr uint64_t kPreambleBytes = 16;  // magic + header length
+constexpr uint64_t kTrailerBytes = 8;    // the hash of every byte before it
 constexpr uint64_t kMaxHeaderBytes = 64u << 20;
 constexpr uint64_t kAlign = 64;
 
@@ -51,24 +55,39 @@ std::vector<std::pair<int64_t, std::filesystem::path>> checkpoints_in(const std:
 struct Parsed {
   CheckpointState state;
   nlohmann::json parameters;
-  uint64_t count = 0, data_offset = 0, hash = 0;
+  uint64_t count = 0, data_offset = 0;
 };
+
+// Refuses a file whose bytes are not those that were written: the trailer is the hash of
+// every byte before it (magic, header, padding and arrays), checked before anything is read.
+void verify(std::span<const std::byte> bytes, const std::string& name) {
+  if (bytes.size() >= sizeof kFormat1Magic && std::memcmp(bytes.data(), kFormat1Magic, sizeof kMagic) == 0)
+    fail(
+        "{}: a checkpoint of an older tokenmill (format 1, whose header no checksum covers) cannot be "
+        "verified and is not read: export or resume it with the tokenmill that wrote it, or train again",
+        name);
+  if (bytes.size() < kPreambleBytes + kTrailerBytes || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    fail("{}: not a tokenmill checkpoint (bad magic)", name);
+  const size_t body = bytes.size() - kTrailerBytes;
+  uint64_t stored = 0;
+  std::memcpy(&stored, bytes.data() + body, sizeof stored);
+  if (fnv1a(bytes.data(), body) != stored)
+    fail("{}: the checkpoint does not match its hash (truncated or damaged file)", name);
+}
 
 Parsed parse(std::span<const std::byte> bytes, const std::filesystem::path& path) {
   const std::string name = path.string();
-  if (bytes.size() < 16 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
-    fail("{}: not a tokenmill checkpoint (bad magic)", name);
+  verify(bytes, name);
   uint64_t header_bytes = 0;
-  std::memcpy(&header_bytes, bytes.data() + 8, sizeof header_bytes);
-  if (header_bytes > kMaxHeaderBytes || header_bytes > bytes.size() - 16)
+  std::memcpy(&header_bytes, bytes.data() + sizeof kMagic, sizeof header_bytes);
+  if (header_bytes > kMaxHeaderBytes || header_bytes > bytes.size() - kPreambleBytes - kTrailerBytes)
     fail("{}: checkpoint header of {} bytes does not fit the file", name, header_bytes);
   Parsed out;
   nlohmann::json h;
   try {
     h = nlohmann::json::parse(
-        std::string_view(reinterpret_cast<const char*>(bytes.data()) + 16, header_bytes));
-    if (h.at("format") != "tokenmill.checkpoint/1")
-      fail("{}: unknown checkpoint format {}", name, h["format"].dump());
+        std::string_view(reinterpret_cast<const char*>(bytes.data()) + kPreambleBytes, header_bytes));
+    if (h.at("format") != kFormat) fail("{}: unknown checkpoint format {}", name, h["format"].dump());
     CheckpointState& s = out.state;
     s.step = h.at("step").get<int64_t>();
     s.tokens = h.at("tokens").get<int64_t>();
@@ -81,19 +100,17 @@ Parsed parse(std::span<const std::byte> bytes, const std::filesystem::path& path
     if (h.contains("lora")) s.lora = h["lora"];
     out.parameters = h.at("parameters");
     out.count = h.at("count").get<uint64_t>();
-    out.hash = h.at("hash").get<uint64_t>();
   } catch (const nlohmann::json::exception& e) {
     fail("{}: damaged checkpoint header ({})", name, e.what());
   }
-  out.data_offset = checked_add(16, header_bytes, name);
+  out.data_offset = checked_add(kPreambleBytes, header_bytes, name);
   out.data_offset = checked_mul(checked_add(out.data_offset, kAlign - 1, name) / kAlign, kAlign, name);
   const uint64_t expected =
-      checked_add(out.data_offset, checked_mul(out.count, 3 * sizeof(float), name), name);
+      checked_add(checked_add(out.data_offset, checked_mul(out.count, 3 * sizeof(float), name), name),
+                  kTrailerBytes, name);
   if (expected != bytes.size())
     fail("{}: checkpoint should be {} bytes for {} parameters but is {} (truncated or damaged)", name,
          expected, out.count, bytes.size());
-  if (fnv1a(bytes.data() + out.data_offset, bytes.size() - out.data_offset) != out.hash)
-    fail("{}: checkpoint data does not match its hash (damaged file)", name);
   return out;
 }
 
@@ -104,12 +121,8 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const Ch
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail("{}: cannot create the checkpoint directory ({})", dir.string(), ec.message());
-  uint64_t hash = kFnv1aOffsetBasis;
-  for (const auto& a : arrays(params))
-    params.read_chunks(
-        a, [&](std::span<const float> chunk) { hash = fnv1a(chunk.data(), chunk.size_bytes(), hash); });
   const nlohmann::json header = {
-      {"format", "tokenmill.checkpoint/1"},
+      {"format", kFormat},
       {"step", state.step},
       {"tokens", state.tokens},
       {"optimizer_steps", state.optimizer_steps},
@@ -120,20 +133,24 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const Ch
       {"lora", state.lora},
       {"parameters", parameter_list(params)},
       {"count", params.count()},
-      {"hash", hash},
   };
   const std::string text = header.dump();
   const uint64_t length = text.size();
   const std::filesystem::path path = dir / step_name(state.step);
   AtomicFile file(path);
-  file.write(kMagic, sizeof kMagic);
-  file.write(&length, sizeof length);
-  file.write(text.data(), text.size());
-  const std::vector<char> pad((kAlign - (16 + text.size()) % kAlign) % kAlign, '\0');
-  file.write(pad.data(), pad.size());
+  uint64_t hash = kFnv1aOffsetBasis;
+  const auto write = [&](const void* data, size_t n) {
+    hash = fnv1a(data, n, hash);
+    file.write(data, n);
+  };
+  write(kMagic, sizeof kMagic);
+  write(&length, sizeof length);
+  write(text.data(), text.size());
+  const std::vector<char> pad((kAlign - (kPreambleBytes + text.size()) % kAlign) % kAlign, '\0');
+  write(pad.data(), pad.size());
   for (const auto& a : arrays(params))
-    params.read_chunks(a,
-                       [&](std::span<const float> chunk) { file.write(chunk.data(), chunk.size_bytes()); });
+    params.read_chunks(a, [&](std::span<const float> chunk) { write(chunk.data(), chunk.size_bytes()); });
+  file.write(&hash, sizeof hash);
   file.commit();
   const auto all = checkpoints_in(dir);
   for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < all.size(); ++i)
@@ -164,6 +181,31 @@ CheckpointState load_checkpoint(const std::filesystem::path& path, ParameterBuff
 std::filesystem::path latest_checkpoint(const std::filesystem::path& dir) {
   const auto all = checkpoints_in(dir);
   return all.empty() ? std::filesystem::path{} : all.back().second;
+}
+
+std::filesystem::path newest_valid_checkpoint(const std::filesystem::path& dir,
+                                              const SkippedCheckpoint& on_skipped) {
+  const auto all = checkpoints_in(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      read_checkpoint_state(it->second);
+      return it->second;
+    } catch (const Error& e) {
+      if (on_skipped) on_skipped(it->second, e.what());
+    }
+  }
+  return {};
+}
+
+std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> removed;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return removed;
+  static const std::regex pattern(R"(step_\d{8,}\.tmckpt\.tmp)");
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (std::regex_match(entry.path().filename().string(), pattern)) removed.push_back(entry.path());
+  for (const auto& path : removed) std::filesystem::remove(path, ec);
+  return removed;
 }
 
 }  // namespace tokenmill

@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/absolute_path.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
@@ -131,10 +132,10 @@ TokenStream tokenize_input(const Tokenizer& tokenizer, const std::filesystem::pa
 void write_meta(const PrepareOptions& options, const Tokenizer& tokenizer, uint32_t eod,
                 const PrepareSummary& summary) {
   nlohmann::json inputs = nlohmann::json::array();
-  for (const auto& p : options.inputs) inputs.push_back(p.string());
+  for (const auto& p : options.inputs) inputs.push_back(absolute_path(p));
   const nlohmann::json meta = {
       {"format", "tokenmill.dataset/1"},
-      {"tokenizer", tokenizer.source()},
+      {"tokenizer", absolute_path(tokenizer.source())},
       {"vocab_size", tokenizer.vocab_size()},
       {"eod_token", eod},
       {"documents", summary.documents},

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "core/absolute_path.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
@@ -19,6 +20,7 @@
 #include "train/loss_scaler.h"
 #include "train/parameters.h"
 #include "train/prepare.h"
+#include "train/step_batch.h"
 
 namespace tokenmill {
 
@@ -33,6 +35,9 @@ void validate(const TrainOptions& o) {
     fail("--batch, --seq-len, --grad-accum and --steps must be >= 1");
   if (o.eval_every < 0 || o.eval_batches < 1 || o.sample_every < 0 || o.checkpoint_every < 0)
     fail("--eval-every, --sample-every and --checkpoint-every must be >= 0; --eval-batches >= 1");
+  if (!(o.checkpoint_minutes >= 0.0) || !std::isfinite(o.checkpoint_minutes))
+    fail("--checkpoint-minutes must be a number >= 0 (0: no checkpoints by time), got {}",
+         o.checkpoint_minutes);
   if (o.keep_checkpoints < 1) fail("--keep-checkpoints must be >= 1, got {}", o.keep_checkpoints);
   LrSchedule s = o.schedule;
   s.total_steps = o.steps;
@@ -54,7 +59,7 @@ nlohmann::json lora_json(const TrainOptions& o) {
   return {{"rank", o.lora.rank},
           {"alpha", o.lora.alpha},
           {"targets", o.lora.targets_string()},
-          {"base_model", std::filesystem::absolute(o.from_model).lexically_normal().string()}};
+          {"base_model", absolute_path(o.from_model)}};
 }
 
 // Keeps the metrics lines of steps <= `step` (a resumed run rewrites what came after).
@@ -145,6 +150,7 @@ class Run {
   std::ofstream metrics_;
   std::vector<LossPoint> train_curve_, val_curve_;
   int64_t tokens_ = 0;
+  Clock::time_point last_checkpoint_ = Clock::now();  // or the run's start
 };
 
 void Run::setup_model() {
@@ -235,6 +241,7 @@ std::filesystem::path Run::checkpoint(int64_t step) {
   const auto path = save_checkpoint(o_.run_dir / "checkpoints", state, *trainable_, o_.keep_checkpoints);
   write_loss_curve(o_.run_dir / "loss.svg", train_curve_, val_curve_);
   if (obs_.on_checkpoint) obs_.on_checkpoint(path);
+  last_checkpoint_ = Clock::now();
   return path;
 }
 
@@ -265,10 +272,16 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
   summary.parameters = parameter_count(config);
   summary.trainable_parameters = trainable_->count();
   int64_t first_step = 1;
+  for (const auto& stale : remove_stale_temporaries(o_.run_dir / "checkpoints"))
+    info(fmt::format("removed {}, left by a checkpoint save that did not finish", stale.string()));
   const auto metrics_path = o_.run_dir / "metrics.jsonl";
   if (o_.resume) {
-    const auto latest = latest_checkpoint(o_.run_dir / "checkpoints");
-    if (latest.empty()) fail("--resume: no checkpoint in {}", (o_.run_dir / "checkpoints").string());
+    const auto latest = newest_valid_checkpoint(
+        o_.run_dir / "checkpoints", [this](const std::filesystem::path& path, const std::string& why) {
+          info(fmt::format("warning: skipping checkpoint {}: {}", path.string(), why));
+        });
+    if (latest.empty())
+      fail("--resume: no checkpoint that verifies in {}", (o_.run_dir / "checkpoints").string());
     const CheckpointState header = read_checkpoint_state(latest);
     if (header.lora != lora_json(o_))
       fail("{}: the checkpoint is {} but this run is {}: resume with the run's own --from and --lora-* flags",
@@ -320,8 +333,9 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
   schedule.total_steps = o_.steps;
   summary.first_step = first_step;
   if (o_.eval_every > 0 && first_step == 1) summary.first_eval = evaluate(0);
-  std::vector<int32_t> in(static_cast<size_t>(o_.batch * o_.seq_len)), tgt(in.size());
+  StepBatch batch(o_.grad_accum, o_.batch, o_.seq_len);
   const auto start = Clock::now();
+  last_checkpoint_ = start;
   // LoRA: no gradient of the frozen matrices (2 N of the 6 N per token), plus the adapter's
   // own matmuls (6 per trainable parameter and token).
   const double flops_per_sequence =
@@ -335,13 +349,16 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     const auto step_start = Clock::now();
     trainable_->zero_grads();
     const double loss_scale = scaler_.scale();
-    const auto micro_scale = static_cast<float>(loss_scale / static_cast<double>(o_.grad_accum));
+    // The mean over every target the step scores (train/step_batch.h): one rank, so its own
+    // count is the step's.
+    batch.fill(*train_);
+    const int64_t scored = batch.scored();
     double loss = 0.0;
     for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
-      train_->next_batch(o_.batch, in, tgt);
-      loss += forward_backward(in, tgt, micro_scale);
+      const double weight = batch.weight(micro, scored);
+      loss += weight * forward_backward(batch.inputs(micro), batch.targets(micro),
+                                        static_cast<float>(loss_scale * weight));
     }
-    loss /= static_cast<double>(o_.grad_accum);
     const double lr = schedule.at(step);
     const AdamWOptimizer::StepResult r = optimizer_->step(*trainable_, backend_, lr, loss_scale);
     scaler_.update(!r.applied);
@@ -385,8 +402,10 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     if (o_.eval_every > 0 && (step % o_.eval_every == 0 || last)) summary.last_eval = evaluate(step);
     if (o_.sample_every > 0 && step % o_.sample_every == 0 && !last) sample(step);
     const bool stopping = stop != nullptr && stop->load();
-    if (last || stopping || (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0))
-      summary.checkpoint = checkpoint(step);
+    const bool checkpoint_due =
+        (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) ||
+        (o_.checkpoint_minutes > 0.0 && seconds_since(last_checkpoint_) >= 60.0 * o_.checkpoint_minutes);
+    if (last || stopping || checkpoint_due) summary.checkpoint = checkpoint(step);
     if (stopping && !last) {
       summary.stopped_early = true;
       break;
@@ -403,8 +422,8 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
 }  // namespace
 
 nlohmann::json TrainOptions::to_json() const {
-  return {{"data_dir", data_dir.string()},
-          {"from_model", from_model.string()},
+  return {{"data_dir", absolute_path(data_dir)},
+          {"from_model", absolute_path(from_model)},
           {"batch", batch},
           {"seq_len", seq_len},
           {"grad_accum", grad_accum},

@@ -5,13 +5,17 @@
 // copies (initial values in; losses, gradient norms, checkpoints and samples out).
 //
 // Per optimizer step: grad_accum micro-batches of batch x seq_len tokens, each
-// forward+backward with grad_scale = 1 / grad_accum (TrainingPass), then clipping and
+// forward+backward with grad_scale = its share of the step's scored targets (the loss is the
+// mean over all of them, however the step is split: train/step_batch.h), then clipping and
 // AdamW at the schedule's learning rate (train/optimizer.h). Every eval_every steps: the
 // validation loss over eval_batches batches (in order, the same batches every time) and
 // its perplexity; every sample_every steps (and at the end): TrainObserver::sample. Checkpoints
-// every checkpoint_every steps, at the end, and when `stop` is raised (SIGINT/SIGTERM):
+// every checkpoint_every steps, after every checkpoint_minutes of training since the last
+// one, at the end, and when `stop` is raised (SIGINT/SIGTERM):
 // run_dir/checkpoints/step_*.tmckpt, the last `keep` kept. resume continues from the newest
-// checkpoint bit-exactly (same data order, same RNG, same optimizer state).
+// checkpoint that verifies (newer damaged ones are reported and skipped) bit-exactly (same
+// data order, same RNG, same optimizer state). Temporaries of a save that a crash cut short
+// are removed at the start.
 // run_dir also gets metrics.jsonl (one JSON object per step / eval) and loss.svg.
 // Precision (train/precision.h): FP32 master weights, gradients and AdamW state always; with
 // bf16 / fp16 the matrices are multiplied as a rounded copy (train/compute_weights.h, refreshed
@@ -61,8 +65,9 @@ struct TrainOptions {
   AdamWOptions adamw;
   uint64_t seed = 1337;
   int64_t eval_every = 50, eval_batches = 8;
-  int64_t sample_every = 0;  // steps between TrainObserver::sample calls (and one at the end)
-  int64_t checkpoint_every = 0;
+  int64_t sample_every = 0;          // steps between TrainObserver::sample calls (and one at the end)
+  int64_t checkpoint_every = 0;      // steps between checkpoints (0: by time only)
+  double checkpoint_minutes = 10.0;  // minutes of training between checkpoints (0: by steps only)
   int keep_checkpoints = 2;
   bool resume = false;
   LoraConfig lora;  // rank 0: full fine-tuning (or from scratch)
