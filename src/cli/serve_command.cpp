@@ -16,6 +16,7 @@ namespace {
 struct ServeFlags {
   ServeConfig config;
   std::string api_key_file;
+  std::string api_key_scope = "v1";
   int64_t request_timeout = 600;
   int64_t read_timeout = 10;
   double receive_timeout = 30;
@@ -42,6 +43,7 @@ void run_serve(ServeFlags& f) {
     const std::vector<std::string> keys = read_api_keys(f.api_key_file);
     c.http.api_keys.insert(c.http.api_keys.end(), keys.begin(), keys.end());
   }
+  c.http.api_key_scope = f.api_key_scope == "all" ? ApiKeyScope::All : ApiKeyScope::V1;
   c.http.request_timeout = std::chrono::seconds(f.request_timeout);
   c.http.read_timeout = std::chrono::seconds(f.read_timeout);
   c.http.receive_timeout = std::chrono::milliseconds(std::llround(f.receive_timeout * 1000));
@@ -64,12 +66,22 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", c.http.api_keys,
-                  "Key every /v1 request must send as 'Authorization: Bearer KEY' "
+                  "Key every request in --api-key-scope must send as 'Authorization: Bearer KEY' "
                   "(repeatable)");
   cmd->add_option("--api-key-file", f->api_key_file,
                   "File with one API key per line (keeps keys off the command line)");
+  cmd->add_option("--api-key-scope", f->api_key_scope,
+                  "Routes the API keys cover: v1 (every /v1 route) or all (also /tokenize, /detokenize and "
+                  "/metrics; /, /health and /ready stay open)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"v1", "all"}));
+  cmd->add_option("--allowed-origins", c.http.allowed_origins,
+                  "Browser origins (https://app.example.com, or *) whose pages may call the API (CORS; "
+                  "repeatable or comma-separated; default: none, same origin only)")
+      ->delimiter(',');
   cmd->add_option("--served-model-name", c.served_model_name,
-                  "Model id in the API (default: the model's name)");
+                  "Model id in the API (default: the model directory's name, or the GGUF file's without "
+                  ".gguf)");
   add_device_flag(*cmd, c.device);
   add_no_mmap_flag(*cmd, c.host_weights);
   cmd->add_option("--context", c.engine.context,
@@ -91,6 +103,9 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", f->no_prefix_caching, "Do not share KV blocks between prompts");
   cmd->add_option("--max-n", c.limits.max_n, "Largest n (choices per prompt)")->capture_default_str();
+  cmd->add_flag("--clamp-max-tokens", c.limits.clamp_max_tokens,
+                "Cut a max_tokens larger than the context leaves to what it leaves (default: answer 400, as "
+                "OpenAI does)");
   cmd->add_option("--max-body", c.http.max_body_bytes, "Largest request body in bytes (413 above)")
       ->capture_default_str();
   cmd->add_option("--request-timeout", f->request_timeout, "Seconds a generation request may run")

@@ -10,6 +10,7 @@
 #include <optional>
 #include <utility>
 
+#include "serve/cors.h"
 #include "serve/generation.h"
 #include "serve/guarded_server.h"
 #include "serve/web_ui.h"
@@ -47,11 +48,13 @@ struct HttpServer::Impl {
         options(std::move(o)),
         server(static_cast<size_t>(std::max(options.threads, 1)), options.receive_timeout,
                RequestLimits{.max_body_bytes = options.max_body_bytes},
-               [&me](int status) { me.on_http_response(status); }) {}
+               [&me](int status) { me.on_http_response(status); }),
+        cors(options.allowed_origins) {}
 
   void configure();
   // Registers a route and records its method for the 405 answers.
   void route(const std::string& method, const std::string& path, httplib::Server::Handler handler);
+  bool needs_key(const std::string& path) const;
   bool authorized(const httplib::Request& req) const;
   void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
   void handle_errors(const httplib::Request& req, httplib::Response& res);
@@ -61,9 +64,16 @@ struct HttpServer::Impl {
   ServerMetrics& metrics;
   HttpServerOptions options;
   GuardedServer server;
+  CorsPolicy cors;
   std::map<std::string, std::string> allowed_methods;  // path -> "GET, HEAD" or "POST"
   int listening_socket = -1;
 };
+
+bool HttpServer::Impl::needs_key(const std::string& path) const {
+  if (options.api_keys.empty()) return false;
+  if (options.api_key_scope == ApiKeyScope::All) return path != "/" && path != "/health" && path != "/ready";
+  return path.starts_with("/v1/");
+}
 
 bool HttpServer::Impl::authorized(const httplib::Request& req) const {
   if (options.api_keys.empty()) return true;
@@ -165,7 +175,10 @@ void HttpServer::Impl::configure() {
   });
 
   server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path.rfind("/v1/", 0) == 0 && !authorized(req)) {
+    cors.annotate(req, res);
+    if (req.method == "OPTIONS")
+      return httplib::Server::HandlerResponse::Unhandled;  // preflights carry no key
+    if (needs_key(req.path) && !authorized(req)) {
       send_error(res,
                  api_error(401, "a valid API key is required: send the header 'Authorization: Bearer <key>'",
                            "", "invalid_api_key"));
@@ -193,6 +206,14 @@ void HttpServer::Impl::configure() {
     spdlog::info("{} {} {}", req.method, req.path, res.status);  // never headers: they hold the API key
   });
 
+  if (cors.enabled()) {
+    server.Options(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!cors.preflight(req, res))
+        send_error(res, api_error(403, fmt::format(
+                                           "the origin '{}' may not call this server (see --allowed-origins)",
+                                           req.get_header_value("Origin"))));
+    });
+  }
   route("GET", "/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(std::string(web_ui_html()), "text/html; charset=utf-8");
   });

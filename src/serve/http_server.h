@@ -4,7 +4,8 @@
 // per connection suits a server whose work happens on the engine thread anyway).
 //
 // Routes: GET / (web UI), /health, /ready, /metrics, /v1/models; POST /v1/completions,
-// /v1/chat/completions, /tokenize, /detokenize. With API keys, every /v1/ route needs
+// /v1/chat/completions, /tokenize, /detokenize; OPTIONS (CORS preflight) when origins are
+// allowed. With API keys, every route of their scope (ApiKeyScope) needs
 // "Authorization: Bearer <key>" (401 otherwise); keys are never logged. Every error is an
 // OpenAI-shaped JSON body: 400 naming the field, 401, 404 (unknown path), 405 with an Allow
 // header (a known path, another method), 413 (body over the limit, however it is framed;
@@ -30,10 +31,16 @@
 
 namespace tokenmill {
 
+// The routes API keys cover: V1 every /v1/ route (as vLLM), All also /tokenize,
+// /detokenize and /metrics. GET /, /health and /ready stay open (the page, probes).
+enum class ApiKeyScope { V1, All };
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;                                   // 0: any free port (see bind())
-  std::vector<std::string> api_keys;                 // empty: no authentication
+  int port = 8000;                    // 0: any free port (see bind())
+  std::vector<std::string> api_keys;  // empty: no authentication
+  ApiKeyScope api_key_scope = ApiKeyScope::V1;
+  std::vector<std::string> allowed_origins;          // CORS (see cors.h); empty: same origin only
   size_t max_body_bytes = 4u << 20;                  // decoded request body, however framed
   std::chrono::seconds request_timeout{600};         // per generation request
   std::chrono::seconds read_timeout{10};             // per read of a request's headers or body

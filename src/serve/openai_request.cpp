@@ -249,10 +249,17 @@ std::vector<uint64_t> choice_seeds(const std::optional<uint64_t>& seed, size_t c
   return seeds;
 }
 
-// One engine request per prompt x choice. `max_tokens` unset means the room left.
+// The completion length a request asked for: `requested` as the client sent it in the field
+// `param`, else `fallback` cut to the room left (unset: the room left).
+struct MaxTokens {
+  std::optional<int64_t> requested;
+  std::string param;
+  std::optional<int64_t> fallback;
+};
+
+// One engine request per prompt x choice.
 ParsedRequest plan(const std::vector<std::vector<int32_t>>& prompts, GenerationFields fields,
-                   std::optional<int64_t> max_tokens, const std::string& prompt_param,
-                   const ServedModel& model) {
+                   const MaxTokens& max_tokens, const std::string& prompt_param, const ServedModel& model) {
   ParsedRequest out;
   out.model = model.id;
   out.n = fields.n;
@@ -270,11 +277,20 @@ ParsedRequest plan(const std::vector<std::vector<int32_t>>& prompts, GenerationF
                                 model.context_length, length),
                     prompt_param, "context_length_exceeded"));
     const int64_t room = model.context_length - length;
-    out.max_tokens_clamped = out.max_tokens_clamped || (max_tokens && *max_tokens > room);
+    const std::optional<int64_t>& requested = max_tokens.requested;
+    if (requested && *requested > room && !model.limits.clamp_max_tokens)
+      throw ApiException(
+          api_error(400,
+                    fmt::format("This model's maximum context length is {} tokens. However, you "
+                                "requested {} tokens for the completion and the {} takes {}, which leaves "
+                                "{}. Please reduce '{}' or the length of the {}.",
+                                model.context_length, *requested, prompt_param, length, room,
+                                max_tokens.param, prompt_param),
+                    max_tokens.param, "context_length_exceeded"));
     for (int32_t i = 0; i < fields.n; ++i) {
       EngineRequest request = fields.request;
       request.prompt = prompt;
-      request.max_tokens = std::min(max_tokens.value_or(room), room);
+      request.max_tokens = std::min(requested.value_or(max_tokens.fallback.value_or(room)), room);
       request.sampling.seed = seeds[out.requests.size()];
       out.requests.push_back(std::move(request));
     }
@@ -419,8 +435,8 @@ ParsedRequest parse_completion(const nlohmann::json& body, const ServedModel& mo
         static_cast<int32_t>(read_integer(*v, "logprobs", 0, model.limits.max_top_logprobs));
     fields.options.logprobs = true;
   }
-  const std::optional<int64_t> max_tokens = read_max_tokens(body, "max_tokens");
-  return plan(completion_prompts(body, model), std::move(fields), max_tokens.value_or(16), "prompt", model);
+  const MaxTokens max_tokens{read_max_tokens(body, "max_tokens"), "max_tokens", /*OpenAI's default*/ 16};
+  return plan(completion_prompts(body, model), std::move(fields), max_tokens, "prompt", model);
 }
 
 ParsedRequest parse_chat(const nlohmann::json& body, const ServedModel& model) {
@@ -436,9 +452,9 @@ ParsedRequest parse_chat(const nlohmann::json& body, const ServedModel& model) {
   } else if (fields.options.logprobs) {
     fields.request.top_logprobs = 0;
   }
-  const bool completion_tokens = field(body, "max_completion_tokens") != nullptr;
-  const std::optional<int64_t> max_tokens =
-      read_max_tokens(body, completion_tokens ? "max_completion_tokens" : "max_tokens");
+  const char* param =
+      field(body, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
+  const MaxTokens max_tokens{read_max_tokens(body, param), param, std::nullopt};
   return plan({chat_prompt(body, model, /*add_generation_prompt=*/true, /*add_special_tokens=*/false)},
               std::move(fields), max_tokens, "messages", model);
 }

@@ -9,13 +9,15 @@
 //     (echo: true, best_of != n, suffix, logit_bias, tools, functions, a response_format
 //     other than text) are refused rather than silently ignored.
 //   - Integers may be written as floats without a fraction (16.0); 16.5 is refused. Huge
-//     values are range errors, except max_tokens, which is clamped.
+//     values are range errors.
 //   - `model` may be omitted: the one served model answers (as vLLM and llama-server do).
 // Limits:
 //   - max_tokens >= 1 (tokenmill does not support echo, so 0 would produce nothing). For
-//     completions it defaults to 16 (OpenAI's default); for chat to the room left in the
-//     context. It is clamped to context - prompt length (max_tokens_clamped says so); a
-//     prompt that leaves no room is 400 code "context_length_exceeded".
+//     completions it defaults to 16 (OpenAI's default), cut to the room left in the context;
+//     for chat to the room left. A max_tokens larger than the room left (context - prompt
+//     length) is 400 code "context_length_exceeded", as OpenAI and vLLM answer, unless
+//     limits.clamp_max_tokens cuts it to the room left; a prompt that leaves no room is the
+//     same 400.
 //   - temperature [0, 2], default 1 (OpenAI's); 0 is greedy. top_p (0, 1]; min_p [0, 1];
 //     top_k >= -1 (vLLM extension; -1 and 0 are off); repetition_penalty > 0 (vLLM
 //     extension); frequency_penalty and presence_penalty [-2, 2]; seed any integer in
@@ -48,6 +50,7 @@ struct ServeLimits {
   int32_t max_top_logprobs = 20;  // completions `logprobs`, chat `top_logprobs`
   int32_t max_stop = 4;           // stop strings
   int32_t max_prompts = 64;       // prompts in one /v1/completions request
+  bool clamp_max_tokens = false;  // a max_tokens over the room left is cut to it, not a 400
 };
 
 // The model as the server presents it; the server owns what the references point to.
@@ -73,7 +76,6 @@ struct ParsedRequest {
   std::string model;  // the served model's id, echoed in responses
   int32_t n = 1;
   std::vector<EngineRequest> requests;
-  bool max_tokens_clamped = false;  // some prompt's max_tokens was cut to the room left
   ResponseOptions options;
 };
 

@@ -126,13 +126,13 @@ std::string new_response_id(std::string_view prefix) {
 const char* openai_finish_reason(FinishReason reason) {
   switch (reason) {
     case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
     case FinishReason::Cancelled:
-    case FinishReason::Error: return "abort";
-    case FinishReason::Length:
+    case FinishReason::Error:
     case FinishReason::Timeout:
     case FinishReason::Shutdown: break;
   }
-  return "length";
+  return "abort";  // cut short by the server, not by the request's own limits
 }
 
 int64_t utf8_length(std::string_view text) {

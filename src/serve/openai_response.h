@@ -70,9 +70,9 @@ struct ChoiceOutput {
 // "<prefix>-" followed by 24 random letters and digits.
 std::string new_response_id(std::string_view prefix);
 
-// OpenAI's finish_reason: Length -> "length", Stop -> "stop"; Timeout and Shutdown cut the
-// generation short as a limit does -> "length"; Cancelled and Error -> "abort" (vLLM's word
-// for a request the engine gave up on).
+// OpenAI's finish_reason: Length -> "length" (max_tokens or the context), Stop -> "stop";
+// Timeout (--request-timeout), Shutdown, Cancelled and Error -> "abort" (vLLM's word for a
+// request the engine gave up on), so a client can tell a cut answer from a complete one.
 const char* openai_finish_reason(FinishReason reason);
 
 // Unicode code points in valid UTF-8 text (Python's len(), which OpenAI's text_offset uses).

@@ -21,7 +21,7 @@ namespace {
 std::string served_name(const ServeConfig& config) {
   if (!config.served_model_name.empty()) return config.served_model_name;
   const std::filesystem::path p = config.model.has_filename() ? config.model : config.model.parent_path();
-  return p.filename().string();
+  return p.extension() == ".gguf" ? p.stem().string() : p.filename().string();
 }
 
 // Blocks SIGINT and SIGTERM in this thread and every thread it starts later, so that

@@ -2,7 +2,7 @@
 // (its weights and KV cache in the device's memory; sampling stays on the host), sizes the
 // KV cache, starts the engine and the HTTP server, logs what fits, serves until SIGINT or
 // SIGTERM, then shuts down gracefully: no new connections or requests (503), requests in
-// flight finish within the grace period or are cut (finish_reason "length"), and it returns.
+// flight finish within the grace period or are cut (finish_reason "abort"), and it returns.
 #pragma once
 
 #include <chrono>
@@ -20,7 +20,7 @@ namespace tokenmill {
 
 struct ServeConfig {
   std::filesystem::path model;
-  std::string served_model_name;  // "": the model directory's or file's name
+  std::string served_model_name;  // "": the model directory's name, or the file's without .gguf
   std::string device = "auto";    // where the model and its KV cache live (runtime/device_choice.h)
   HostWeights host_weights = HostWeights::Mapped;  // on the CPU (model/weight_placement.h)
   EngineOptions engine;  // engine.kv_cache_bytes 0: kv_cache_fraction of the device's free memory

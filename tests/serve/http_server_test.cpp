@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http_test_server.h"
+#include "serve/cors.h"
 
 namespace tokenmill {
 namespace {
@@ -43,6 +44,67 @@ TEST_F(HttpServerTest, EveryV1RouteNeedsTheKey) {
     EXPECT_EQ(body_of(r)["error"]["type"], "authentication_error");
     EXPECT_EQ(c.Get("/v1/models")->status, 401);
   }
+}
+
+TEST_F(HttpServerTest, KeyScopeAllCoversTokenizeDetokenizeAndMetricsButNotProbes) {
+  HttpServerOptions http;
+  http.api_key_scope = ApiKeyScope::All;
+  start({}, http);
+  auto anonymous = client(false);
+  EXPECT_EQ(anonymous.Post("/tokenize", R"({"prompt": "hi"})", "application/json")->status, 401);
+  EXPECT_EQ(anonymous.Post("/detokenize", R"({"tokens": [1]})", "application/json")->status, 401);
+  EXPECT_EQ(anonymous.Get("/metrics")->status, 401);
+  EXPECT_EQ(anonymous.Get("/v1/models")->status, 401);
+  for (const char* open : {"/", "/health", "/ready"}) EXPECT_EQ(anonymous.Get(open)->status, 200) << open;
+  auto keyed = client();
+  EXPECT_EQ(keyed.Post("/tokenize", R"({"prompt": "hi"})", "application/json")->status, 200);
+  EXPECT_EQ(keyed.Get("/metrics")->status, 200);
+}
+
+TEST_F(HttpServerTest, DefaultKeyScopeLeavesTokenizeOpen) {
+  start();
+  EXPECT_EQ(client(false).Post("/tokenize", R"({"prompt": "hi"})", "application/json")->status, 200);
+}
+
+TEST_F(HttpServerTest, CorsLetsAllowedOriginsReadAnswersAndPreflight) {
+  HttpServerOptions http;
+  http.allowed_origins = {"https://app.example.com/"};
+  start({}, http);
+  auto c = client(false);
+  const httplib::Headers allowed{{"Origin", "https://app.example.com"}};
+  const auto models = c.Get("/v1/models", allowed);  // no key: 401, still readable by the page
+  EXPECT_EQ(models->status, 401);
+  EXPECT_EQ(models->get_header_value("Access-Control-Allow-Origin"), "https://app.example.com");
+  EXPECT_EQ(models->get_header_value("Vary"), "Origin");
+  EXPECT_EQ(models->get_header_value_count("Access-Control-Allow-Origin"), 1u);
+  const auto other = c.Get("/health", {{"Origin", "https://evil.example"}});
+  EXPECT_EQ(other->status, 200);
+  EXPECT_FALSE(other->has_header("Access-Control-Allow-Origin"));
+
+  const auto preflight =
+      c.Options("/v1/chat/completions", {{"Origin", "https://app.example.com"},
+                                         {"Access-Control-Request-Method", "POST"},
+                                         {"Access-Control-Request-Headers", "authorization, content-type"}});
+  EXPECT_EQ(preflight->status, 204);
+  EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Origin"), "https://app.example.com");
+  EXPECT_EQ(preflight->get_header_value_count("Access-Control-Allow-Origin"), 1u);
+  EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Headers"), "authorization, content-type");
+  EXPECT_NE(preflight->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  const auto refused = c.Options("/v1/chat/completions", {{"Origin", "https://evil.example"}});
+  EXPECT_EQ(refused->status, 403);
+  EXPECT_EQ(body_of(refused)["error"]["type"], "permission_error");
+}
+
+TEST_F(HttpServerTest, NoCorsHeadersWithoutAllowedOrigins) {
+  start();
+  const auto r = client(false).Get("/health", {{"Origin", "https://app.example.com"}});
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
+}
+
+TEST(CorsPolicy, RefusesWhatIsNotAnOrigin) {
+  for (const char* bad : {"app.example.com", "https://a.example/path", "ftp://a.example", ""})
+    EXPECT_THROW(CorsPolicy({bad}), Error) << bad;
+  EXPECT_NO_THROW(CorsPolicy({"*", "http://localhost:3000", "https://a.example/"}));
 }
 
 TEST_F(HttpServerTest, CompletesAndStreamsTheSameText) {

@@ -163,9 +163,13 @@ class Completions(ClientTest):
                                   lambda c: c.text)
         self.assertEqual(texts, {0: choice.text})
 
-    def test_max_tokens_is_clamped_to_the_context(self):
+    def test_max_tokens_over_the_room_left_is_refused(self):
         prompt_tokens = token_count({"prompt": PROMPT})
-        response = self.complete(max_tokens=100000, extra_body={"ignore_eos": True})
+        with self.assertRaises(openai.BadRequestError) as raised:
+            self.complete(max_tokens=CONTEXT - prompt_tokens + 1)
+        self.assertEqual(raised.exception.code, "context_length_exceeded")
+        self.assertEqual(raised.exception.param, "max_tokens")
+        response = self.complete(max_tokens=CONTEXT - prompt_tokens, extra_body={"ignore_eos": True})
         self.assertEqual(response.usage.completion_tokens, CONTEXT - prompt_tokens)
         self.assertEqual(response.choices[0].finish_reason, "length")
 

@@ -179,7 +179,6 @@ TEST(OpenAiCompletionRequest, DefaultsAreOpenAis) {
   const ParsedRequest parsed = parse_completion({{"prompt", "Hello"}}, served());
   EXPECT_EQ(parsed.model, "smollm");
   EXPECT_EQ(parsed.n, 1);
-  EXPECT_FALSE(parsed.max_tokens_clamped);
   EXPECT_FALSE(parsed.options.stream);
   EXPECT_FALSE(parsed.options.include_usage);
   EXPECT_FALSE(parsed.options.logprobs);
@@ -332,26 +331,28 @@ TEST(OpenAiCompletionRequest, PromptFillingTheContextIsRefused) {
       "context_length_exceeded");
 }
 
-TEST(OpenAiCompletionRequest, MaxTokensIsClampedToTheRoomLeft) {
-  const ServedModel model = served(8);
+TEST(OpenAiCompletionRequest, MaxTokensOverTheRoomLeftIs400UnlessClamping) {
+  ServedModel model = served(8);
   const auto parse = [&](const json& max_tokens) {
     return parse_completion({{"prompt", {1, 2, 3, 4, 5}}, {"max_tokens", max_tokens}}, model);
   };
-  const ParsedRequest fits = parse(3);
-  EXPECT_EQ(fits.requests.at(0).max_tokens, 3);
-  EXPECT_FALSE(fits.max_tokens_clamped);
+  EXPECT_EQ(parse(3).requests.at(0).max_tokens, 3);
   for (const json& huge : {json(4), json(1e30), json(18446744073709551615ULL), json::parse("1e19")}) {
     SCOPED_TRACE(huge.dump());
-    const ParsedRequest clamped = parse(huge);
-    EXPECT_EQ(clamped.requests.at(0).max_tokens, 3);
-    EXPECT_TRUE(clamped.max_tokens_clamped);
+    const ApiError error = error_of([&] { parse(huge); });
+    EXPECT_EQ(error.status, 400);
+    EXPECT_EQ(error.code, "context_length_exceeded");
+    EXPECT_EQ(error.param, "max_tokens");
+    EXPECT_NE(error.message.find("which leaves 3"), std::string::npos) << error.message;
   }
-  // The default 16 is clamped too, per prompt.
+  model.limits.clamp_max_tokens = true;
+  for (const json& huge : {json(4), json(1e30), json(18446744073709551615ULL)})
+    EXPECT_EQ(parse(huge).requests.at(0).max_tokens, 3);
+  // The default 16 is no request: it is cut to the room left, per prompt.
   const ParsedRequest two =
       parse_completion({{"prompt", {json::array({1}), json::array({1, 2, 3, 4, 5, 6, 7})}}}, served(20));
   EXPECT_EQ(two.requests.at(0).max_tokens, 16);
   EXPECT_EQ(two.requests.at(1).max_tokens, 13);
-  EXPECT_TRUE(two.max_tokens_clamped);
 }
 
 TEST(OpenAiRequest, UnknownModelIs404) {
@@ -449,7 +450,6 @@ TEST(OpenAiChatRequest, DefaultsAndLogprobs) {
   const EngineRequest& r = parsed.requests.at(0);
   // No max_tokens: the room left in the context, not a clamp.
   EXPECT_EQ(r.max_tokens, model.context_length - static_cast<int64_t>(r.prompt.size()));
-  EXPECT_FALSE(parsed.max_tokens_clamped);
   EXPECT_EQ(r.sampling.temperature, 1.0f);
   EXPECT_EQ(r.top_logprobs, -1);
   EXPECT_FALSE(parsed.options.logprobs);
@@ -483,10 +483,11 @@ TEST(OpenAiChatRequest, LongConversationsAndTemplatesWithoutOrFailingAreRefused)
   EXPECT_EQ(overflow.param, "messages");
   EXPECT_NE(overflow.message.find("maximum context length is 64 tokens"), std::string::npos);
 
-  const ParsedRequest clamped = parse_chat(with(kChatBody, {{"max_tokens", 1000}}), served(100));
-  EXPECT_TRUE(clamped.max_tokens_clamped);
-  EXPECT_EQ(clamped.requests.at(0).max_tokens,
-            100 - static_cast<int64_t>(clamped.requests.at(0).prompt.size()));
+  const ApiError too_long = error_of([] {
+    parse_chat(with(kChatBody, {{"max_completion_tokens", 1000}}), served(100));
+  });
+  EXPECT_EQ(too_long.code, "context_length_exceeded");
+  EXPECT_EQ(too_long.param, "max_completion_tokens");
 
   ServedModel without = served();
   without.chat_template.reset();

@@ -238,8 +238,8 @@ TEST(OpenAiResponse, CompletionStreamChunks) {
 TEST(OpenAiResponse, FinishReasons) {
   EXPECT_STREQ(openai_finish_reason(FinishReason::Length), "length");
   EXPECT_STREQ(openai_finish_reason(FinishReason::Stop), "stop");
-  EXPECT_STREQ(openai_finish_reason(FinishReason::Timeout), "length");
-  EXPECT_STREQ(openai_finish_reason(FinishReason::Shutdown), "length");
+  EXPECT_STREQ(openai_finish_reason(FinishReason::Timeout), "abort");
+  EXPECT_STREQ(openai_finish_reason(FinishReason::Shutdown), "abort");
   EXPECT_STREQ(openai_finish_reason(FinishReason::Error), "abort");
   EXPECT_STREQ(openai_finish_reason(FinishReason::Cancelled), "abort");
 }
