@@ -1,0 +1,131 @@
+// GBNF grammars (grammar/grammar.h) and matching bytes against them (grammar_matcher.h):
+// whole sentences accepted, near misses refused at the first byte that cannot go on, UTF-8
+// characters split across pieces, repetitions with bounds, and grammars refused at parse time.
+#include "grammar/grammar.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "grammar/grammar_matcher.h"
+
+namespace tokenmill {
+namespace {
+
+std::shared_ptr<const Grammar> compile(const std::string& gbnf) {
+  return std::make_shared<const Grammar>(Grammar::parse_gbnf(gbnf));
+}
+
+// Whether `text` is a whole sentence of `grammar`.
+bool sentence(const std::shared_ptr<const Grammar>& grammar, const std::string& text) {
+  GrammarMatcher m(grammar);
+  return m.accept(text) && m.accepting();
+}
+
+TEST(Grammar, AcceptsItsSentencesAndRefusesOthers) {
+  const auto g = compile(R"(
+root   ::= "{" ws "\"answer\":" ws answer ws "}"   # a comment
+answer ::= "yes" | "no" | [0-9]+ ( "." [0-9]{1,3} )?
+ws     ::= [ \t\n]{0,2}
+)");
+  for (const char* ok :
+       {R"({"answer":yes})", R"({ "answer": no })", R"({"answer":12.5})", R"({"answer":0.125})"})
+    EXPECT_TRUE(sentence(g, ok)) << ok;
+  for (const char* bad : {R"({"answer":maybe})", R"({"answer":1.2345})", R"({"answer":12.})",
+                          R"({   "answer":1})", R"({"answer":yes)", R"({"answer":yes}})", ""})
+    EXPECT_FALSE(sentence(g, bad)) << bad;
+}
+
+TEST(Grammar, RefusesAtTheFirstImpossibleByteAndKeepsItsState) {
+  GrammarMatcher m(compile(R"(root ::= "ab" [c-e]* "!")"));
+  EXPECT_TRUE(m.accept("ab"));
+  EXPECT_FALSE(m.accept("cx"));  // 'c' fits, 'x' does not: nothing taken
+  EXPECT_TRUE(m.accept("cde"));
+  EXPECT_FALSE(m.accepting());
+  EXPECT_TRUE(m.can_continue());
+  EXPECT_TRUE(m.accept("!"));
+  EXPECT_TRUE(m.accepting());
+  EXPECT_FALSE(m.can_continue());
+  EXPECT_FALSE(m.accept("!"));
+}
+
+TEST(Grammar, MatchesCodePointsAcrossSplitUtf8) {
+  const auto g = compile(R"(root ::= [à-ÿ] "€" [^a-z]+)");
+  GrammarMatcher m(g);
+  const std::string text = "é€ßZ";  // é: C3 A9, €: E2 82 AC
+  for (const char byte : text) ASSERT_TRUE(m.accept(std::string(1, byte)));
+  EXPECT_TRUE(m.accepting());
+  GrammarMatcher partial(g);
+  EXPECT_TRUE(partial.accept("\xC3"));
+  EXPECT_FALSE(partial.accepting());                   // half a character is not a sentence
+  EXPECT_FALSE(partial.accept("\x41"));                // not a continuation byte
+  EXPECT_FALSE(GrammarMatcher(g).accept("\xC2"));      // C2 leads U+0080..U+00BF: none in [à-ÿ]
+  EXPECT_FALSE(GrammarMatcher(g).accept("\xE0\x80"));  // overlong
+  EXPECT_FALSE(sentence(compile(R"(root ::= .)"), "\xED\xA0\x80"));     // a surrogate
+  EXPECT_TRUE(sentence(compile(R"(root ::= .)"), "\xF0\x9F\x98\x80"));  // U+1F600
+}
+
+TEST(Grammar, RepetitionBounds) {
+  const auto g = compile(R"(root ::= "a"{2,4} "b"{3} "c"{1,} "d"?)");
+  EXPECT_TRUE(sentence(g, "aabbbc"));
+  EXPECT_TRUE(sentence(g, "aaaabbbcccd"));
+  EXPECT_FALSE(sentence(g, "abbbc"));
+  EXPECT_FALSE(sentence(g, "aaaaabbbc"));
+  EXPECT_FALSE(sentence(g, "aabbc"));
+  EXPECT_FALSE(sentence(g, "aabbb"));
+  const auto literal = compile(R"(root ::= ("ab" | "c")* "ab"*)");
+  EXPECT_TRUE(sentence(literal, ""));
+  EXPECT_TRUE(sentence(literal, "abcabab"));
+  EXPECT_FALSE(sentence(literal, "aab"));
+}
+
+TEST(Grammar, RecursiveRulesNestWithoutBound) {
+  const auto g = compile(R"(
+root ::= list
+list ::= "[" ( item ( "," item )* )? "]"
+item ::= [0-9] | list
+)");
+  EXPECT_TRUE(sentence(g, "[]"));
+  EXPECT_TRUE(sentence(g, "[1,[2,[[]]],3]"));
+  EXPECT_TRUE(sentence(g, std::string(200, '[') + std::string(200, ']')));
+  EXPECT_FALSE(sentence(g, "[1,]"));
+  EXPECT_FALSE(sentence(g, "[[1]"));
+}
+
+TEST(Grammar, RefusesBadGrammarsNamingTheProblem) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"root ::= undefined", "'undefined' is used but never defined"},
+      {"root ::= root \"a\" | \"b\"", "left recursion"},
+      {"root ::= a\na ::= \"x\"?\nb ::= a*", ""},  // fine: b is unused, a* of a nullable a is refused below
+      {"root ::= (\"x\"?)*", "left recursion"},
+      {"root ::= \"a", "unterminated string"},
+      {"root ::= [a-", "unterminated character class"},
+      {"root ::= [z-a]", "backwards"},
+      {"root ::= \"a\"{3,2}", "below its minimum"},
+      {"root ::= \"a\"{20000}", "over 10000"},
+      {"root ::= \"\\q\"", "unknown escape"},
+      {"root = \"a\"", "'::='"},
+      {"start ::= \"a\"", "no rule 'root'"},
+      {"root ::= \"a\"\nroot ::= \"b\"", "defined twice"},
+      {"root ::= \"a\" )", "unexpected ')'"},
+  };
+  for (const auto& [text, message] : cases) {
+    SCOPED_TRACE(text);
+    if (message.empty()) {
+      EXPECT_THROW(Grammar::parse_gbnf(text), Error);  // b ::= a* repeats a nullable rule
+      continue;
+    }
+    try {
+      Grammar::parse_gbnf(text);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tokenmill
