@@ -37,6 +37,7 @@ void run_chat(const ChatFlags& f) {
   options.system_prompt = f.system_prompt;
   options.max_new_tokens = f.max_new_tokens;
   options.sampling = resolve_sampling(f.sampling, m.model->config);
+  options.sampling.vocab_limit = m.sampling_vocab_limit();
   ChatSession session(m, transformer, options);
 
   const bool interactive = isatty(STDIN_FILENO) != 0;

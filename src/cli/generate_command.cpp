@@ -67,6 +67,7 @@ void run_generate(const GenerateFlags& f) {
   request.eos_token_ids = m.eos_token_ids;
   request.ignore_eos = f.ignore_eos;
   request.sampling = resolve_sampling(f.sampling, m.model->config);
+  request.sampling.vocab_limit = m.sampling_vocab_limit();
 
   if (f.warmup) {  // the prompt once, untimed and discarded: buffers and caches as a server's
     GenerateRequest warm = request;

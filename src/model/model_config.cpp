@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -240,9 +241,14 @@ ModelConfig load_model_config(const std::filesystem::path& dir) {
   const auto generation_path = dir / "generation_config.json";
   if (std::filesystem::exists(generation_path))
     apply_generation_config(read_json_file(generation_path), generation_path.string(), c);
-  for (int32_t id : c.eos_token_ids)
-    if (id >= c.vocab_size)
-      fail("{}: eos_token_id {} is not below vocab_size {}", dir.string(), id, c.vocab_size);
+  // Tiny models made from a larger one's config often keep its eos id (e.g. GPT-2's 50256):
+  // that id can never be generated, so it ends nothing and is dropped, with a warning.
+  std::erase_if(c.eos_token_ids, [&](int32_t id) {
+    if (id >= 0 && id < c.vocab_size) return false;
+    spdlog::warn("{}: ignoring eos_token_id {}: it is outside the vocabulary of {} tokens", dir.string(), id,
+                 c.vocab_size);
+    return true;
+  });
   return c;
 }
 

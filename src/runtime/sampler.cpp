@@ -33,6 +33,7 @@ void SamplingParams::validate() const {
     fail("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
     fail("presence_penalty must be in [-2, 2], got {}", presence_penalty);
+  if (vocab_limit < 0) fail("the vocabulary limit must be >= 0, got {}", vocab_limit);
 }
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) { params_.validate(); }
@@ -53,6 +54,8 @@ void Sampler::for_each_distinct(std::span<const int32_t> tokens, size_t vocab, V
 }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history, size_t prompt_length) {
+  if (params_.vocab_limit > 0 && static_cast<size_t>(params_.vocab_limit) < logits.size())
+    logits = logits.first(static_cast<size_t>(params_.vocab_limit));  // the rest is never chosen
   if (logits.empty()) fail("cannot sample from an empty row of logits");
   if (prompt_length > history.size())
     fail("the prompt length {} exceeds the {} tokens of the history", prompt_length, history.size());

@@ -32,6 +32,9 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;  // [-2, 2]; 0: off
   float presence_penalty = 0.0f;   // [-2, 2]; 0: off
   uint64_t seed = 0;
+  // > 0: only ids below it are ever chosen (the tokenizer's, when the model has more
+  // embedding rows than the tokenizer has tokens, as Qwen2.5's padded vocabularies do).
+  int64_t vocab_limit = 0;
 
   // Throws Error naming the parameter if it is out of range or NaN.
   void validate() const;

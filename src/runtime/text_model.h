@@ -28,6 +28,10 @@ struct TextModel {
   // The tokenizer, or Error "<path> has no tokenizer.json: <what> needs one" (or no
   // tokenizer.ggml.* metadata, for a GGUF file).
   const Tokenizer& require_tokenizer(std::string_view what) const;
+
+  // The ids generation may choose (SamplingParams::vocab_limit): the tokenizer's, which may
+  // be fewer than the model's embedding rows; 0 (no limit) without a tokenizer.
+  int64_t sampling_vocab_limit() const { return tokenizer ? tokenizer->vocab_size() : 0; }
 };
 
 }  // namespace tokenmill

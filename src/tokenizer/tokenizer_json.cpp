@@ -5,6 +5,8 @@
 #include <limits>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
 #include "core/json_file.h"
 #include "tokenizer/regex.h"
@@ -539,9 +541,11 @@ TokenizerSpec read_model_dir_tokenizer(const std::filesystem::path& dir) {
         ids.push_back(r.id(*eos, where));
       }
       for (const int32_t id : ids) {
-        if (static_cast<size_t>(id) >= spec.tokens.size())
-          fail("{}: eos_token_id {} is outside the vocabulary (size {})", gen.string(), id,
-               spec.tokens.size());
+        if (static_cast<size_t>(id) >= spec.tokens.size()) {  // a token it can never decode: ends nothing
+          spdlog::warn("{}: ignoring eos_token_id {}: it is outside the tokenizer's vocabulary of {} tokens",
+                       gen.string(), id, spec.tokens.size());
+          continue;
+        }
         if (std::find(spec.eos_ids.begin(), spec.eos_ids.end(), id) == spec.eos_ids.end())
           spec.eos_ids.push_back(id);
       }

@@ -42,6 +42,21 @@ TEST(Sampler, GreedyTakesArgmaxAndLowestIdOnTies) {
   EXPECT_EQ(s.sample(l, {}), 1);
 }
 
+TEST(Sampler, NeverChoosesAnIdAtOrAboveTheVocabLimit) {
+  // The ids beyond the limit have by far the highest logits: greedy and sampling still
+  // choose below it.
+  std::vector<float> logits = {0.1f, 0.3f, 0.2f, 0.0f, 9.0f, 8.0f};
+  Sampler greedy(SamplingParams{.vocab_limit = 4});
+  std::vector<float> row = logits;
+  EXPECT_EQ(greedy.sample(row, {}), 1);
+  Sampler sampler(SamplingParams{.temperature = 5.0f, .seed = 3, .vocab_limit = 4});
+  for (int i = 0; i < 200; ++i) {
+    row = logits;
+    EXPECT_LT(sampler.sample(row, {}), 4);
+  }
+  EXPECT_THROW(Sampler(SamplingParams{.vocab_limit = -1}), Error);
+}
+
 TEST(Sampler, RepetitionPenaltyAppliesOncePerDistinctToken) {
   SamplingParams p;
   p.repetition_penalty = 2.0f;
