@@ -59,6 +59,7 @@ std::string sample_text(const TrainFlags& f, const Tokenizer& tokenizer, int32_t
   request.sampling.temperature = 0.8f;
   request.sampling.top_k = 40;
   request.sampling.seed = f.options.seed + static_cast<uint64_t>(step);
+  request.sampling.vocab_limit = tokenizer.vocab_size();  // never an id the tokenizer cannot decode
   request.ignore_eos = true;
   return f.sample_prompt + tokenizer.decode(generate(transformer, request).ids);
 }
@@ -116,10 +117,16 @@ void run_train(TrainFlags& f) {
   observer.on_eval = [](const EvalReport& r) {
     fmt::print("eval step {:>5} | val loss {:.4f} | val perplexity {:.2f}\n", r.step, r.loss, r.perplexity);
   };
+  // A sample shows how training goes; one that fails says so and never fails the run.
   observer.sample = [&](const Model& model, int64_t step) {
-    const std::string text = sample_text(f, tokenizer, eod, model, *backend, step);
-    fmt::print("sample at step {}:\n{}\n", step, text);
-    return text;
+    try {
+      const std::string text = sample_text(f, tokenizer, eod, model, *backend, step);
+      fmt::print("sample at step {}:\n{}\n", step, text);
+      return text;
+    } catch (const Error& e) {
+      fmt::print("sample at step {}: not drawn ({})\n", step, e.what());
+      return std::string();
+    }
   };
   observer.on_checkpoint = [](const std::filesystem::path& p) { fmt::print("checkpoint: {}\n", p.string()); };
   std::signal(SIGINT, request_stop);
@@ -171,6 +178,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--weight-decay", o.adamw.weight_decay, "AdamW weight decay (matrices only)");
   cmd->add_option("--beta1", o.adamw.beta1, "AdamW beta1");
   cmd->add_option("--beta2", o.adamw.beta2, "AdamW beta2");
+  cmd->add_option("--adam-eps", o.adamw.eps, "AdamW epsilon (added to the second moment's square root)");
   cmd->add_option("--max-grad-norm", o.adamw.max_grad_norm, "Clip the global gradient norm (0: off)");
   cmd->add_option("--seed", o.seed, "Seed of initialisation, data order and samples");
   cmd->add_option("--eval-every", o.eval_every, "Steps between validation passes (0: off)");

@@ -143,9 +143,10 @@ void export_hf_model(const ModelConfig& config, nlohmann::json config_json, cons
     add_llama_family(config, weights, exporter);
   }
   writer.write(dir / "model.safetensors");
-  config_json["torch_dtype"] = dtype == DType::F32    ? "float32"
-                               : dtype == DType::BF16 ? "bfloat16"
-                                                      : "float16";
+  // transformers 4 reads "torch_dtype", 5 reads "dtype": both say the weights' dtype.
+  const char* dtype_key = dtype == DType::F32 ? "float32" : dtype == DType::BF16 ? "bfloat16" : "float16";
+  config_json["torch_dtype"] = dtype_key;
+  config_json["dtype"] = dtype_key;
   write_json_file(dir / "config.json", config_json);
   nlohmann::json generation = {{"_from_model_config", true}};
   for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"})

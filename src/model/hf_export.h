@@ -1,6 +1,7 @@
 // Export to a Hugging Face model directory that transformers (and tokenmill) load:
-// config.json (the model's config with "torch_dtype" set), generation_config.json (its bos /
-// eos ids) and model.safetensors in the Hugging Face layout of the architecture:
+// config.json (the model's config with "torch_dtype" and "dtype" both set to the weights'
+// dtype), generation_config.json (its bos / eos ids) and model.safetensors in the Hugging Face layout of the
+// architecture:
 //  - Llama / Mistral / Qwen2 (and from-scratch models): model.embed_tokens, model.layers.N.
 //    {input_layernorm, self_attn.{q,k,v,o}_proj, post_attention_layernorm,
 //    mlp.{gate,up,down}_proj}, model.norm, lm_head (absent when tied);

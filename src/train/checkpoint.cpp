@@ -197,6 +197,17 @@ std::filesystem::path newest_valid_checkpoint(const std::filesystem::path& dir,
   return {};
 }
 
+void check_checkpoint_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail("{}: cannot create the checkpoint directory ({})", dir.string(), ec.message());
+  try {
+    const AtomicFile probe(dir / ".write_test");  // its temporary is removed uncommitted
+  } catch (const Error& e) {
+    fail("{}: checkpoints cannot be written there ({})", dir.string(), e.what());
+  }
+}
+
 std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> removed;
   std::error_code ec;

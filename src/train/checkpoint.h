@@ -61,6 +61,10 @@ using SkippedCheckpoint = std::function<void(const std::filesystem::path& path, 
 std::filesystem::path newest_valid_checkpoint(const std::filesystem::path& dir,
                                               const SkippedCheckpoint& on_skipped);
 
+// Creates dir if needed and checks that a checkpoint can be written there (a file created
+// and removed); throws Error naming it otherwise.
+void check_checkpoint_dir(const std::filesystem::path& dir);
+
 // Removes the temporaries (step_*.tmckpt.tmp) that a save interrupted by a crash left in
 // dir, and returns their paths.
 std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesystem::path& dir);

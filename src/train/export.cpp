@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/json_file.h"
+#include "core/staged_directory.h"
 #include "model/hf_export.h"
 #include "model/lora.h"
 #include "model/model.h"
@@ -14,6 +15,11 @@ namespace tokenmill {
 
 namespace {
 
+// The tokenizer's files, copied beside the model when the source has them (tokenizer.json
+// itself is required); chat_template.jinja is where transformers 5 keeps the chat template.
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json",
+                                           "special_tokens_map.json", "chat_template.jinja"};
+
 // The directory holding the tokenizer the run used: the fine-tuned model's, or the one
 // that `prepare` recorded for the dataset.
 std::filesystem::path tokenizer_dir(const nlohmann::json& options) {
@@ -24,17 +30,22 @@ std::filesystem::path tokenizer_dir(const nlohmann::json& options) {
   return std::filesystem::path(meta.at("tokenizer").get<std::string>()).parent_path();
 }
 
-void copy_tokenizer_files(const nlohmann::json& options, const std::filesystem::path& out_dir) {
-  const std::filesystem::path source = tokenizer_dir(options);
-  if (!std::filesystem::is_regular_file(source / "tokenizer.json"))
-    fail("{}: no tokenizer.json to export with the model (the run's tokenizer moved?)", source.string());
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
-    if (!std::filesystem::is_regular_file(source / name)) continue;
-    std::error_code ec;
-    std::filesystem::copy_file(source / name, out_dir / name,
-                               std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) fail("{}: cannot copy to {} ({})", (source / name).string(), out_dir.string(), ec.message());
-  }
+void copy_one(const std::filesystem::path& from, const std::filesystem::path& to) {
+  std::error_code ec;
+  std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) fail("{}: cannot copy to {} ({})", from.string(), to.string(), ec.message());
+}
+
+void copy_tokenizer_files(const std::filesystem::path& source, const std::filesystem::path& out_dir) {
+  for (const char* name : kTokenizerFiles)
+    if (std::filesystem::is_regular_file(source / name)) copy_one(source / name, out_dir / name);
+}
+
+// The pretrained model a checkpoint started from (a fine-tune's --from, a LoRA run's base),
+// or empty for a model trained from scratch.
+std::filesystem::path source_model(const CheckpointState& header) {
+  if (!header.lora.is_null()) return header.lora.value("base_model", "");
+  return header.options.value("from_model", "");
 }
 
 // A LoRA checkpoint: the adapter merged into its base model, or as a PEFT adapter.
@@ -78,17 +89,30 @@ void export_checkpoint(const std::filesystem::path& checkpoint, const std::files
                        DType dtype, LoraExport lora) {
   const CheckpointState header = read_checkpoint_state(checkpoint);
   const ModelConfig config = parse_model_config(header.model_config, checkpoint.string() + " (model_config)");
-  if (!header.lora.is_null()) {
-    export_lora(checkpoint, header, config, out_dir, dtype, lora);
-  } else if (lora == LoraExport::Adapter) {
+  if (header.lora.is_null() && lora == LoraExport::Adapter)
     fail("{}: --lora adapter: this checkpoint is a fully trained model, not a LoRA adapter",
          checkpoint.string());
+  // Everything the export reads is found before anything is written.
+  const std::filesystem::path tokenizer = tokenizer_dir(header.options);
+  if (!std::filesystem::is_regular_file(tokenizer / "tokenizer.json"))
+    fail("{}: no tokenizer.json to export with the model (the run's tokenizer moved?); nothing was written",
+         tokenizer.string());
+  const std::filesystem::path source = source_model(header);
+  StagedDirectory staged(out_dir);
+  if (!header.lora.is_null()) {
+    export_lora(checkpoint, header, config, staged.path(), dtype, lora);
   } else {
     ParameterSet params(config);
     load_checkpoint(checkpoint, params);
-    export_hf_model(config, header.model_config, params.weights(), dtype, out_dir);
+    export_hf_model(config, header.model_config, params.weights(), dtype, staged.path());
   }
-  copy_tokenizer_files(header.options, out_dir);
+  // The source's generation settings (eos lists, temperature, top_p) rather than those
+  // rebuilt from config.json; a PEFT adapter has none of its own.
+  if (lora != LoraExport::Adapter && !source.empty() &&
+      std::filesystem::is_regular_file(source / "generation_config.json"))
+    copy_one(source / "generation_config.json", staged.path() / "generation_config.json");
+  copy_tokenizer_files(tokenizer, staged.path());
+  staged.publish();
 }
 
 }  // namespace tokenmill

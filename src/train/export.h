@@ -17,12 +17,15 @@ std::filesystem::path run_checkpoint(const std::filesystem::path& run_dir);
 // (W + alpha / r B A; a full Hugging Face model) or the PEFT adapter (train/lora_export.h).
 enum class LoraExport : uint8_t { Merged, Adapter };
 
-// Writes out_dir from `checkpoint`: config.json, generation_config.json, model.safetensors
-// (as `dtype`) and the tokenizer files (tokenizer.json, plus tokenizer_config.json and
-// special_tokens_map.json when they sit next to it) of the run's model or dataset. A LoRA
-// checkpoint reads its base model (the directory it names, whose config.json must still be
-// the one trained on) and exports as `lora` says; the adapter form writes the PEFT files
-// and the tokenizer files. Error if `lora` is Adapter and the checkpoint is a full model.
+// Writes out_dir from `checkpoint`: config.json, generation_config.json (the pretrained
+// source model's when it has one, else built from config.json), model.safetensors (as
+// `dtype`) and the tokenizer files (tokenizer.json, plus tokenizer_config.json,
+// special_tokens_map.json and chat_template.jinja when they sit next to it) of the run's
+// model or dataset. A LoRA checkpoint reads its base model (the directory it names, whose
+// config.json must still be the one trained on) and exports as `lora` says; the adapter form
+// writes the PEFT files and the tokenizer files. Error if `lora` is Adapter and the
+// checkpoint is a full model, or the tokenizer is missing, before anything is written; the
+// files are written beside out_dir and put in place together at the end (core/staged_directory.h).
 void export_checkpoint(const std::filesystem::path& checkpoint, const std::filesystem::path& out_dir,
                        DType dtype, LoraExport lora = LoraExport::Merged);
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 
@@ -12,6 +14,13 @@ namespace tokenmill {
 namespace {
 
 constexpr double kWidth = 640, kHeight = 360, kLeft = 56, kRight = 16, kTop = 16, kBottom = 40;
+
+// The spacing of the step ticks: 1, 2 or 5 times a power of ten, at most 6 intervals.
+int64_t step_tick(int64_t max_step) {
+  for (int64_t power = 1;; power *= 10)
+    for (const int64_t m : {1, 2, 5})
+      if (max_step <= 6 * m * power) return m * power;
+}
 
 }  // namespace
 
@@ -44,8 +53,15 @@ std::string loss_curve_svg(const std::vector<LossPoint>& train, const std::vecto
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{:.2f}</text>\n", kLeft - 4,
                        y(v) + 4, v);
   }
-  svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">step (last {})</text>\n",
-                     (kLeft + kWidth - kRight) / 2, kHeight - 12, max_step);
+  const int64_t tick = step_tick(max_step);
+  for (int64_t step = 0; step <= max_step; step += tick) {
+    svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"black\"/>\n",
+                       x(step), kHeight - kBottom, kHeight - kBottom + 4);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", x(step),
+                       kHeight - kBottom + 15, step);
+  }
+  svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">step</text>\n",
+                     (kLeft + kWidth - kRight) / 2, kHeight - 6);
   std::string points;
   for (const LossPoint& p : train)
     if (std::isfinite(p.loss)) points += fmt::format("{:.1f},{:.1f} ", x(p.step), y(p.loss));
@@ -59,6 +75,21 @@ std::string loss_curve_svg(const std::vector<LossPoint>& train, const std::vecto
   svg +=
       fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#d62728\">validation loss</text>\n", kLeft + 8, kTop + 26);
   return svg + "</svg>\n";
+}
+
+LossCurves read_loss_curves(const std::filesystem::path& metrics) {
+  LossCurves curves;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+    const auto step = j["step"].get<int64_t>();
+    if (j.contains("loss") && j["loss"].is_number()) curves.train.push_back({step, j["loss"].get<double>()});
+    if (j.contains("val_loss") && j["val_loss"].is_number())
+      curves.val.push_back({step, j["val_loss"].get<double>()});
+  }
+  return curves;
 }
 
 void write_loss_curve(const std::filesystem::path& path, const std::vector<LossPoint>& train,

@@ -14,6 +14,9 @@ void LrSchedule::validate() const {
     fail("--min-lr must be in [0, --lr = {}], got {}", max_lr, min_lr);
   if (warmup_steps < 0) fail("--warmup-steps must be >= 0, got {}", warmup_steps);
   if (total_steps < 1) fail("--steps must be >= 1, got {}", total_steps);
+  if (warmup_steps > total_steps)
+    fail("--warmup-steps ({}) is longer than the run (--steps {}): the learning rate would never reach --lr",
+         warmup_steps, total_steps);
 }
 
 double LrSchedule::at(int64_t step) const {
@@ -25,6 +28,15 @@ double LrSchedule::at(int64_t step) const {
                 : std::clamp(static_cast<double>(step - warmup_steps) / static_cast<double>(span), 0.0, 1.0);
   if (decay == LrDecay::Linear) return max_lr + (min_lr - max_lr) * p;
   return min_lr + (max_lr - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * p));
+}
+
+std::string_view lr_decay_name(LrDecay decay) {
+  switch (decay) {
+    case LrDecay::Cosine: return "cosine";
+    case LrDecay::Linear: return "linear";
+    case LrDecay::Constant: return "constant";
+  }
+  return "cosine";
 }
 
 LrDecay parse_lr_decay(std::string_view name) {

@@ -19,13 +19,14 @@ struct LrSchedule {
   int64_t warmup_steps = 0, total_steps = 1;
   LrDecay decay = LrDecay::Cosine;
 
-  // Throws Error for max_lr <= 0, min_lr outside [0, max_lr], negative warmup, or
-  // total_steps < 1 (flags named as the CLI spells them).
+  // Throws Error for max_lr <= 0, min_lr outside [0, max_lr], negative warmup, a warmup
+  // longer than total_steps, or total_steps < 1 (flags named as the CLI spells them).
   void validate() const;
   double at(int64_t step) const;
 };
 
 // "cosine" | "linear" | "constant"; throws Error naming the flag otherwise.
 LrDecay parse_lr_decay(std::string_view name);
+std::string_view lr_decay_name(LrDecay decay);
 
 }  // namespace tokenmill

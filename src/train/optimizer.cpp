@@ -20,12 +20,17 @@ Tensor flat(std::span<float> buffer, Range r) {
 
 }  // namespace
 
-AdamWOptimizer::AdamWOptimizer(const AdamWOptions& options) : options_(options) {
-  if (!(options.beta1 >= 0.0 && options.beta1 < 1.0) || !(options.beta2 >= 0.0 && options.beta2 < 1.0))
-    fail("--beta1 and --beta2 must be in [0, 1), got {} and {}", options.beta1, options.beta2);
-  if (!(options.eps > 0.0)) fail("--adam-eps must be positive, got {}", options.eps);
-  if (!(options.weight_decay >= 0.0)) fail("--weight-decay must be >= 0, got {}", options.weight_decay);
+void AdamWOptions::validate() const {
+  if (!(beta1 >= 0.0 && beta1 < 1.0) || !(beta2 >= 0.0 && beta2 < 1.0))
+    fail("--beta1 and --beta2 must be in [0, 1), got {} and {}", beta1, beta2);
+  if (!(eps > 0.0) || !std::isfinite(eps)) fail("--adam-eps must be a positive number, got {}", eps);
+  if (!(weight_decay >= 0.0) || !std::isfinite(weight_decay))
+    fail("--weight-decay must be a number >= 0, got {}", weight_decay);
+  if (!(max_grad_norm >= 0.0) || !std::isfinite(max_grad_norm))
+    fail("--max-grad-norm must be a number >= 0 (0: no clipping), got {}", max_grad_norm);
 }
+
+AdamWOptimizer::AdamWOptimizer(const AdamWOptions& options) : options_(options) { options.validate(); }
 
 AdamWOptimizer::StepResult AdamWOptimizer::step(ParameterBuffers& params, Backend& backend, double lr,
                                                 double loss_scale) {

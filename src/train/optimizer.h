@@ -18,7 +18,10 @@ namespace tokenmill {
 
 struct AdamWOptions {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
-  double max_grad_norm = 1.0;
+  double max_grad_norm = 1.0;  // 0: no clipping
+
+  // Throws Error naming the flag of a value out of range (NaN and infinities included).
+  void validate() const;
 };
 
 class AdamWOptimizer {

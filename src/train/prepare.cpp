@@ -11,6 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
+#include "tokenizer/utf8.h"
 #include "train/chat_sft.h"
 #include "train/token_shard.h"
 
@@ -64,13 +65,31 @@ class ShardWriter {
   int64_t total_ = 0, scored_total_ = 0;
 };
 
+// Refuses what is not text: bytes that are not UTF-8, or control characters other than
+// whitespace (a NUL, ...), which binary files hold and text files do not.
+void check_text(std::string_view text, const std::filesystem::path& path) {
+  for (size_t pos = 0; pos < text.size();) {
+    char32_t cp = 0;
+    const size_t n = utf8::decode(text, pos, cp);
+    if (n == 0)
+      fail("{}: not UTF-8 text (byte {} is 0x{:02x}): prepare reads text files (.txt, .jsonl)", path.string(),
+           pos, static_cast<unsigned char>(text[pos]));
+    if (cp < 0x20 && cp != '\n' && cp != '\r' && cp != '\t' && cp != '\f' && cp != '\v')
+      fail("{}: not text (control character U+{:04X} at byte {}): prepare reads text files (.txt, .jsonl)",
+           path.string(), static_cast<uint32_t>(cp), pos);
+    pos += n;
+  }
+}
+
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open the input file", path.string());
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) fail("{}: read failed", path.string());
-  return std::move(text).str();
+  std::string out = std::move(text).str();
+  check_text(out, path);
+  return out;
 }
 
 // The documents of one input file, each as its tokens followed by eod; counts documents.

@@ -20,6 +20,7 @@
 #include "train/loss_scaler.h"
 #include "train/parameters.h"
 #include "train/prepare.h"
+#include "train/resume_check.h"
 #include "train/step_batch.h"
 
 namespace tokenmill {
@@ -42,6 +43,7 @@ void validate(const TrainOptions& o) {
   LrSchedule s = o.schedule;
   s.total_steps = o.steps;
   s.validate();
+  o.adamw.validate();
   if (o.precision == Precision::FP16 &&
       (!(o.initial_loss_scale > 0.0) || !std::isfinite(o.initial_loss_scale) ||
        o.loss_scale_growth_interval < 1))
@@ -249,7 +251,15 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
   validate(o_);
   dataset_ = read_json_file(o_.data_dir / "meta.json");
   train_ = std::make_unique<DataLoader>(dataset_shards(o_.data_dir, "train"), o_.seq_len, true, o_.seed);
-  val_ = std::make_unique<DataLoader>(dataset_shards(o_.data_dir, "val"), o_.seq_len, false, o_.seed);
+  if (o_.eval_every > 0) {  // without evaluation, a dataset needs no validation split
+    const auto val_shards = dataset_shards(o_.data_dir, "val");
+    if (val_shards.empty())
+      fail(
+          "{}: the dataset has no validation data (prepared with --val-fraction 0): train with "
+          "--eval-every 0, or prepare it with --val-fraction above 0",
+          o_.data_dir.string());
+    val_ = std::make_unique<DataLoader>(val_shards, o_.seq_len, false, o_.seed);
+  }
   setup_model();
   const ModelConfig& config = model_->config;
   if (train_->vocab_size() > config.vocab_size)
@@ -267,6 +277,7 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
   std::error_code ec;
   std::filesystem::create_directories(o_.run_dir, ec);
   if (ec) fail("{}: cannot create the run directory ({})", o_.run_dir.string(), ec.message());
+  check_checkpoint_dir(o_.run_dir / "checkpoints");  // now, not at the first save
 
   TrainSummary summary;
   summary.parameters = parameter_count(config);
@@ -290,6 +301,7 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     const CheckpointState state = load_checkpoint(latest, *trainable_);
     if (state.model_config != model_config_json_)
       fail("{}: the checkpoint is of another model configuration than this run's", latest.string());
+    check_resume_options(latest, state.step, state.options, o_.to_json());
     optimizer_->restore(state.optimizer_steps);
     const std::string saved_precision = state.options.value("precision", "fp32");
     if (saved_precision != precision_name(o_.precision))
@@ -303,6 +315,9 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     tokens_ = state.tokens;
     first_step = state.step + 1;
     truncate_metrics(metrics_path, state.step);
+    LossCurves history = read_loss_curves(metrics_path);  // loss.svg draws the whole run
+    train_curve_ = std::move(history.train);
+    val_curve_ = std::move(history.val);
     info(fmt::format("resumed from {} (step {})", latest.string(), state.step));
   } else {
     std::filesystem::remove(metrics_path, ec);
@@ -431,9 +446,11 @@ nlohmann::json TrainOptions::to_json() const {
           {"lr", schedule.max_lr},
           {"min_lr", schedule.min_lr},
           {"warmup_steps", schedule.warmup_steps},
+          {"lr_decay", lr_decay_name(schedule.decay)},
           {"beta1", adamw.beta1},
           {"beta2", adamw.beta2},
           {"weight_decay", adamw.weight_decay},
+          {"adam_eps", adamw.eps},
           {"max_grad_norm", adamw.max_grad_norm},
           {"seed", seed},
           {"lora_rank", lora.rank},

@@ -14,7 +14,8 @@
 // one, at the end, and when `stop` is raised (SIGINT/SIGTERM):
 // run_dir/checkpoints/step_*.tmckpt, the last `keep` kept. resume continues from the newest
 // checkpoint that verifies (newer damaged ones are reported and skipped) bit-exactly (same
-// data order, same RNG, same optimizer state). Temporaries of a save that a crash cut short
+// data order, same RNG, same optimizer state); it refuses flags that would change the run's
+// trajectory, and a finished run (train/resume_check.h). Temporaries of a save that a crash cut short
 // are removed at the start.
 // run_dir also gets metrics.jsonl (one JSON object per step / eval) and loss.svg.
 // Precision (train/precision.h): FP32 master weights, gradients and AdamW state always; with

@@ -4,6 +4,7 @@
 // carries over a resume, and a diverging run stops with a clear error.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -188,20 +189,23 @@ TEST_F(PrecisionRun, ResumesBitExactlyWithItsLossScale) {
 TEST_F(PrecisionRun, AResumeInAnotherPrecisionSaysSo) {
   options_.precision = Precision::FP16;
   options_.loss_scale_growth_interval = 4;
-  options_.steps = 3;  // 3 finite steps: growth tracker 3
+  options_.steps = 6;
   options_.run_dir = dir_.path() / "switch";
-  train(options_, *backend_, {});
-  options_.resume = true;
-  options_.steps = 5;
+  // Stopped as SIGINT stops a run: after step 3 (3 finite steps: growth tracker 3), then 5.
+  std::atomic<bool> stop{false};
+  int64_t stop_at = 3;
   std::string said;
   TrainObserver observer;
   observer.on_info = [&](const std::string& line) { said += line + "\n"; };
+  observer.on_step = [&](const StepReport& r) { stop = r.step == stop_at; };
+  train(options_, *backend_, observer, &stop);
+  options_.resume = true;
+  stop_at = 5;
   options_.loss_scale_growth_interval = 2;  // the saved tracker (3) is clamped to 1, not refused
-  train(options_, *backend_, observer);
+  EXPECT_EQ(train(options_, *backend_, observer, &stop).last_step, 5);
   EXPECT_EQ(said.find("continues in"), std::string::npos) << said;
   options_.precision = Precision::BF16;
-  options_.steps = 6;
-  train(options_, *backend_, observer);
+  train(options_, *backend_, observer, &stop);
   EXPECT_NE(said.find("the checkpoint's run trained in fp16; this one continues in bf16"), std::string::npos)
       << said;
 }

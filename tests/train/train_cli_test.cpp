@@ -132,6 +132,16 @@ TEST(TrainCommand, BadInputIsAClearError) {
   EXPECT_NE(missing.output.find("nope/meta.json"), std::string::npos) << missing.output;
   const auto bad_decay = run_tokenmill("train --data x --out y --lr-decay step");
   EXPECT_NE(bad_decay.exit_code, 0);
+  const auto bad_eps = train_tiny(dir, prepare_data(dir), "--adam-eps 0");
+  EXPECT_EQ(bad_eps.exit_code, 1);
+  EXPECT_NE(bad_eps.output.find("--adam-eps must be a positive number"), std::string::npos) << bad_eps.output;
+}
+
+TEST(TrainCommand, HelpSaysWhenCheckpointsAreWritten) {
+  const auto help = run_tokenmill("train --help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* part : {"--checkpoint-minutes", "default 10", "--adam-eps"})
+    EXPECT_NE(help.output.find(part), std::string::npos) << "missing: " << part << "\n" << help.output;
 }
 
 }  // namespace
