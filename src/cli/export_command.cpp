@@ -30,12 +30,17 @@ LoraExport lora_form(const std::string& name) {
   fail("--lora must be merged or adapter, got '{}'", name);
 }
 
-// The checkpoint: given as a file, or the newest of a run directory.
+void warn_skipped(const std::filesystem::path& path, const std::string& why) {
+  fmt::print(stderr, "warning: skipping checkpoint {}: {}\n", path.string(), why);
+}
+
+// The checkpoint: given as a file, or the newest of a run directory that verifies.
 std::filesystem::path checkpoint_of(const ExportFlags& f) {
   if (!f.checkpoint.empty()) return f.checkpoint;
-  if (!f.run.empty()) return run_checkpoint(f.run);
+  if (!f.run.empty()) return run_checkpoint(f.run, warn_skipped);
   if (f.source.empty()) fail("give the checkpoint: RUN_DIR or CHECKPOINT_FILE (or --run / --checkpoint)");
-  return std::filesystem::is_directory(f.source) ? run_checkpoint(f.source) : std::filesystem::path(f.source);
+  return std::filesystem::is_directory(f.source) ? run_checkpoint(f.source, warn_skipped)
+                                                 : std::filesystem::path(f.source);
 }
 
 void run_export(const ExportFlags& f) {

@@ -79,9 +79,11 @@ void export_lora(const std::filesystem::path& checkpoint, const CheckpointState&
 
 }  // namespace
 
-std::filesystem::path run_checkpoint(const std::filesystem::path& run_dir) {
-  const std::filesystem::path latest = latest_checkpoint(run_dir / "checkpoints");
-  if (latest.empty()) fail("{}: no checkpoint in {}", run_dir.string(), (run_dir / "checkpoints").string());
+std::filesystem::path run_checkpoint(const std::filesystem::path& run_dir,
+                                     const SkippedCheckpoint& on_skipped) {
+  const std::filesystem::path latest = newest_valid_checkpoint(run_dir / "checkpoints", on_skipped);
+  if (latest.empty())
+    fail("{}: no checkpoint that verifies in {}", run_dir.string(), (run_dir / "checkpoints").string());
   return latest;
 }
 

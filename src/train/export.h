@@ -7,11 +7,14 @@
 #include <filesystem>
 
 #include "core/dtype.h"
+#include "train/checkpoint.h"
 
 namespace tokenmill {
 
-// The newest checkpoint of a run directory (run/checkpoints/step_*.tmckpt); Error if none.
-std::filesystem::path run_checkpoint(const std::filesystem::path& run_dir);
+// The newest checkpoint of a run directory (run/checkpoints/step_*.tmckpt) that verifies,
+// each newer damaged one reported to on_skipped; Error if none verifies.
+std::filesystem::path run_checkpoint(const std::filesystem::path& run_dir,
+                                     const SkippedCheckpoint& on_skipped = {});
 
 // What a LoRA run's checkpoint exports as: the base model with the adapter merged
 // (W + alpha / r B A; a full Hugging Face model) or the PEFT adapter (train/lora_export.h).

@@ -38,13 +38,15 @@ class ExportFiles : public ::testing::Test {
     write_json_file(source_ / "generation_config.json", generation_);
     ASSERT_EQ(read_json_file(source_ / "config.json")["dtype"], "float32");
   }
-  // A two-step fine-tune of dir_/source into dir_/run; returns its checkpoint.
+  // A two-step fine-tune of dir_/source into dir_/run (checkpoints at both steps); returns
+  // its newest checkpoint.
   std::filesystem::path fine_tune() {
     TrainOptions o = testing::tiny_run_options(dir_);
     o.from_model = source_;
     o.run_dir = dir_.path() / "run";
     o.steps = 2;
     o.eval_every = 0;
+    o.checkpoint_every = 1;
     auto backend = make_cpu_backend();
     train(o, *backend, {});
     return run_checkpoint(o.run_dir);
@@ -81,6 +83,22 @@ TEST_F(ExportFiles, AMissingTokenizerWritesNothing) {
   EXPECT_FALSE(std::filesystem::exists(out));
   for (const auto& entry : std::filesystem::directory_iterator(dir_.path()))
     EXPECT_EQ(entry.path().filename().string().find(".exported"), std::string::npos) << entry.path();
+}
+
+TEST_F(ExportFiles, ARunExportsItsNewestCheckpointThatVerifies) {
+  const auto newest = fine_tune();  // steps 1 and 2 checkpointed
+  ASSERT_EQ(newest.filename(), "step_00000002.tmckpt");
+  std::string bytes = dir_.read("run/checkpoints/step_00000002.tmckpt");
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x10);
+  dir_.write("run/checkpoints/step_00000002.tmckpt", bytes);
+  std::string skipped;
+  const auto chosen =
+      run_checkpoint(dir_.path() / "run", [&](const std::filesystem::path& p, const std::string& why) {
+        skipped = p.filename().string() + ": " + why;
+      });
+  EXPECT_EQ(chosen.filename(), "step_00000001.tmckpt");
+  EXPECT_NE(skipped.find("step_00000002.tmckpt: "), std::string::npos) << skipped;
+  EXPECT_NE(skipped.find("does not match its hash"), std::string::npos) << skipped;
 }
 
 TEST_F(ExportFiles, AnExistingDirectoryGetsTheNewFilesAndKeepsItsOthers) {
