@@ -192,7 +192,9 @@ void add_train_command(CLI::App& app) {
                   "Minutes of training between checkpoints (default 10; 0: by --checkpoint-every only); "
                   "a checkpoint is also written at the end and on Ctrl-C");
   cmd->add_option("--keep-checkpoints", o.keep_checkpoints, "Checkpoints kept");
-  cmd->add_flag("--resume", o.resume, "Continue from the newest checkpoint in --out");
+  cmd->add_flag("--resume", o.resume,
+                "Continue the run in --out from its newest checkpoint that verifies, with the run's own "
+                "schedule, batch, optimizer and seed flags (a finished run is not resumed)");
   cmd->add_flag("--recompute-activations", o.recompute_activations,
                 "Keep only each layer's input and recompute its activations in the backward: less "
                 "memory, about a third more compute, the same results");
