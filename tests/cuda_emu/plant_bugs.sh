@@ -13,7 +13,9 @@ build=build/$preset
 plant() {
   local name=$1 file=$2 from=$3 to=$4 target=$5 binary=$6 filter=$7
   cp "$file" "$file.unplanted"
-  trap 'mv "$file.unplanted" "$file"' RETURN
+  # touch: the restored file must be newer than the objects built from the planted one, or
+  # the build keeps the planted bug.
+  trap 'mv "$file.unplanted" "$file" && touch "$file"' RETURN
   python3 - "$file" "$from" "$to" <<'PY'
 import sys
 path, old, new = sys.argv[1:4]
