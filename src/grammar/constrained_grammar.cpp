@@ -14,7 +14,7 @@ void combine(size_t& seed, size_t value) {
 }  // namespace
 
 size_t ConstrainedGrammar::StateHash::operator()(const GrammarMatcher::State& state) const {
-  size_t seed = std::hash<uint32_t>{}(state.partial_value) ^ static_cast<size_t>(state.partial_left);
+  size_t seed = std::hash<uint32_t>{}(state.partial.value) ^ static_cast<size_t>(state.partial.left);
   for (const GrammarMatcher::Stack& stack : state.stacks) {
     combine(seed, stack.size());
     for (const uint32_t position : stack) combine(seed, position);

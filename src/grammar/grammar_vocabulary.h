@@ -1,9 +1,10 @@
 // GrammarVocabulary: a tokenizer's tokens as a byte trie, to find which tokens a grammar
-// allows next. Tokens sharing a prefix share its walk: from a matcher state the trie is
-// walked depth first, each edge advancing a copy of the state by one byte, and a branch is
-// left at the first byte the grammar refuses, so most of the vocabulary is dismissed at its
-// first byte. Special (control) tokens and tokens with no bytes are never allowed: they are
-// not text (the end of generation is decided apart, see ConstrainedGrammar).
+// allows next. Tokens sharing a prefix share its walk: from each parse stack of a matcher
+// state the trie is walked depth first, each edge advancing the stack in place by one byte
+// (GrammarMatcher::step, no allocation), and a branch is left at the first byte the grammar
+// refuses, so most of the vocabulary is dismissed at its first byte. A state allows the
+// tokens any of its stacks allows. Special (control) tokens and tokens with no bytes are never allowed: they
+// are not text (the end of generation is decided apart, see ConstrainedGrammar).
 #pragma once
 
 #include <cstdint>
@@ -28,15 +29,20 @@ class GrammarVocabulary {
                std::vector<uint8_t>& mask) const;
 
  private:
+  // The trie in depth-first order, so that a walk reads memory forwards: a node's first
+  // child is the next node, its next sibling starts at `end`, where its subtree ends.
   struct Node {
-    std::vector<std::pair<uint8_t, uint32_t>> children;  // by byte
-    std::vector<int32_t> tokens;                         // tokens whose bytes end here
+    uint32_t end = 0;          // one past the last node of its subtree
+    uint32_t first_token = 0;  // its tokens: tokens_[first_token, first_token + token_count)
+    uint32_t token_count = 0;  // tokens whose bytes end here
+    uint8_t byte = 0;          // the byte on the edge from its parent
   };
-  void walk(uint32_t node, const GrammarMatcher& matcher, const GrammarMatcher::State& state,
-            std::vector<uint8_t>& mask) const;
+  void walk(uint32_t node, const GrammarMatcher& matcher, GrammarMatcher::Stack& stack,
+            const GrammarMatcher::Partial& partial, std::vector<uint8_t>& mask) const;
 
   std::vector<std::string> bytes_;  // per id; "" for tokens never allowed
   std::vector<Node> nodes_;         // nodes_[0] is the root
+  std::vector<int32_t> tokens_;
 };
 
 }  // namespace tokenmill
