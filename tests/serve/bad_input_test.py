@@ -54,15 +54,10 @@ def tearDownModule():
     _server_context.__exit__(None, None, None)
 
 
-def host_port():
-    host, port = server.url.removeprefix("http://").rsplit(":", 1)
-    return host, int(port)
-
-
 def request(method, path, body=b"", headers=None, timeout=30):
     """(status, parsed JSON or raw bytes, headers) of one request on a fresh connection.
     A body the server stops reading (413) may fail to send; the response is read anyway."""
-    connection = http.client.HTTPConnection(*host_port(), timeout=timeout)
+    connection = http.client.HTTPConnection(*server.host_port(), timeout=timeout)
     try:
         all_headers = {"Connection": "close", "Content-Type": "application/json"}
         all_headers.update(headers or {})
@@ -225,7 +220,7 @@ class BadInput(unittest.TestCase):
     def assert_dropped(self, sent, within):
         """A connection that sent `sent` and then stalls is closed by the server within `within`
         seconds, while another client is served meanwhile."""
-        stalled = socket.create_connection(host_port())
+        stalled = socket.create_connection(server.host_port())
         stalled.sendall(sent)
         start = time.monotonic()
         self.assert_serving()
@@ -258,7 +253,7 @@ class BadInput(unittest.TestCase):
         longest-waiting unfinished requests), and every trickling client is cut within the
         receive timeout."""
         header = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 10 + b"\r\n\r\n"
-        sockets = [socket.create_connection(host_port()) for _ in range(2 * HTTP_THREADS)]
+        sockets = [socket.create_connection(server.host_port()) for _ in range(2 * HTTP_THREADS)]
         cut = [False] * len(sockets)  # the server closed it
         start = time.monotonic()
 

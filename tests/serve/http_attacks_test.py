@@ -52,11 +52,6 @@ def tearDownModule():
     _server_context.__exit__(None, None, None)
 
 
-def host_port():
-    host, port = server.url.removeprefix("http://").rsplit(":", 1)
-    return host, int(port)
-
-
 class Response:
     def __init__(self, raw, seconds):
         self.raw = raw
@@ -77,7 +72,7 @@ class Response:
 def exchange(data, timeout=30):
     """Sends `data` on a fresh connection (from another thread, so that a server that answers
     before reading everything is heard) and reads until the server closes the connection."""
-    s = socket.create_connection(host_port())
+    s = socket.create_connection(server.host_port())
     s.settimeout(timeout)
 
     def send():

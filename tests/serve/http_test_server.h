@@ -30,7 +30,8 @@ class HttpServerTest : public ::testing::Test {
     backend_ = make_cpu_backend();
     engine_ = std::make_unique<Engine>(model_, *backend_, engine_options, observer ? observer : &metrics_);
     served_.emplace(ServedModel{"tiny", *model_.tokenizer, ChatTemplate(model_.tokenizer->chat_template()),
-                                engine_->context(), 0, ServeLimits{}});
+                                engine_->context(), 0, ServeLimits{},
+                                std::make_shared<GrammarCache>(*model_.tokenizer)});
     http.port = 0;
     http.api_keys = {kKey};
     http.max_body_bytes = 1 << 16;

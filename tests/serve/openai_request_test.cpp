@@ -141,7 +141,13 @@ const std::vector<BadField> kSharedBadFields = {
     {{{"logit_bias", {{"5", 10}}}}, "logit_bias", "not supported"},
     {{{"logit_bias", 5}}, "logit_bias", "an object"},
     {{{"tools", {{{"type", "function"}}}}}, "tools", "tool calling"},
-    {{{"response_format", {{"type", "json_object"}}}}, "response_format", "text"},
+    {{{"response_format", {{"type", "xml"}}}}, "response_format.type", "not one of"},
+    {{{"response_format", 5}}, "response_format", "expected an object"},
+    {{{"response_format", {{"type", "json_schema"}}}}, "response_format.json_schema", "Missing required"},
+    {{{"response_format", {{"type", "json_object"}}}},
+     "response_format",
+     "not available"},  // no grammars here
+    {{{"grammar", 7}}, "grammar", "GBNF text"},
 };
 
 TEST(OpenAiCompletionRequest, EveryBadFieldIsA400NamingIt) {
@@ -189,6 +195,8 @@ TEST(OpenAiCompletionRequest, DefaultsAreOpenAis) {
   SamplingParams openai_defaults;  // SamplingParams' own, but temperature 1
   openai_defaults.temperature = 1.0f;
   expect_sampling(r.sampling, openai_defaults);
+  EXPECT_EQ(r.sampling.vocab_limit, smollm().vocab_size());  // never an id the tokenizer cannot decode
+  EXPECT_EQ(r.grammar, nullptr);
   EXPECT_TRUE(r.stop.empty());
   EXPECT_TRUE(r.stop_token_ids.empty());
   EXPECT_FALSE(r.ignore_eos);

@@ -37,6 +37,11 @@ class Server:
         self.model_id = None  # from GET /ready
         self._log_paths = log_paths
 
+    def host_port(self):
+        """(host, port) of the server's address."""
+        host, port = self.url.removeprefix("http://").rsplit(":", 1)
+        return host, int(port)
+
     def log(self):
         """Everything the server has written so far, stdout then stderr."""
         parts = []
