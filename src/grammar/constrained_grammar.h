@@ -21,8 +21,8 @@ namespace tokenmill {
 
 class ConstrainedGrammar {
  public:
-  static constexpr size_t kMaxCachedStates = 4096;
-  using Mask = std::vector<uint8_t>;  // per token id: 1 allowed
+  static constexpr size_t kMaxCachedStates = 1024;
+  using Mask = TokenMask;
 
   ConstrainedGrammar(Grammar grammar, std::shared_ptr<const GrammarVocabulary> vocabulary);
 
@@ -44,7 +44,7 @@ class ConstrainedGrammar {
 
 class GrammarCache {
  public:
-  static constexpr size_t kMaxGrammars = 64;
+  static constexpr size_t kMaxGrammars = 16;
 
   explicit GrammarCache(const Tokenizer& tokenizer);
 

@@ -35,6 +35,7 @@ bool GrammarSymbol::matches_any(uint32_t low, uint32_t high) const {
 namespace {
 
 constexpr uint32_t kMaxRepetition = 10000;
+constexpr int kMaxGroupNesting = 64;
 
 using Symbol = GrammarSymbol;
 using Sequence = std::vector<Symbol>;
@@ -77,6 +78,8 @@ class GbnfParser {
         g.symbols_.emplace_back();  // End
       }
     }
+    if (g.symbols_.size() > Grammar::kMaxSymbols)
+      fail("grammar: too large: {} symbols (at most {})", g.symbols_.size(), Grammar::kMaxSymbols);
     check_no_left_recursion();
     return g;
   }
@@ -146,11 +149,14 @@ class GbnfParser {
   }
 
   std::vector<Sequence> parse_alternatives(bool nested) {
+    if (nested && ++nesting_ > kMaxGroupNesting)
+      error(fmt::format("groups nest more than {} deep", kMaxGroupNesting));
     std::vector<Sequence> alternatives{parse_sequence(nested)};
     while (peek() == '|') {
       ++pos_;
       alternatives.push_back(parse_sequence(nested));
     }
+    if (nested) --nesting_;
     return alternatives;
   }
 
@@ -166,6 +172,7 @@ class GbnfParser {
   }
 
   Sequence parse_item() {
+    spend(1);
     const char c = peek();
     if (c == '"') {
       ++pos_;
@@ -174,6 +181,7 @@ class GbnfParser {
         if (at_end() || peek() == '\n') error("unterminated string literal");
         const uint32_t cp = parse_char();
         literal.push_back(chars_symbol({{cp, cp}}, false));
+        spend(1);
       }
       ++pos_;
       return literal;
@@ -308,6 +316,8 @@ class GbnfParser {
   // item{min,max}: min copies, then max - min nested optional copies (or a starred rule).
   Sequence repeat(const Sequence& item, uint32_t min, std::optional<uint32_t> max) {
     const std::string name = current_rule_ + "-repeat";
+    // Each copy costs the item and a rule reference; refuse before building what is too large.
+    spend((static_cast<size_t>(max.value_or(min + 1)) + 1) * (item.size() + 2));
     Sequence out;
     for (uint32_t i = 0; i < min; ++i) out.insert(out.end(), item.begin(), item.end());
     if (!max) {
@@ -328,7 +338,17 @@ class GbnfParser {
     return out;
   }
 
+  // Counts `symbols` against kMaxSymbols.
+  void spend(size_t symbols) {
+    spent_ += symbols;
+    if (spent_ > Grammar::kMaxSymbols)
+      error(fmt::format("the grammar is too large: over {} symbols once repetitions are written out",
+                        Grammar::kMaxSymbols));
+  }
+
   // Left recursion: a rule reachable from itself through first symbols that can all be empty.
+  // Also bounds how deep rules nest at the start of a match (the matcher expands them
+  // recursively).
   void check_no_left_recursion() const {
     std::vector<bool> nullable(rules_.size(), false);
     for (bool changed = true; changed;) {
@@ -347,7 +367,10 @@ class GbnfParser {
     }
     // 0 unvisited, 1 on the current path, 2 done.
     std::vector<int> state(rules_.size(), 0);
-    const std::function<void(uint32_t)> visit = [&](uint32_t r) {
+    const std::function<void(uint32_t, size_t)> visit = [&](uint32_t r, size_t depth) {
+      if (depth > Grammar::kMaxLeftNesting)
+        fail("grammar: rules nest more than {} deep at the start of a match (rule '{}')",
+             Grammar::kMaxLeftNesting, rule_names_[r]);
       state[r] = 1;
       for (const Sequence& s : rules_[r]) {
         for (const Symbol& x : s) {
@@ -357,14 +380,14 @@ class GbnfParser {
                 "grammar: rule '{}' can recurse without consuming a character (left recursion, or a "
                 "repetition of something that can be empty)",
                 rule_names_[x.rule]);
-          if (state[x.rule] == 0) visit(x.rule);
+          if (state[x.rule] == 0) visit(x.rule, depth + 1);
           if (!nullable[x.rule]) break;
         }
       }
       state[r] = 2;
     };
     for (uint32_t r = 0; r < rules_.size(); ++r)
-      if (state[r] == 0) visit(r);
+      if (state[r] == 0) visit(r, 0);
   }
 
   std::string_view text_;
@@ -374,6 +397,8 @@ class GbnfParser {
   std::vector<bool> defined_;
   std::vector<std::string> rule_names_;
   std::string current_rule_;
+  int nesting_ = 0;   // open groups
+  size_t spent_ = 0;  // symbols written or about to be
 };
 
 Grammar Grammar::parse_gbnf(std::string_view text, std::string_view root) {

@@ -40,8 +40,12 @@ struct GrammarSymbol {
 
 class Grammar {
  public:
+  // Bounds that keep a grammar from a request within memory and the matcher's recursion.
+  static constexpr size_t kMaxSymbols = 200000;    // repetitions written out
+  static constexpr size_t kMaxLeftNesting = 1000;  // rules started at one position
   // Parses GBNF `text`; `root` names the start rule. Throws Error with the line and what is
-  // wrong (syntax, an undefined rule, left recursion, a repetition bound over 10000).
+  // wrong (syntax, an undefined rule, left recursion, a repetition bound over 10000, groups
+  // nested over 64 deep, over the bounds above).
   static Grammar parse_gbnf(std::string_view text, std::string_view root = "root");
 
   const std::vector<GrammarSymbol>& symbols() const { return symbols_; }

@@ -33,6 +33,7 @@ bool GrammarMatcher::advance(State& state, uint8_t byte) const {
   }
   if (next.empty()) return false;
   sort_unique(next);
+  if (next.size() > kMaxStacks) return false;
   state.stacks = std::move(next);
   state.partial = partial;
   return true;

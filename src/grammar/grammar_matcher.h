@@ -25,6 +25,9 @@ namespace tokenmill {
 
 class GrammarMatcher {
  public:
+  // The most parse stacks a state may hold: a text whose parse needs more is refused (so
+  // ambiguous a grammar would make each step, and each mask, cost that much more).
+  static constexpr size_t kMaxStacks = 256;
   using Stack = std::vector<uint32_t>;
   // A UTF-8 character received in part.
   struct Partial {

@@ -1,10 +1,17 @@
 #include "grammar/grammar_vocabulary.h"
 
 #include <algorithm>
+#include <bit>
 #include <string_view>
 #include <utility>
 
 namespace tokenmill {
+
+size_t TokenMask::count() const {
+  size_t n = 0;
+  for (const uint64_t w : words_) n += static_cast<size_t>(std::popcount(w));
+  return n;
+}
 
 GrammarVocabulary::GrammarVocabulary(const Tokenizer& tokenizer)
     : bytes_(static_cast<size_t>(tokenizer.vocab_size())) {
@@ -43,20 +50,20 @@ GrammarVocabulary::GrammarVocabulary(const Tokenizer& tokenizer)
 }
 
 void GrammarVocabulary::walk(uint32_t node, const GrammarMatcher& matcher, GrammarMatcher::Stack& stack,
-                             const GrammarMatcher::Partial& partial, std::vector<uint8_t>& mask) const {
+                             const GrammarMatcher::Partial& partial, TokenMask& mask) const {
   for (uint32_t child = node + 1; child < nodes_[node].end; child = nodes_[child].end) {
     const Node& c = nodes_[child];
     matcher.step(stack, partial, c.byte, [&](GrammarMatcher::Stack& next, const GrammarMatcher::Partial& p) {
       for (uint32_t t = c.first_token; t < c.first_token + c.token_count; ++t)
-        mask[static_cast<size_t>(tokens_[t])] = 1;
+        mask.set(static_cast<size_t>(tokens_[t]));
       walk(child, matcher, next, p, mask);
     });
   }
 }
 
 void GrammarVocabulary::allowed(const GrammarMatcher& matcher, const GrammarMatcher::State& state,
-                                std::vector<uint8_t>& mask) const {
-  mask.assign(bytes_.size(), 0);
+                                TokenMask& mask) const {
+  mask.reset(bytes_.size());
   for (GrammarMatcher::Stack stack : state.stacks) walk(0, matcher, stack, state.partial, mask);
 }
 

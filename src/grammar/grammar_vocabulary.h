@@ -16,6 +16,24 @@
 
 namespace tokenmill {
 
+// A set of token ids, a bit each (a vocabulary of 152k tokens is 19 KB).
+class TokenMask {
+ public:
+  // Empty, for ids [0, size).
+  void reset(size_t size) {
+    size_ = size;
+    words_.assign((size + 63) / 64, 0);
+  }
+  void set(size_t id) { words_[id / 64] |= uint64_t{1} << (id % 64); }
+  bool test(size_t id) const { return id < size_ && ((words_[id / 64] >> (id % 64)) & 1) != 0; }
+  size_t size() const { return size_; }
+  size_t count() const;
+
+ private:
+  size_t size_ = 0;
+  std::vector<uint64_t> words_;
+};
+
 class GrammarVocabulary {
  public:
   explicit GrammarVocabulary(const Tokenizer& tokenizer);
@@ -23,10 +41,8 @@ class GrammarVocabulary {
   size_t size() const { return bytes_.size(); }
   const std::string& bytes(int32_t id) const { return bytes_.at(static_cast<size_t>(id)); }
 
-  // Sets mask[id] = 1 for every token whose whole bytes `matcher` can take from `state`;
-  // `mask` is resized to size() and cleared first.
-  void allowed(const GrammarMatcher& matcher, const GrammarMatcher::State& state,
-               std::vector<uint8_t>& mask) const;
+  // `mask`: every token whose whole bytes `matcher` can take from `state`.
+  void allowed(const GrammarMatcher& matcher, const GrammarMatcher::State& state, TokenMask& mask) const;
 
  private:
   // The trie in depth-first order, so that a walk reads memory forwards: a node's first
@@ -38,7 +54,7 @@ class GrammarVocabulary {
     uint8_t byte = 0;          // the byte on the edge from its parent
   };
   void walk(uint32_t node, const GrammarMatcher& matcher, GrammarMatcher::Stack& stack,
-            const GrammarMatcher::Partial& partial, std::vector<uint8_t>& mask) const;
+            const GrammarMatcher::Partial& partial, TokenMask& mask) const;
 
   std::vector<std::string> bytes_;  // per id; "" for tokens never allowed
   std::vector<Node> nodes_;         // nodes_[0] is the root

@@ -49,7 +49,7 @@ void Sequence::constrain(std::span<float> logits) const {
     if (is_stop_token(static_cast<int32_t>(id))) ends.emplace_back(id, logits[id]);
   bool any = false;
   for (size_t id = 0; id < logits.size(); ++id) {
-    const bool ok = id < allowed->size() && (*allowed)[id] != 0;
+    const bool ok = allowed->test(id);
     if (!ok) logits[id] = -std::numeric_limits<float>::infinity();
     any |= ok;
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -93,6 +94,37 @@ item ::= [0-9] | list
   EXPECT_TRUE(sentence(g, std::string(200, '[') + std::string(200, ']')));
   EXPECT_FALSE(sentence(g, "[1,]"));
   EXPECT_FALSE(sentence(g, "[[1]"));
+}
+
+TEST(Grammar, BoundsWhatAGrammarMayCost) {
+  // Each "x" doubles the pending "a"/"b" endings: 2^n parse stacks, refused past kMaxStacks.
+  GrammarMatcher m(compile(R"(root ::= ("x" root "a" | "x" root "b")?)"));
+  size_t taken = 0;
+  while (taken < 20 && m.accept("x")) ++taken;
+  EXPECT_GE(taken, 5u);
+  EXPECT_LT(taken, 20u);  // refused once the stacks would pass kMaxStacks
+  EXPECT_LE(m.state().stacks.size(), GrammarMatcher::kMaxStacks);
+  EXPECT_TRUE(m.accept("abab"));
+  // Repetitions written out, nesting and left-corner chains are bounded before they are built.
+  const auto refused = [](const std::string& text, const char* message) {
+    try {
+      Grammar::parse_gbnf(text);
+      ADD_FAILURE() << "accepted: " << text.substr(0, 60);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  refused(fmt::format("root ::= \"{}\"{{1000}}", std::string(1000, 'a')), "too large");
+  refused("root ::= \"abcdefghijklmnopqrstuvwxyz\"{9000}", "too large");
+  EXPECT_NO_THROW(
+      Grammar::parse_gbnf("root ::= ((\"ab\"{10000}){10000}){10000}"));  // groups are shared rules
+  refused(fmt::format("root ::= {}\"a\"{}", std::string(100, '('), std::string(100, ')')),
+          "nest more than 64");
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 1200; ++i) chain += fmt::format("r{} ::= r{}\n", i, i + 1);
+  chain += "r1200 ::= \"a\"";
+  refused(chain, "more than 1000 deep");
+  EXPECT_NO_THROW(Grammar::parse_gbnf("root ::= [a-z]{0,10000} \"x\"{5000}"));
 }
 
 TEST(Grammar, RefusesBadGrammarsNamingTheProblem) {

@@ -54,7 +54,7 @@ TEST(GrammarVocabulary, AllowsExactlyTheTokensTheMatcherTakes) {
       GrammarMatcher one = matcher;
       const std::string& bytes = vocabulary.bytes(id);
       const bool expected = !tokenizer.is_special(id) && !bytes.empty() && one.accept(bytes);
-      ASSERT_EQ((*mask)[static_cast<size_t>(id)] != 0, expected)
+      ASSERT_EQ(mask->test(static_cast<size_t>(id)), expected)
           << "token " << id << " '" << bytes << "' after '" << step << "'";
       allowed += expected;
     }
@@ -64,7 +64,7 @@ TEST(GrammarVocabulary, AllowsExactlyTheTokensTheMatcherTakes) {
   EXPECT_TRUE(matcher.accept("]}"));
   EXPECT_TRUE(matcher.accepting());
   const auto done = grammar->allowed_tokens(matcher);
-  EXPECT_EQ(std::count(done->begin(), done->end(), 1), 0);  // nothing may follow
+  EXPECT_EQ(done->count(), 0u);  // nothing may follow
 }
 
 }  // namespace

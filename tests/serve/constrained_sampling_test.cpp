@@ -55,7 +55,7 @@ std::vector<int32_t> allowed_first(const std::string& gbnf) {
   const auto mask = grammar->allowed_tokens(grammar->start());
   std::vector<int32_t> ids;
   for (size_t id = 0; id < mask->size(); ++id)
-    if ((*mask)[id]) ids.push_back(static_cast<int32_t>(id));
+    if (mask->test(id)) ids.push_back(static_cast<int32_t>(id));
   return ids;
 }
 
