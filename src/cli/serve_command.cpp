@@ -82,6 +82,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--served-model-name", c.served_model_name,
                   "Model id in the API (default: the model directory's name, or the GGUF file's without "
                   ".gguf)");
+  cmd->add_option("--chat-template", c.chat_template_file,
+                  "Jinja chat template file to use instead of the tokenizer's (e.g. one that renders tools)");
   add_device_flag(*cmd, c.device);
   add_no_mmap_flag(*cmd, c.host_weights);
   cmd->add_option("--context", c.engine.context,

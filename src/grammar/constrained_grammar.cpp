@@ -42,16 +42,18 @@ std::shared_ptr<const ConstrainedGrammar::Mask> ConstrainedGrammar::allowed_toke
 GrammarCache::GrammarCache(const Tokenizer& tokenizer)
     : vocabulary_(std::make_shared<const GrammarVocabulary>(tokenizer)) {}
 
-std::shared_ptr<const ConstrainedGrammar> GrammarCache::get(const std::string& gbnf) {
+std::shared_ptr<const ConstrainedGrammar> GrammarCache::get(const std::string& gbnf,
+                                                            const std::string& root) {
+  const std::string key = root + '\n' + gbnf;
   {
     const std::lock_guard lock(mutex_);
-    const auto found = grammars_.find(gbnf);
+    const auto found = grammars_.find(key);
     if (found != grammars_.end()) return found->second;
   }
-  auto compiled = std::make_shared<const ConstrainedGrammar>(Grammar::parse_gbnf(gbnf), vocabulary_);
+  auto compiled = std::make_shared<const ConstrainedGrammar>(Grammar::parse_gbnf(gbnf, root), vocabulary_);
   const std::lock_guard lock(mutex_);
   if (grammars_.size() >= kMaxGrammars) grammars_.clear();
-  return grammars_.emplace(gbnf, std::move(compiled)).first->second;
+  return grammars_.emplace(key, std::move(compiled)).first->second;
 }
 
 }  // namespace tokenmill

@@ -48,8 +48,9 @@ class GrammarCache {
 
   explicit GrammarCache(const Tokenizer& tokenizer);
 
-  // `gbnf` compiled for this vocabulary (once; Error naming the problem for a bad grammar).
-  std::shared_ptr<const ConstrainedGrammar> get(const std::string& gbnf);
+  // `gbnf` compiled for this vocabulary from rule `root` (once; Error naming the problem for
+  // a bad grammar).
+  std::shared_ptr<const ConstrainedGrammar> get(const std::string& gbnf, const std::string& root = "root");
 
  private:
   std::shared_ptr<const GrammarVocabulary> vocabulary_;

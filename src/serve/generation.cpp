@@ -1,5 +1,6 @@
 #include "serve/generation.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 
@@ -20,7 +21,10 @@ Generation::Generation(Engine& engine, const ServedModel& model, ParsedRequest r
                request_.options.logprobs,
                request_.options.include_usage} {
   try {
-    for (EngineRequest& r : request_.requests) choices_.push_back({engine.submit(std::move(r))});
+    for (EngineRequest& r : request_.requests) {
+      std::shared_ptr<RequestStream> submitted = engine.submit(std::move(r));
+      choices_.emplace_back().stream = std::move(submitted);
+    }
   } catch (...) {
     cancel();
     throw;
@@ -84,6 +88,13 @@ bool Generation::respond(const Writer& write) {
       },
       write, " ");
   if (!complete) return false;
+  if (request_.options.tool_calls) {
+    for (ChoiceOutput& out : outputs) {
+      ToolCallSplit split = split_tool_calls(out.text);
+      out.text = std::move(split.content);
+      out.tool_calls = std::move(split.calls);
+    }
+  }
   const nlohmann::json body = endpoint_ == Endpoint::Chat ? chat_response(context_, outputs, usage_)
                                                           : completion_response(context_, outputs, usage_);
   return write(dump_json(body));
@@ -91,6 +102,23 @@ bool Generation::respond(const Writer& write) {
 
 nlohmann::json Generation::chunk(const ChoiceOutput& output) const {
   return endpoint_ == Endpoint::Chat ? chat_chunk(context_, output) : completion_chunk(context_, output);
+}
+
+void Generation::cut_tool_calls(Choice& choice, ChoiceOutput& out) {
+  ToolCallSplit split = choice.tool_stream.push(out.text);
+  if (out.finish) split.content += choice.tool_stream.finish().content;
+  const auto blank = [](const std::string& s) {
+    return std::all_of(s.begin(), s.end(),
+                       [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; });
+  };
+  // The line breaks around and between calls are not content.
+  if (choice.tool_calls + static_cast<int64_t>(split.calls.size()) > 0 && blank(split.content))
+    split.content.clear();
+  out.text = std::move(split.content);
+  out.first_tool_call = choice.tool_calls;
+  choice.tool_calls += static_cast<int64_t>(split.calls.size());
+  out.tool_calls = std::move(split.calls);
+  out.called_tools = choice.tool_calls > 0;
 }
 
 bool Generation::stream(const Writer& write) {
@@ -101,9 +129,14 @@ bool Generation::stream(const Writer& write) {
   const bool complete = pump(
       [&](size_t i, StreamEvent& event, const Writer& timed_write) {
         Choice& c = choices_[i];
-        const ChoiceOutput out{static_cast<int64_t>(i), std::move(event.text), std::move(event.logprobs),
-                               event.finish, c.text_offset};
+        ChoiceOutput out;
+        out.index = static_cast<int64_t>(i);
+        out.text = std::move(event.text);
+        out.logprobs = std::move(event.logprobs);
+        out.finish = event.finish;
+        out.text_offset = c.text_offset;
         c.text_offset += utf8_length(out.text);
+        if (request_.options.tool_calls) cut_tool_calls(c, out);
         return timed_write(sse_data(chunk(out)));
       },
       write, kKeepAlive);

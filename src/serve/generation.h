@@ -16,6 +16,7 @@
 #include "serve/engine.h"
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
+#include "serve/tool_calls.h"
 
 namespace tokenmill {
 
@@ -50,7 +51,11 @@ class Generation {
     std::shared_ptr<RequestStream> stream;
     int64_t text_offset = 0;
     bool finished = false;
+    ToolCallStream tool_stream;  // chat with tools, streamed
+    int64_t tool_calls = 0;      // calls sent so far
   };
+  // Chat with tools: cuts the calls out of this chunk of a streamed choice's text.
+  void cut_tool_calls(Choice& choice, ChoiceOutput& out);
   // Handles one event of a choice, writing through the Writer it is given; false: stop.
   using EventHandler = std::function<bool(size_t choice, StreamEvent& event, const Writer& write)>;
   // Delivers every choice's events in order to `handle` until all have finished; writes

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "serve/structured_output.h"
+#include "serve/tool_calls.h"
 
 namespace tokenmill {
 
@@ -151,9 +152,8 @@ void refuse_unsupported(const json& body, int32_t n) {
     if (!bias->is_object()) fail_expected("logit_bias", "an object", *bias);
     refuse_if(!bias->empty(), "logit_bias", "logit_bias is not supported");
   }
-  for (const char* key : {"tools", "functions"})
-    if (const json* tools = field(body, key))
-      refuse_if(!tools->empty(), key, "tool calling is not supported");
+  if (const json* functions = field(body, "functions"))
+    refuse_if(!functions->empty(), "functions", "the legacy 'functions' are not supported: send 'tools'");
 }
 
 // The fields both generation endpoints share, read into a template engine request.
@@ -362,7 +362,37 @@ std::string message_content(const json& content, const std::string& param) {
   return text;
 }
 
-// `messages` as plain {role, content} objects, validated.
+// An assistant message's tool_calls as chat templates read them (as vLLM passes them):
+// function.arguments parsed from the JSON text OpenAI clients send.
+json template_tool_calls(const json& calls, const std::string& param) {
+  if (!calls.is_array()) fail_expected(param, "an array of tool calls", calls);
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::string call_param = fmt::format("{}[{}]", param, i);
+    const json& call = calls[i];
+    const json* function = call.is_object() ? field(call, "function") : nullptr;
+    const json* name = function != nullptr && function->is_object() ? field(*function, "name") : nullptr;
+    if (name == nullptr)
+      fail_request(call_param + ".function.name", "Missing required parameter: '{}.function.name'.",
+                   call_param);
+    json arguments = json::object();
+    if (const json* a = field(*function, "arguments")) {
+      arguments =
+          a->is_string() ? json::parse(a->get<std::string>(), nullptr, /*allow_exceptions=*/false) : *a;
+      if (arguments.is_discarded())
+        fail_request(call_param + ".function.arguments", "Invalid '{}.function.arguments': not JSON text.",
+                     call_param);
+    }
+    json kept = {{"type", "function"},
+                 {"function",
+                  {{"name", read_string(*name, call_param + ".function.name")}, {"arguments", arguments}}}};
+    if (const json* id = field(call, "id")) kept["id"] = read_string(*id, call_param + ".id");
+    out.push_back(std::move(kept));
+  }
+  return out;
+}
+
+// `messages` as {role, content} objects (and tool_calls, tool_call_id, name), validated.
 json read_messages(const json& body) {
   const json* messages = field(body, "messages");
   if (messages == nullptr) fail_request("messages", "Missing required parameter: 'messages'.");
@@ -381,17 +411,23 @@ json read_messages(const json& body) {
           param + ".role",
           "Invalid '{}.role': expected one of system, developer, user, assistant, tool, but got '{}'.", param,
           excerpt(name));
+    json kept = {{"role", name}};
+    const json* calls = name == "assistant" ? field(message, "tool_calls") : nullptr;
+    if (calls != nullptr) kept["tool_calls"] = template_tool_calls(*calls, param + ".tool_calls");
     const json* content = field(message, "content");
-    if (content == nullptr)
+    if (content == nullptr && calls == nullptr)
       fail_request(param + ".content", "Missing required parameter: '{}.content'.", param);
-    out.push_back({{"role", name}, {"content", message_content(*content, param + ".content")}});
+    if (content != nullptr) kept["content"] = message_content(*content, param + ".content");
+    for (const char* key : {"tool_call_id", "name"})
+      if (const json* v = field(message, key)) kept[key] = read_string(*v, fmt::format("{}.{}", param, key));
+    out.push_back(std::move(kept));
   }
   return out;
 }
 
 // The messages rendered with the chat template and tokenized.
 std::vector<int32_t> chat_prompt(const json& body, const ServedModel& model, bool add_generation_prompt,
-                                 bool add_special_tokens) {
+                                 bool add_special_tokens, const nlohmann::ordered_json& extra = {}) {
   const json messages = read_messages(body);
   if (!model.chat_template)
     fail_request("messages",
@@ -402,7 +438,9 @@ std::vector<int32_t> chat_prompt(const json& body, const ServedModel& model, boo
   options.eos_token = model.tokenizer.eos_token();
   std::string text;
   try {
-    text = model.chat_template->render_json(messages, options);
+    text = extra.is_null()
+               ? model.chat_template->render_json(messages, options)
+               : model.chat_template->render_ordered(nlohmann::ordered_json(messages), extra, options);
   } catch (const Error& e) {
     fail_request("messages", "The chat template could not render these messages: {}", e.what());
   }
@@ -410,6 +448,31 @@ std::vector<int32_t> chat_prompt(const json& body, const ServedModel& model, boo
       model.tokenizer.encode(text, {.add_special_tokens = add_special_tokens, .parse_special = true});
   if (ids.empty()) fail_request("messages", "Invalid 'messages': the rendered conversation has no tokens.");
   return ids;
+}
+
+// Tools: the chat template's `tools` kwarg (in the request's key order), tool-call parsing of
+// the answer, and for "required" or a named function the grammar that enforces the call.
+nlohmann::ordered_json read_tool_use(const json& body, std::string_view raw_body, const ServedModel& model,
+                                     GenerationFields& fields) {
+  const std::optional<ToolRequest> tools = read_tools(body, raw_body);
+  if (!tools || tools->choice == ToolChoice::None) return {};
+  nlohmann::ordered_json extra = {{"tools", nlohmann::ordered_json(tools->tools)}};
+  const auto ordered = nlohmann::ordered_json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
+  if (!ordered.is_discarded() && ordered.contains("tools")) extra["tools"] = ordered["tools"];
+  fields.options.tool_calls = true;
+  if (!tools->gbnf.empty()) {
+    if (fields.request.grammar)
+      fail_request("tool_choice",
+                   "Invalid 'tool_choice': a required tool call cannot be combined with 'response_format' or "
+                   "'grammar'.");
+    if (!model.grammars) fail_request("tool_choice", "Structured outputs are not available on this server.");
+    try {
+      fields.request.grammar = model.grammars->get(tools->gbnf, tools->gbnf_root);
+    } catch (const Error& e) {
+      fail_request("tools", "Invalid 'tools': their call grammar does not compile: {}", e.what());
+    }
+  }
+  return extra;
 }
 
 }  // namespace
@@ -430,6 +493,8 @@ ParsedRequest parse_completion(const nlohmann::json& body, const ServedModel& mo
                                std::string_view raw_body) {
   require_object(body);
   check_model(body, model);
+  if (const json* tools = field(body, "tools"))
+    refuse_if(!tools->empty(), "tools", "tools are for /v1/chat/completions");
   GenerationFields fields = read_generation_fields(body, raw_body, model);
   if (const json* v = field(body, "logprobs")) {
     fields.request.top_logprobs =
@@ -456,7 +521,8 @@ ParsedRequest parse_chat(const nlohmann::json& body, const ServedModel& model, s
   const char* param =
       field(body, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
   const MaxTokens max_tokens{read_max_tokens(body, param), param, std::nullopt};
-  return plan({chat_prompt(body, model, /*add_generation_prompt=*/true, /*add_special_tokens=*/false)},
+  const nlohmann::ordered_json extra = read_tool_use(body, raw_body, model, fields);
+  return plan({chat_prompt(body, model, /*add_generation_prompt=*/true, /*add_special_tokens=*/false, extra)},
               std::move(fields), max_tokens, "messages", model);
 }
 

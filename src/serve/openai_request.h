@@ -73,6 +73,7 @@ struct ResponseOptions {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // each choice reports logprobs
+  bool tool_calls = false;     // chat: the answer's tool calls are cut out (tool_calls.h)
 };
 
 // A generation request: one engine request per choice; requests[k] is choice index k, the

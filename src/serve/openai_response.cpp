@@ -123,6 +123,29 @@ std::string new_response_id(std::string_view prefix) {
   return id;
 }
 
+namespace {
+
+// [{index, id, type: "function", function: {name, arguments}}] (index counts the choice's calls).
+json tool_calls_value(const ChoiceOutput& choice) {
+  json calls = json::array();
+  for (size_t i = 0; i < choice.tool_calls.size(); ++i)
+    calls.push_back(
+        {{"index", choice.first_tool_call + static_cast<int64_t>(i)},
+         {"id", new_response_id("call")},
+         {"type", "function"},
+         {"function", {{"name", choice.tool_calls[i].name}, {"arguments", choice.tool_calls[i].arguments}}}});
+  return calls;
+}
+
+// "tool_calls" for a choice that called tools and stopped on its own.
+json chat_finish_value(const ChoiceOutput& choice) {
+  if (choice.finish == FinishReason::Stop && (choice.called_tools || !choice.tool_calls.empty()))
+    return "tool_calls";
+  return finish_value(choice.finish);
+}
+
+}  // namespace
+
 const char* openai_finish_reason(FinishReason reason) {
   switch (reason) {
     case FinishReason::Stop: return "stop";
@@ -163,11 +186,17 @@ nlohmann::json completion_usage_chunk(const ResponseContext& context, const Usag
 nlohmann::json chat_response(const ResponseContext& context, std::span<const ChoiceOutput> choices,
                              const Usage& usage) {
   json list = json::array();
-  for (const ChoiceOutput& choice : choices)
+  for (const ChoiceOutput& choice : choices) {
+    json message = {{"role", "assistant"}, {"content", choice.text}};
+    if (!choice.tool_calls.empty()) {
+      if (choice.text.empty()) message["content"] = nullptr;
+      message["tool_calls"] = tool_calls_value(choice);
+    }
     list.push_back({{"index", choice.index},
-                    {"message", {{"role", "assistant"}, {"content", choice.text}}},
+                    {"message", std::move(message)},
                     {"logprobs", chat_logprobs(context, choice)},
-                    {"finish_reason", finish_value(choice.finish)}});
+                    {"finish_reason", chat_finish_value(choice)}});
+  }
   json out = envelope(context, kChatObject, std::move(list));
   out["usage"] = usage_value(usage);
   return out;
@@ -184,11 +213,12 @@ nlohmann::json chat_role_chunk(const ResponseContext& context, int64_t index) {
 nlohmann::json chat_chunk(const ResponseContext& context, const ChoiceOutput& choice) {
   json delta = json::object();
   if (!choice.text.empty() || !choice.logprobs.empty()) delta["content"] = choice.text;
+  if (!choice.tool_calls.empty()) delta["tool_calls"] = tool_calls_value(choice);
   return chunk(context, kChatChunkObject,
                {{"index", choice.index},
                 {"delta", std::move(delta)},
                 {"logprobs", chat_logprobs(context, choice)},
-                {"finish_reason", finish_value(choice.finish)}});
+                {"finish_reason", chat_finish_value(choice)}});
 }
 
 nlohmann::json chat_usage_chunk(const ResponseContext& context, const Usage& usage) {

@@ -35,6 +35,7 @@
 
 #include "serve/engine_request.h"
 #include "serve/openai_request.h"
+#include "serve/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokenmill {
@@ -65,6 +66,12 @@ struct ChoiceOutput {
   // Completions logprobs: characters (code points) of this choice's text sent before
   // `text`; text_offset counts on from here. Add utf8_length(text) after each chunk.
   int64_t text_offset = 0;
+  // Chat with tools: the calls cut out of the text (tool_calls.h); in a stream, those of this
+  // chunk, numbered from first_tool_call, with called_tools set once the choice made any
+  // (its finish_reason is then "tool_calls").
+  std::vector<ToolCall> tool_calls;
+  int64_t first_tool_call = 0;
+  bool called_tools = false;
 };
 
 // "<prefix>-" followed by 24 random letters and digits.

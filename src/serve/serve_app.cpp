@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <csignal>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "backend/backend.h"
@@ -73,7 +75,13 @@ void run_server(ServeConfig config) {
 
   ServedModel served{served_name(config), tokenizer,          std::nullopt,
                      engine.context(),    std::time(nullptr), config.limits};
-  if (!tokenizer.chat_template().empty()) served.chat_template.emplace(tokenizer.chat_template());
+  if (!config.chat_template_file.empty()) {
+    std::ifstream in(config.chat_template_file, std::ios::binary);
+    if (!in) fail("--chat-template {}: cannot read the file", config.chat_template_file.string());
+    served.chat_template.emplace(std::string(std::istreambuf_iterator<char>(in), {}));
+  } else if (!tokenizer.chat_template().empty()) {
+    served.chat_template.emplace(tokenizer.chat_template());
+  }
   served.grammars = std::make_shared<GrammarCache>(tokenizer);
   HttpServer server(engine, served, metrics, config.http);
   const int port = server.bind();

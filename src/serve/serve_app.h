@@ -20,8 +20,9 @@ namespace tokenmill {
 
 struct ServeConfig {
   std::filesystem::path model;
-  std::string served_model_name;  // "": the model directory's name, or the file's without .gguf
-  std::string device = "auto";    // where the model and its KV cache live (runtime/device_choice.h)
+  std::string served_model_name;             // "": the model directory's name, or the file's without .gguf
+  std::filesystem::path chat_template_file;  // "": the tokenizer's own template
+  std::string device = "auto";  // where the model and its KV cache live (runtime/device_choice.h)
   HostWeights host_weights = HostWeights::Mapped;  // on the CPU (model/weight_placement.h)
   EngineOptions engine;  // engine.kv_cache_bytes 0: kv_cache_fraction of the device's free memory
   double kv_cache_fraction = 0.2;

@@ -140,7 +140,7 @@ const std::vector<BadField> kSharedBadFields = {
     {{{"suffix", "tail"}}, "suffix", "not supported"},
     {{{"logit_bias", {{"5", 10}}}}, "logit_bias", "not supported"},
     {{{"logit_bias", 5}}, "logit_bias", "an object"},
-    {{{"tools", {{{"type", "function"}}}}}, "tools", "tool calling"},
+    {{{"functions", {{{"name", "f"}}}}}, "functions", "send 'tools'"},
     {{{"response_format", {{"type", "xml"}}}}, "response_format.type", "not one of"},
     {{{"response_format", 5}}, "response_format", "expected an object"},
     {{{"response_format", {{"type", "json_schema"}}}}, "response_format.json_schema", "Missing required"},
@@ -169,6 +169,7 @@ TEST(OpenAiCompletionRequest, EveryBadFieldIsA400NamingIt) {
       {{{"prompt", {"a", 5}}}, "prompt[1]", "a string or a non-empty array of token ids"},
       {{{"prompt", {"a", json::array()}}}, "prompt[1]", "a non-empty array"},
       {{{"prompt", {json::array({1, 512})}}}, "prompt[0][1]", "between 0 and 511"},
+      {{{"tools", {{{"type", "function"}}}}}, "tools", "for /v1/chat/completions"},
   };
   cases.insert(cases.end(), own.begin(), own.end());
   const ServedModel model = served();
@@ -412,6 +413,12 @@ TEST(OpenAiChatRequest, EveryBadFieldIsA400NamingIt) {
       {{{"messages", {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", 5}}}}}}}},
        "messages[0].content[0].text",
        "a string"},
+      {{{"tools", {{{"type", "function"}}}}}, "tools[0].function", "Missing required"},
+      {{{"tool_choice", "required"}}, "tool_choice", "needs 'tools'"},
+      {{{"messages",
+         {{{"role", "assistant"}, {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", "{x"}}}}}}}}}},
+       "messages[0].tool_calls[0].function.arguments",
+       "not JSON"},
   };
   cases.insert(cases.end(), own.begin(), own.end());
   const ServedModel model = served();

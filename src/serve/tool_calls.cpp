@@ -1,0 +1,224 @@
+#include "serve/tool_calls.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "core/error.h"
+#include "grammar/json_schema_grammar.h"
+#include "serve/api_error.h"
+
+namespace tokenmill {
+
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr std::string_view kOpen = "<tool_call>";
+constexpr std::string_view kClose = "</tool_call>";
+constexpr size_t kMaxTools = 128;
+constexpr size_t kMaxParallelCalls = 16;
+
+const json* member(const json& object, const char* key) {
+  const auto found = object.find(key);
+  return found == object.end() || found->is_null() ? nullptr : &*found;
+}
+
+bool valid_function_name(const std::string& name) {
+  return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-';
+  });
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())) != 0) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0) s.remove_suffix(1);
+  return s;
+}
+
+// The schema one call of `name` must follow: {"name": name, "arguments": parameters}.
+ordered_json call_schema(const std::string& name, const ordered_json& parameters) {
+  ordered_json properties = ordered_json::object();
+  properties["name"] = {{"const", name}};
+  properties["arguments"] = parameters.is_null() ? ordered_json{{"type", "object"}} : parameters;
+  return {{"type", "object"},
+          {"properties", properties},
+          {"required", {"name", "arguments"}},
+          {"additionalProperties", false}};
+}
+
+// The tool-call grammar for Required (one call or more) and Named (one call of that function).
+void add_grammar(ToolRequest& request, const std::vector<std::pair<std::string, ordered_json>>& functions) {
+  ordered_json schema;
+  if (request.choice == ToolChoice::Named) {
+    for (const auto& [name, parameters] : functions)
+      if (name == request.named) schema = call_schema(name, parameters);
+  } else {
+    schema = {{"anyOf", ordered_json::array()}};
+    for (const auto& [name, parameters] : functions) schema["anyOf"].push_back(call_schema(name, parameters));
+  }
+  request.gbnf =
+      json_schema_to_gbnf(schema) + fmt::format(
+                                        "\ntool-call ::= \"<tool_call>\\n\" root \"\\n</tool_call>\"\n"
+                                        "tool-calls ::= tool-call (\"\\n\" tool-call){{0,{}}}\n",
+                                        kMaxParallelCalls - 1);
+  const bool one = request.choice == ToolChoice::Named || !request.parallel;
+  request.gbnf_root = one ? "tool-call" : "tool-calls";
+}
+
+// The call in a <tool_call> block's body, if it is one.
+std::optional<ToolCall> parse_call(std::string_view body) {
+  const ordered_json call = ordered_json::parse(trim(body), nullptr, /*allow_exceptions=*/false);
+  if (call.is_discarded() || !call.is_object() || !call.contains("name") || !call["name"].is_string())
+    return std::nullopt;
+  std::string arguments = "{}";
+  if (const auto found = call.find("arguments"); found != call.end() && !found->is_null())
+    arguments = found->is_string() ? found->get<std::string>() : found->dump();
+  return ToolCall{call["name"].get<std::string>(), std::move(arguments)};
+}
+
+}  // namespace
+
+std::optional<ToolRequest> read_tools(const json& body, std::string_view raw_body) {
+  const json* tools = member(body, "tools");
+  const json* choice = member(body, "tool_choice");
+  if (tools == nullptr) {
+    if (choice != nullptr && *choice != "none" && *choice != "auto")
+      fail_request("tool_choice", "Invalid 'tool_choice': it needs 'tools'.");
+    return std::nullopt;
+  }
+  if (!tools->is_array() || tools->empty() || tools->size() > kMaxTools)
+    fail_request("tools", "Invalid 'tools': expected a non-empty array of at most {} tools.", kMaxTools);
+  // The parameters in their written order, when the raw body parses (it always does when
+  // `body` came from it).
+  const ordered_json ordered = ordered_json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
+  ToolRequest request;
+  request.tools = *tools;
+  std::vector<std::pair<std::string, ordered_json>> functions;
+  std::set<std::string> names;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const std::string param = fmt::format("tools[{}]", i);
+    const json& tool = (*tools)[i];
+    if (!tool.is_object() || tool.value("type", "") != "function")
+      fail_request(param + ".type",
+                   "Invalid '{}': expected {{\"type\": \"function\", \"function\": {{...}}}}.", param);
+    const json* function = member(tool, "function");
+    if (function == nullptr || !function->is_object())
+      fail_request(param + ".function", "Missing required parameter: '{}.function'.", param);
+    const json* name = member(*function, "name");
+    if (name == nullptr || !name->is_string() || !valid_function_name(name->get<std::string>()))
+      fail_request(param + ".function.name",
+                   "Invalid '{}.function.name': expected 1 to 64 letters, digits, '_' or '-'.", param);
+    if (!names.insert(name->get<std::string>()).second)
+      fail_request(param + ".function.name", "Invalid '{}.function.name': '{}' is named twice.", param,
+                   name->get<std::string>());
+    ordered_json parameters;
+    if (const json* p = member(*function, "parameters")) {
+      if (!p->is_object())
+        fail_request(param + ".function.parameters",
+                     "Invalid '{}.function.parameters': expected a JSON Schema object.", param);
+      const auto pointer = ordered_json::json_pointer(fmt::format("/tools/{}/function/parameters", i));
+      parameters =
+          !ordered.is_discarded() && ordered.contains(pointer) ? ordered.at(pointer) : ordered_json(*p);
+      try {
+        json_schema_to_gbnf(parameters);
+      } catch (const Error& e) {
+        fail_request(param + ".function.parameters", "Invalid '{}.function.parameters': {}", param, e.what());
+      }
+    }
+    functions.emplace_back(name->get<std::string>(), std::move(parameters));
+  }
+  if (choice == nullptr || *choice == "auto") {
+    request.choice = ToolChoice::Auto;
+  } else if (*choice == "none") {
+    request.choice = ToolChoice::None;
+  } else if (*choice == "required") {
+    request.choice = ToolChoice::Required;
+  } else {
+    const json* function = choice->is_object() ? member(*choice, "function") : nullptr;
+    const json* name = function != nullptr && function->is_object() ? member(*function, "name") : nullptr;
+    if (name == nullptr || !name->is_string() || choice->value("type", "") != "function")
+      fail_request("tool_choice",
+                   "Invalid 'tool_choice': expected 'none', 'auto', 'required' or {{\"type\": \"function\", "
+                   "\"function\": {{\"name\": ...}}}}.");
+    if (!names.contains(name->get<std::string>()))
+      fail_request("tool_choice", "Invalid 'tool_choice': no tool is named '{}'.", name->get<std::string>());
+    request.choice = ToolChoice::Named;
+    request.named = name->get<std::string>();
+  }
+  if (const json* parallel = member(body, "parallel_tool_calls")) {
+    if (!parallel->is_boolean())
+      fail_request("parallel_tool_calls", "Invalid 'parallel_tool_calls': expected a boolean.");
+    request.parallel = parallel->get<bool>();
+  }
+  if (request.choice == ToolChoice::Required || request.choice == ToolChoice::Named)
+    add_grammar(request, functions);
+  return request;
+}
+
+ToolCallSplit split_tool_calls(std::string_view text) {
+  ToolCallSplit out;
+  std::string content;
+  for (size_t pos = 0;;) {
+    const size_t start = text.find(kOpen, pos);
+    const size_t end = start == std::string_view::npos ? start : text.find(kClose, start + kOpen.size());
+    if (end == std::string_view::npos) {
+      content += text.substr(pos);
+      break;
+    }
+    const std::optional<ToolCall> call =
+        parse_call(text.substr(start + kOpen.size(), end - start - kOpen.size()));
+    const size_t after = end + kClose.size();
+    if (call) {
+      content += text.substr(pos, start - pos);
+      out.calls.push_back(*call);
+    } else {
+      content += text.substr(pos, after - pos);
+    }
+    pos = after;
+  }
+  out.content = trim(content);
+  return out;
+}
+
+ToolCallSplit ToolCallStream::push(std::string_view piece) {
+  pending_ += piece;
+  ToolCallSplit out;
+  for (;;) {
+    const size_t start = pending_.find(kOpen);
+    if (start == std::string::npos) {
+      // Keep what could be the start of a tag.
+      size_t keep = std::min(pending_.size(), kOpen.size() - 1);
+      while (keep > 0 && !std::string_view(pending_).ends_with(kOpen.substr(0, keep))) --keep;
+      out.content += pending_.substr(0, pending_.size() - keep);
+      pending_.erase(0, pending_.size() - keep);
+      break;
+    }
+    const size_t end = pending_.find(kClose, start + kOpen.size());
+    if (end == std::string::npos) {  // an open call: the text before it goes out
+      out.content += pending_.substr(0, start);
+      pending_.erase(0, start);
+      break;
+    }
+    const size_t after = end + kClose.size();
+    ToolCallSplit block = split_tool_calls(std::string_view(pending_).substr(0, after));
+    if (block.calls.empty()) {
+      out.content += pending_.substr(0, after);
+    } else {
+      out.content += pending_.substr(0, start);
+      out.calls.insert(out.calls.end(), block.calls.begin(), block.calls.end());
+    }
+    pending_.erase(0, after);
+  }
+  return out;
+}
+
+ToolCallSplit ToolCallStream::finish() {
+  ToolCallSplit out;
+  out.content = std::move(pending_);
+  pending_.clear();
+  return out;
+}
+
+}  // namespace tokenmill
