@@ -27,7 +27,7 @@ import time
 import unittest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from server_process import serve  # noqa: E402
+from server_process import main, serve  # noqa: E402
 
 API_KEY = "sk-attacks-test-51c9"
 MAX_BODY = 1 << 20
@@ -193,6 +193,4 @@ class Attacks(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
-        sys.exit("usage: http_attacks_test.py TOKENMILL_BINARY FIXTURES_DIR [unittest args]")
-    unittest.main(argv=[sys.argv[0]] + sys.argv[3:])
+    main("http_attacks_test.py")

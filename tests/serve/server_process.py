@@ -143,6 +143,23 @@ def _stop(server, api_key, grace):
     return failures
 
 
+def main(script):
+    """The entry of a server test script: `script TOKENMILL_BINARY FIXTURES_DIR [unittest args]`."""
+    import unittest
+    if len(sys.argv) < 3:
+        sys.exit(f"usage: {script} TOKENMILL_BINARY FIXTURES_DIR [unittest args]")
+    unittest.main(module="__main__", argv=[sys.argv[0]] + sys.argv[3:])
+
+
+def assert_bad_requests(test, call, cases, error):
+    """Each (kwargs, param) of `cases`: call(**kwargs) raises `error` (the openai client's
+    BadRequestError) naming `param`."""
+    for kwargs, param in cases:
+        with test.subTest(param=param), test.assertRaises(error) as raised:
+            call(**kwargs)
+        test.assertEqual(raised.exception.param, param)
+
+
 @contextlib.contextmanager
 def serve(binary, model, *args, threads=None, api_key=None, grace=5, startup_timeout=120, quiet=True):
     """Runs `binary [-t threads] serve -m model --port 0 [--api-key api_key] --shutdown-grace grace

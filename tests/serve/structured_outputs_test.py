@@ -21,7 +21,7 @@ import jsonschema
 import openai
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from server_process import serve  # noqa: E402
+from server_process import assert_bad_requests, main, serve  # noqa: E402
 
 SEEDS = [1, 2, 3, 4]
 MESSAGES = [{"role": "user", "content": "Describe a person as JSON."}]
@@ -152,13 +152,8 @@ class StructuredOutputs(unittest.TestCase):
             ({"extra_body": {"grammar": "root ::= missing"}}, "grammar"),
             ({"response_format": {"type": "json_object"}, "extra_body": {"grammar": "root ::= \"a\""}}, "grammar"),
         ]
-        for kwargs, param in cases:
-            with self.subTest(param=param), self.assertRaises(openai.BadRequestError) as raised:
-                self.chat(**kwargs)
-            self.assertEqual(raised.exception.param, param)
+        assert_bad_requests(self, self.chat, cases, openai.BadRequestError)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
-        sys.exit("usage: structured_outputs_test.py TOKENMILL_BINARY FIXTURES_DIR [unittest args]")
-    unittest.main(argv=[sys.argv[0]] + sys.argv[3:])
+    main("structured_outputs_test.py")

@@ -21,7 +21,7 @@ import jsonschema
 import openai
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from server_process import serve  # noqa: E402
+from server_process import assert_bad_requests, main, serve  # noqa: E402
 
 SEEDS = [1, 2, 3]
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
@@ -138,13 +138,8 @@ class ToolCalling(unittest.TestCase):
              "tools[0].function.parameters"),
             ({"tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice"),
         ]
-        for kwargs, param in cases:
-            with self.subTest(param=param), self.assertRaises(openai.BadRequestError) as raised:
-                self.chat(**kwargs)
-            self.assertEqual(raised.exception.param, param)
+        assert_bad_requests(self, self.chat, cases, openai.BadRequestError)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
-        sys.exit("usage: tool_calling_test.py TOKENMILL_BINARY FIXTURES_DIR [unittest args]")
-    unittest.main(argv=[sys.argv[0]] + sys.argv[3:])
+    main("tool_calling_test.py")
