@@ -23,7 +23,9 @@ Generation::Generation(Engine& engine, const ServedModel& model, ParsedRequest r
   try {
     for (EngineRequest& r : request_.requests) {
       std::shared_ptr<RequestStream> submitted = engine.submit(std::move(r));
-      choices_.emplace_back().stream = std::move(submitted);
+      Choice& choice = choices_.emplace_back();
+      choice.stream = std::move(submitted);
+      choice.tool_stream = ToolCallStream(request_.options.tool_format);
     }
   } catch (...) {
     cancel();
@@ -90,7 +92,7 @@ bool Generation::respond(const Writer& write) {
   if (!complete) return false;
   if (request_.options.tool_calls) {
     for (ChoiceOutput& out : outputs) {
-      ToolCallSplit split = split_tool_calls(out.text);
+      ToolCallSplit split = split_tool_calls(out.text, request_.options.tool_format);
       out.text = std::move(split.content);
       out.tool_calls = std::move(split.calls);
     }

@@ -454,12 +454,13 @@ std::vector<int32_t> chat_prompt(const json& body, const ServedModel& model, boo
 // the answer, and for "required" or a named function the grammar that enforces the call.
 nlohmann::ordered_json read_tool_use(const json& body, std::string_view raw_body, const ServedModel& model,
                                      GenerationFields& fields) {
-  const std::optional<ToolRequest> tools = read_tools(body, raw_body);
+  const std::optional<ToolRequest> tools = read_tools(body, raw_body, model.tool_format);
   if (!tools || tools->choice == ToolChoice::None) return {};
   nlohmann::ordered_json extra = {{"tools", nlohmann::ordered_json(tools->tools)}};
   const auto ordered = nlohmann::ordered_json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
   if (!ordered.is_discarded() && ordered.contains("tools")) extra["tools"] = ordered["tools"];
   fields.options.tool_calls = true;
+  fields.options.tool_format = model.tool_format;
   if (!tools->gbnf.empty()) {
     if (fields.request.grammar)
       fail_request("tool_choice",

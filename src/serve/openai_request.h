@@ -43,6 +43,7 @@
 #include "grammar/constrained_grammar.h"
 #include "serve/api_error.h"
 #include "serve/engine_request.h"
+#include "serve/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -66,6 +67,7 @@ struct ServedModel {
   ServeLimits limits;
   // Compiles structured-output grammars for this tokenizer; null: such requests are refused.
   std::shared_ptr<GrammarCache> grammars = nullptr;
+  ToolFormat tool_format = ToolFormat::Hermes;  // how the chat template teaches tool calls
 };
 
 // What the response needs to know about the request.
@@ -74,6 +76,7 @@ struct ResponseOptions {
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // each choice reports logprobs
   bool tool_calls = false;     // chat: the answer's tool calls are cut out (tool_calls.h)
+  ToolFormat tool_format = ToolFormat::Hermes;
 };
 
 // A generation request: one engine request per choice; requests[k] is choice index k, the

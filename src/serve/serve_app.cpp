@@ -75,14 +75,15 @@ void run_server(ServeConfig config) {
 
   ServedModel served{served_name(config), tokenizer,          std::nullopt,
                      engine.context(),    std::time(nullptr), config.limits};
+  std::string chat_template_source = tokenizer.chat_template();
   if (!config.chat_template_file.empty()) {
     std::ifstream in(config.chat_template_file, std::ios::binary);
     if (!in) fail("--chat-template {}: cannot read the file", config.chat_template_file.string());
-    served.chat_template.emplace(std::string(std::istreambuf_iterator<char>(in), {}));
-  } else if (!tokenizer.chat_template().empty()) {
-    served.chat_template.emplace(tokenizer.chat_template());
+    chat_template_source.assign(std::istreambuf_iterator<char>(in), {});
   }
+  if (!chat_template_source.empty()) served.chat_template.emplace(chat_template_source);
   served.grammars = std::make_shared<GrammarCache>(tokenizer);
+  served.tool_format = detect_tool_format(chat_template_source);
   HttpServer server(engine, served, metrics, config.http);
   const int port = server.bind();
   spdlog::info("serving {} on http://{}:{} (backend {}, {} API key{})", served.id, config.http.host, port,

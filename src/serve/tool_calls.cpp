@@ -17,6 +17,8 @@ using nlohmann::ordered_json;
 
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
+constexpr std::string_view kPythonTag = "<|python_tag|>";  // Llama 3
+constexpr std::string_view kMistralTag = "[TOOL_CALLS]";
 constexpr size_t kMaxTools = 128;
 constexpr size_t kMaxParallelCalls = 16;
 
@@ -37,14 +39,20 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// The schema one call of `name` must follow: {"name": name, "arguments": parameters}.
-ordered_json call_schema(const std::string& name, const ordered_json& parameters) {
+// The key a format writes the arguments under.
+const char* arguments_key(ToolFormat format) {
+  return format == ToolFormat::Llama3 ? "parameters" : "arguments";
+}
+
+// The schema one call of `name` must follow: {"name": name, "<arguments key>": parameters}.
+ordered_json call_schema(const std::string& name, const ordered_json& parameters, ToolFormat format) {
+  const char* key = arguments_key(format);
   ordered_json properties = ordered_json::object();
   properties["name"] = {{"const", name}};
-  properties["arguments"] = parameters.is_null() ? ordered_json{{"type", "object"}} : parameters;
+  properties[key] = parameters.is_null() ? ordered_json{{"type", "object"}} : parameters;
   return {{"type", "object"},
           {"properties", properties},
-          {"required", {"name", "arguments"}},
+          {"required", {"name", key}},
           {"additionalProperties", false}};
 }
 
@@ -53,16 +61,33 @@ void add_grammar(ToolRequest& request, const std::vector<std::pair<std::string, 
   ordered_json schema;
   if (request.choice == ToolChoice::Named) {
     for (const auto& [name, parameters] : functions)
-      if (name == request.named) schema = call_schema(name, parameters);
+      if (name == request.named) schema = call_schema(name, parameters, request.format);
   } else {
     schema = {{"anyOf", ordered_json::array()}};
-    for (const auto& [name, parameters] : functions) schema["anyOf"].push_back(call_schema(name, parameters));
+    for (const auto& [name, parameters] : functions)
+      schema["anyOf"].push_back(call_schema(name, parameters, request.format));
   }
-  request.gbnf =
-      json_schema_to_gbnf(schema) + fmt::format(
-                                        "\ntool-call ::= \"<tool_call>\\n\" root \"\\n</tool_call>\"\n"
-                                        "tool-calls ::= tool-call (\"\\n\" tool-call){{0,{}}}\n",
-                                        kMaxParallelCalls - 1);
+  // `root` is one call's JSON object; each format wraps one call or several.
+  const size_t more = kMaxParallelCalls - 1;
+  std::string wrappers;
+  switch (request.format) {
+    case ToolFormat::Hermes:
+      wrappers = fmt::format(
+          "tool-call ::= \"<tool_call>\\n\" root \"\\n</tool_call>\"\n"
+          "tool-calls ::= tool-call (\"\\n\" tool-call){{0,{}}}\n",
+          more);
+      break;
+    case ToolFormat::Llama3:
+      wrappers = "tool-call ::= root\ntool-calls ::= root\n";
+      break;  // one call a turn
+    case ToolFormat::Mistral:
+      wrappers = fmt::format(
+          "tool-call ::= \"[\" root \"]\"\n"
+          "tool-calls ::= \"[\" root (\",\" \" \"? root){{0,{}}} \"]\"\n",
+          more);
+      break;
+  }
+  request.gbnf = json_schema_to_gbnf(schema) + "\n" + wrappers;
   const bool one = request.choice == ToolChoice::Named || !request.parallel;
   request.gbnf_root = one ? "tool-call" : "tool-calls";
 }
@@ -78,9 +103,42 @@ std::optional<ToolCall> parse_call(std::string_view body) {
   return ToolCall{call["name"].get<std::string>(), std::move(arguments)};
 }
 
+// Llama 3 and Mistral: the whole answer is the calls, or it is content.
+ToolCallSplit split_whole_answer(std::string_view text, ToolFormat format) {
+  std::string_view body = trim(text);
+  const std::string_view tag = format == ToolFormat::Llama3 ? kPythonTag : kMistralTag;
+  if (body.starts_with(tag)) body = trim(body.substr(tag.size()));
+  const ordered_json parsed = ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const bool one_call = format == ToolFormat::Llama3 && parsed.is_object();
+  const bool call_list = format == ToolFormat::Mistral && parsed.is_array() && !parsed.empty();
+  ToolCallSplit out;
+  out.content = trim(text);
+  if (!one_call && !call_list) return out;
+  std::vector<ToolCall> calls;
+  for (ordered_json call : one_call ? ordered_json::array({parsed}) : parsed) {
+    // parse_call reads "arguments"; Llama 3 writes "parameters".
+    if (call.is_object() && call.contains("parameters") && !call.contains("arguments"))
+      call["arguments"] = call["parameters"];
+    std::optional<ToolCall> parsed_call = call.is_object() ? parse_call(call.dump()) : std::nullopt;
+    if (!parsed_call) return out;  // not all calls: the answer is content
+    calls.push_back(std::move(*parsed_call));
+  }
+  out.content.clear();
+  out.calls = std::move(calls);
+  return out;
+}
+
 }  // namespace
 
-std::optional<ToolRequest> read_tools(const json& body, std::string_view raw_body) {
+ToolFormat detect_tool_format(std::string_view template_source) {
+  if (template_source.find(kMistralTag) != std::string_view::npos) return ToolFormat::Mistral;
+  if (template_source.find(kPythonTag) != std::string_view::npos ||
+      template_source.find("\"parameters\"") != std::string_view::npos)
+    return ToolFormat::Llama3;
+  return ToolFormat::Hermes;
+}
+
+std::optional<ToolRequest> read_tools(const json& body, std::string_view raw_body, ToolFormat format) {
   const json* tools = member(body, "tools");
   const json* choice = member(body, "tool_choice");
   if (tools == nullptr) {
@@ -95,6 +153,7 @@ std::optional<ToolRequest> read_tools(const json& body, std::string_view raw_bod
   const ordered_json ordered = ordered_json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
   ToolRequest request;
   request.tools = *tools;
+  request.format = format;
   std::vector<std::pair<std::string, ordered_json>> functions;
   std::set<std::string> names;
   for (size_t i = 0; i < tools->size(); ++i) {
@@ -157,7 +216,8 @@ std::optional<ToolRequest> read_tools(const json& body, std::string_view raw_bod
   return request;
 }
 
-ToolCallSplit split_tool_calls(std::string_view text) {
+ToolCallSplit split_tool_calls(std::string_view text, ToolFormat format) {
+  if (format != ToolFormat::Hermes) return split_whole_answer(text, format);
   ToolCallSplit out;
   std::string content;
   for (size_t pos = 0;;) {
@@ -184,6 +244,24 @@ ToolCallSplit split_tool_calls(std::string_view text) {
 
 ToolCallSplit ToolCallStream::push(std::string_view piece) {
   pending_ += piece;
+  if (format_ == ToolFormat::Hermes) return push_hermes();
+  ToolCallSplit out;
+  if (!streaming_content_) {
+    // Undecided while the answer so far is blank or could still begin as calls do.
+    const std::string_view start = trim(pending_);
+    const std::string_view tag = format_ == ToolFormat::Llama3 ? kPythonTag : kMistralTag;
+    const char opening = format_ == ToolFormat::Llama3 ? '{' : '[';
+    const bool may_be_calls =
+        start.empty() || start.front() == opening || tag.starts_with(start) || start.starts_with(tag);
+    if (may_be_calls) return out;
+    streaming_content_ = true;
+  }
+  out.content = std::move(pending_);
+  pending_.clear();
+  return out;
+}
+
+ToolCallSplit ToolCallStream::push_hermes() {
   ToolCallSplit out;
   for (;;) {
     const size_t start = pending_.find(kOpen);
@@ -216,7 +294,10 @@ ToolCallSplit ToolCallStream::push(std::string_view piece) {
 
 ToolCallSplit ToolCallStream::finish() {
   ToolCallSplit out;
-  out.content = std::move(pending_);
+  if (format_ != ToolFormat::Hermes && !streaming_content_)
+    out = split_tool_calls(pending_, format_);
+  else
+    out.content = std::move(pending_);
   pending_.clear();
   return out;
 }

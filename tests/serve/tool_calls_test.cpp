@@ -2,7 +2,11 @@
 // split of the text into two or three pieces, and the tool_choice grammars.
 #include "serve/tool_calls.h"
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -116,6 +120,76 @@ TEST(ToolCalls, RequiredAndNamedChoicesAreGrammars) {
   const nlohmann::json auto_body = tools_body("auto");
   EXPECT_TRUE(read_tools(auto_body, auto_body.dump()).value().gbnf.empty());
   EXPECT_FALSE(read_tools(nlohmann::json::object(), "{}"));
+}
+
+TEST(ToolCalls, Llama3AndMistralAnswersAreCallsOnlyWhenWhollyCalls) {
+  const ToolCallSplit llama = split_tool_calls(
+      R"(<|python_tag|>{"name": "add", "parameters": {"b": 2, "a": 1}})", ToolFormat::Llama3);
+  ASSERT_EQ(llama.calls.size(), 1u);
+  EXPECT_EQ(llama.calls[0].name, "add");
+  EXPECT_EQ(llama.calls[0].arguments, R"({"b":2,"a":1})");
+  EXPECT_EQ(llama.content, "");
+  const ToolCallSplit mistral = split_tool_calls(
+      R"([TOOL_CALLS][{"name": "add", "arguments": {"a": 1}}, {"name": "ping", "arguments": {}}])",
+      ToolFormat::Mistral);
+  ASSERT_EQ(mistral.calls.size(), 2u);
+  EXPECT_EQ(mistral.calls[1].name, "ping");
+  EXPECT_EQ(split_tool_calls(R"([{"name": "add", "arguments": {"a": 1}}])", ToolFormat::Mistral).calls.size(),
+            1u);
+  for (const auto& [text, format] :
+       std::vector<std::pair<std::string, ToolFormat>>{{"{\"no\": \"name\"}", ToolFormat::Llama3},
+                                                       {"{\"name\": \"add\"} and more", ToolFormat::Llama3},
+                                                       {"[1] is a footnote", ToolFormat::Mistral},
+                                                       {"[{\"name\": \"add\"}, 5]", ToolFormat::Mistral},
+                                                       {"Plain text.", ToolFormat::Llama3}}) {
+    const ToolCallSplit split = split_tool_calls(text, format);
+    EXPECT_TRUE(split.calls.empty()) << text;
+    EXPECT_EQ(split.content, text);
+  }
+}
+
+TEST(ToolCalls, Llama3AndMistralStreamsHoldOnlyWhatMayBeCalls) {
+  ToolCallStream text(ToolFormat::Mistral);
+  EXPECT_EQ(text.push(" ").content, "");
+  EXPECT_EQ(text.push(" Hello").content, "  Hello");  // cannot be calls: streamed at once
+  EXPECT_EQ(text.push(" [1]").content, " [1]");
+  const std::string answer = R"([TOOL_CALLS][{"name": "add", "arguments": {"a": 1}}])";
+  for (size_t i = 0; i <= answer.size(); ++i) {
+    ToolCallStream calls(ToolFormat::Mistral);
+    EXPECT_EQ(calls.push(answer.substr(0, i)).content, "");
+    EXPECT_EQ(calls.push(answer.substr(i)).content, "");
+    const ToolCallSplit end = calls.finish();
+    ASSERT_EQ(end.calls.size(), 1u) << i;
+    EXPECT_EQ(end.calls[0].arguments, R"({"a":1})");
+  }
+  ToolCallStream footnote(ToolFormat::Mistral);
+  EXPECT_EQ(footnote.push("[1] see").content, "");
+  EXPECT_EQ(footnote.finish().content, "[1] see");  // held to the end, then content
+}
+
+TEST(ToolCalls, TheFormatComesFromTheChatTemplate) {
+  const auto format_of = [](const char* name) {
+    std::ifstream in(std::filesystem::path(TOKENMILL_FIXTURES_DIR) / "chat_templates" / "templates" / name);
+    return detect_tool_format(std::string(std::istreambuf_iterator<char>(in), {}));
+  };
+  EXPECT_EQ(format_of("Qwen-Qwen2.5-7B-Instruct.jinja"), ToolFormat::Hermes);
+  EXPECT_EQ(format_of("meta-llama-Llama-3.1-8B-Instruct.jinja"), ToolFormat::Llama3);
+  EXPECT_EQ(format_of("mistralai-Mistral-Nemo-Instruct-2407.jinja"), ToolFormat::Mistral);
+}
+
+TEST(ToolCalls, EachFormatsGrammarWritesItsCalls) {
+  const nlohmann::json body = tools_body("required");
+  const ToolRequest llama = read_tools(body, body.dump(), ToolFormat::Llama3).value();
+  EXPECT_TRUE(enforced(llama, R"({"name": "add", "parameters": {"a": 3}})"));
+  EXPECT_FALSE(enforced(llama, R"({"name": "add", "arguments": {"a": 3}})"));
+  const ToolRequest mistral = read_tools(body, body.dump(), ToolFormat::Mistral).value();
+  EXPECT_TRUE(
+      enforced(mistral, R"([{"name": "add", "arguments": {"a": 3}}, {"name": "ping", "arguments": {}}])"));
+  EXPECT_FALSE(enforced(mistral, R"({"name": "add", "arguments": {"a": 3}})"));
+  // What each grammar makes, each parser reads back.
+  EXPECT_EQ(
+      split_tool_calls(R"({"name": "add", "parameters": {"a": 3}})", ToolFormat::Llama3).calls.at(0).name,
+      "add");
 }
 
 }  // namespace
