@@ -7,6 +7,7 @@
 #include <random>
 #include <unordered_set>
 
+#include "serve/request_fields.h"
 #include "serve/structured_output.h"
 #include "serve/tool_calls.h"
 
@@ -17,12 +18,6 @@ namespace {
 using nlohmann::json;
 
 constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
-
-// The value of `key` in `object`, or nullptr when it is absent or null (both mean "default").
-const json* field(const json& object, const std::string& key) {
-  const auto it = object.find(key);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
 
 // How a value is shown in a message: numbers and booleans as written, others by their type
 // (client strings are not echoed).

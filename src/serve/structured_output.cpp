@@ -4,17 +4,13 @@
 
 #include "grammar/json_schema_grammar.h"
 #include "serve/api_error.h"
+#include "serve/request_fields.h"
 
 namespace tokenmill {
 
 namespace {
 
 using nlohmann::json;
-
-const json* member(const json& object, const char* key) {
-  const auto found = object.find(key);
-  return found == object.end() ? nullptr : &*found;
-}
 
 // The schema of a json_schema response format, from the raw body when there is one so that
 // its properties keep their order.
@@ -29,18 +25,18 @@ std::string schema_grammar(const json& schema, std::string_view raw_body) {
 
 // The GBNF text a request asks for, or "" for free text.
 std::string requested_grammar(const json& body, std::string_view raw_body) {
-  const json* format = member(body, "response_format");
-  const json* grammar = member(body, "grammar");
-  if (format && grammar && !grammar->is_null())
+  const json* format = field(body, "response_format");
+  const json* grammar = field(body, "grammar");
+  if (format && grammar)
     fail_request("grammar", "Invalid 'grammar': give either 'response_format' or 'grammar', not both.");
-  if (grammar && !grammar->is_null()) {
+  if (grammar) {
     if (!grammar->is_string() || grammar->get_ref<const std::string&>().empty())
       fail_request("grammar", "Invalid 'grammar': expected GBNF text (a non-empty string).");
     return grammar->get<std::string>();
   }
-  if (!format || format->is_null()) return "";
+  if (!format) return "";
   if (!format->is_object()) fail_request("response_format", "Invalid 'response_format': expected an object.");
-  const json* type = member(*format, "type");
+  const json* type = field(*format, "type");
   if (!type || !type->is_string())
     fail_request("response_format.type",
                  "Invalid 'response_format.type': expected 'text', 'json_object' or 'json_schema'.");
@@ -51,10 +47,10 @@ std::string requested_grammar(const json& body, std::string_view raw_body) {
     fail_request("response_format.type",
                  "Invalid 'response_format.type': '{}' is not one of 'text', 'json_object', 'json_schema'.",
                  kind);
-  const json* spec = member(*format, "json_schema");
+  const json* spec = field(*format, "json_schema");
   if (!spec || !spec->is_object())
     fail_request("response_format.json_schema", "Missing required parameter: 'response_format.json_schema'.");
-  const json* schema = member(*spec, "schema");
+  const json* schema = field(*spec, "schema");
   if (!schema)
     fail_request("response_format.json_schema.schema",
                  "Missing required parameter: 'response_format.json_schema.schema'.");
@@ -77,7 +73,7 @@ std::shared_ptr<const ConstrainedGrammar> read_output_grammar(const json& body, 
                                                               const ServedModel& model) {
   const std::string gbnf = requested_grammar(body, raw_body);
   if (gbnf.empty()) return nullptr;
-  const char* param = member(body, "grammar") ? "grammar" : "response_format";
+  const char* param = field(body, "grammar") ? "grammar" : "response_format";
   if (!model.grammars) fail_request(param, "Structured outputs are not available on this server.");
   try {
     return model.grammars->get(gbnf);

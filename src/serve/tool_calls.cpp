@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "grammar/json_schema_grammar.h"
 #include "serve/api_error.h"
+#include "serve/request_fields.h"
 
 namespace tokenmill {
 
@@ -21,11 +22,6 @@ constexpr std::string_view kPythonTag = "<|python_tag|>";  // Llama 3
 constexpr std::string_view kMistralTag = "[TOOL_CALLS]";
 constexpr size_t kMaxTools = 128;
 constexpr size_t kMaxParallelCalls = 16;
-
-const json* member(const json& object, const char* key) {
-  const auto found = object.find(key);
-  return found == object.end() || found->is_null() ? nullptr : &*found;
-}
 
 bool valid_function_name(const std::string& name) {
   return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
@@ -139,8 +135,8 @@ ToolFormat detect_tool_format(std::string_view template_source) {
 }
 
 std::optional<ToolRequest> read_tools(const json& body, std::string_view raw_body, ToolFormat format) {
-  const json* tools = member(body, "tools");
-  const json* choice = member(body, "tool_choice");
+  const json* tools = field(body, "tools");
+  const json* choice = field(body, "tool_choice");
   if (tools == nullptr) {
     if (choice != nullptr && *choice != "none" && *choice != "auto")
       fail_request("tool_choice", "Invalid 'tool_choice': it needs 'tools'.");
@@ -162,10 +158,10 @@ std::optional<ToolRequest> read_tools(const json& body, std::string_view raw_bod
     if (!tool.is_object() || tool.value("type", "") != "function")
       fail_request(param + ".type",
                    "Invalid '{}': expected {{\"type\": \"function\", \"function\": {{...}}}}.", param);
-    const json* function = member(tool, "function");
+    const json* function = field(tool, "function");
     if (function == nullptr || !function->is_object())
       fail_request(param + ".function", "Missing required parameter: '{}.function'.", param);
-    const json* name = member(*function, "name");
+    const json* name = field(*function, "name");
     if (name == nullptr || !name->is_string() || !valid_function_name(name->get<std::string>()))
       fail_request(param + ".function.name",
                    "Invalid '{}.function.name': expected 1 to 64 letters, digits, '_' or '-'.", param);
@@ -173,7 +169,7 @@ std::optional<ToolRequest> read_tools(const json& body, std::string_view raw_bod
       fail_request(param + ".function.name", "Invalid '{}.function.name': '{}' is named twice.", param,
                    name->get<std::string>());
     ordered_json parameters;
-    if (const json* p = member(*function, "parameters")) {
+    if (const json* p = field(*function, "parameters")) {
       if (!p->is_object())
         fail_request(param + ".function.parameters",
                      "Invalid '{}.function.parameters': expected a JSON Schema object.", param);
@@ -195,8 +191,8 @@ std::optional<ToolRequest> read_tools(const json& body, std::string_view raw_bod
   } else if (*choice == "required") {
     request.choice = ToolChoice::Required;
   } else {
-    const json* function = choice->is_object() ? member(*choice, "function") : nullptr;
-    const json* name = function != nullptr && function->is_object() ? member(*function, "name") : nullptr;
+    const json* function = choice->is_object() ? field(*choice, "function") : nullptr;
+    const json* name = function != nullptr && function->is_object() ? field(*function, "name") : nullptr;
     if (name == nullptr || !name->is_string() || choice->value("type", "") != "function")
       fail_request("tool_choice",
                    "Invalid 'tool_choice': expected 'none', 'auto', 'required' or {{\"type\": \"function\", "
@@ -206,7 +202,7 @@ std::optional<ToolRequest> read_tools(const json& body, std::string_view raw_bod
     request.choice = ToolChoice::Named;
     request.named = name->get<std::string>();
   }
-  if (const json* parallel = member(body, "parallel_tool_calls")) {
+  if (const json* parallel = field(body, "parallel_tool_calls")) {
     if (!parallel->is_boolean())
       fail_request("parallel_tool_calls", "Invalid 'parallel_tool_calls': expected a boolean.");
     request.parallel = parallel->get<bool>();
