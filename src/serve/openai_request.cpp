@@ -451,9 +451,7 @@ nlohmann::ordered_json read_tool_use(const json& body, std::string_view raw_body
                                      GenerationFields& fields) {
   const std::optional<ToolRequest> tools = read_tools(body, raw_body, model.tool_format);
   if (!tools || tools->choice == ToolChoice::None) return {};
-  nlohmann::ordered_json extra = {{"tools", nlohmann::ordered_json(tools->tools)}};
-  const auto ordered = nlohmann::ordered_json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
-  if (!ordered.is_discarded() && ordered.contains("tools")) extra["tools"] = ordered["tools"];
+  nlohmann::ordered_json extra = {{"tools", tools->tools}};
   fields.options.tool_calls = true;
   fields.options.tool_format = model.tool_format;
   if (!tools->gbnf.empty()) {

@@ -45,8 +45,13 @@ bool Sequence::is_stop_token(int32_t token) const {
 void Sequence::constrain(std::span<float> logits) const {
   const auto allowed = request_.grammar->allowed_tokens(*grammar_);
   std::vector<std::pair<size_t, float>> ends;  // the end-of-generation logits, kept aside
-  for (size_t id = 0; id < logits.size(); ++id)
-    if (is_stop_token(static_cast<int32_t>(id))) ends.emplace_back(id, logits[id]);
+  const auto keep = [&](const std::vector<int32_t>& ids) {
+    for (const int32_t id : ids)
+      if (id >= 0 && static_cast<size_t>(id) < logits.size())
+        ends.emplace_back(id, logits[static_cast<size_t>(id)]);
+  };
+  keep(request_.stop_token_ids);
+  if (!request_.ignore_eos) keep(eos_ids_);
   bool any = false;
   for (size_t id = 0; id < logits.size(); ++id) {
     const bool ok = allowed->test(id);

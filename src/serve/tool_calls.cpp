@@ -148,7 +148,8 @@ std::optional<ToolRequest> read_tools(const json& body, std::string_view raw_bod
   // `body` came from it).
   const ordered_json ordered = ordered_json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
   ToolRequest request;
-  request.tools = *tools;
+  request.tools =
+      !ordered.is_discarded() && ordered.contains("tools") ? ordered["tools"] : ordered_json(*tools);
   request.format = format;
   std::vector<std::pair<std::string, ordered_json>> functions;
   std::set<std::string> names;

@@ -36,7 +36,7 @@ enum class ToolFormat {
 ToolFormat detect_tool_format(std::string_view template_source);
 
 struct ToolRequest {
-  nlohmann::json tools;  // as the request gave them, for the chat template
+  nlohmann::ordered_json tools;  // as the request gave them (key order kept), for the chat template
   ToolChoice choice = ToolChoice::Auto;
   ToolFormat format = ToolFormat::Hermes;
   std::string named;     // ToolChoice::Named: the function
