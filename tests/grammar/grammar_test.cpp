@@ -12,19 +12,13 @@
 
 #include "core/error.h"
 #include "grammar/grammar_matcher.h"
+#include "support/grammar_sentence.h"
 
 namespace tokenmill {
 namespace {
 
-std::shared_ptr<const Grammar> compile(const std::string& gbnf) {
-  return std::make_shared<const Grammar>(Grammar::parse_gbnf(gbnf));
-}
-
-// Whether `text` is a whole sentence of `grammar`.
-bool sentence(const std::shared_ptr<const Grammar>& grammar, const std::string& text) {
-  GrammarMatcher m(grammar);
-  return m.accept(text) && m.accepting();
-}
+using testing::compile;
+using testing::sentence;
 
 TEST(Grammar, AcceptsItsSentencesAndRefusesOthers) {
   const auto g = compile(R"(

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "grammar/grammar.h"
 #include "grammar/grammar_matcher.h"
+#include "support/grammar_sentence.h"
 
 namespace tokenmill {
 namespace {
@@ -202,15 +203,8 @@ const std::vector<Case>& cases() {
   return list;
 }
 
-std::shared_ptr<const Grammar> compile(const std::string& gbnf_text) {
-  return std::make_shared<const Grammar>(Grammar::parse_gbnf(gbnf_text));
-}
-
-// Whether `text` is a whole sentence of `grammar`.
-bool sentence(const std::shared_ptr<const Grammar>& grammar, const std::string& text) {
-  GrammarMatcher matcher(grammar);
-  return matcher.accept(text) && matcher.accepting();
-}
+using testing::compile;
+using testing::sentence;
 
 TEST(JsonSchemaGrammar, AcceptsValidDocumentsAndRefusesNearMisses) {
   for (const Case& c : cases()) {

@@ -11,8 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "grammar/grammar.h"
-#include "grammar/grammar_matcher.h"
+#include "support/grammar_sentence.h"
 
 namespace tokenmill {
 namespace {
@@ -64,7 +63,7 @@ TEST(ToolCalls, StreamedInAnyPiecesGivesTheSameCallsAndContent) {
         calls.insert(calls.end(), out.calls.begin(), out.calls.end());
       }
       content += stream.finish().content;
-      SCOPED_TRACE(testing::Message() << "split at " << i << ", " << j);
+      SCOPED_TRACE(::testing::Message() << "split at " << i << ", " << j);
       EXPECT_EQ(content, "Let me check.\n\n\n");
       expect_calls(calls);
     }
@@ -96,8 +95,7 @@ nlohmann::json tools_body(const nlohmann::json& choice, bool parallel = true) {
 
 // Whether `text` is a whole sentence of the request's tool-call grammar.
 bool enforced(const ToolRequest& request, const std::string& text) {
-  GrammarMatcher m(std::make_shared<const Grammar>(Grammar::parse_gbnf(request.gbnf, request.gbnf_root)));
-  return m.accept(text) && m.accepting();
+  return testing::sentence(testing::compile(request.gbnf, request.gbnf_root), text);
 }
 
 TEST(ToolCalls, RequiredAndNamedChoicesAreGrammars) {
