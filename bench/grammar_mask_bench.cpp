@@ -12,10 +12,10 @@
 #include <memory>
 #include <string>
 
+#include "formats/gguf.h"
 #include "grammar/grammar_matcher.h"
 #include "grammar/grammar_vocabulary.h"
 #include "grammar/json_schema_grammar.h"
-#include "model/gguf.h"
 
 namespace {
 

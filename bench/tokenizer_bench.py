@@ -78,7 +78,7 @@ GPT2_GGUF = SHARED / "tokenizers" / "ggml-vocab-gpt-2.gguf"
 FIXTURE_NAMES = ["gpt2", "llama3", "qwen2", "deepseek", "falcon", "spm_legacy", "spm_metaspace"]
 MODES = ("whole", "lines")
 # What tokenmill's encode is built from (for the staleness warning and the report).
-TOKENIZER_SOURCES = ["src/tokenizer", "src/core", "src/model/gguf.h", "src/model/gguf.cpp"]
+TOKENIZER_SOURCES = ["src/tokenizer", "src/core", "src/formats/gguf.h", "src/formats/gguf.cpp"]
 
 
 def log(msg):

@@ -3,7 +3,7 @@
 
 Pure Python, deterministic: running it again rewrites the same files. Files named
 valid_* must parse; invalid_* must be refused (tests/train/token_shard_test.cpp replays
-the corpus and checks both). The layout is the one documented in src/train/token_shard.h.
+the corpus and checks both). The layout is the one documented in src/formats/token_shard.h.
 Each file is kept small so libFuzzer (-max_len=4096) can mutate all of it.
 """
 

@@ -7,7 +7,7 @@
 #include <span>
 
 #include "core/error.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const std::byte> file(reinterpret_cast<const std::byte*>(data), size);

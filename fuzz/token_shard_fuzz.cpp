@@ -1,4 +1,4 @@
-// libFuzzer target for the token-shard reader (train/token_shard.h).
+// libFuzzer target for the token-shard reader (formats/token_shard.h).
 //
 // parse_token_shard must accept a well-formed shard or throw tokenmill::Error; any other
 // exception, a crash, or a sanitizer report is a bug. Each input is parsed twice: as is, and
@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "core/fnv1a.h"
-#include "train/token_shard.h"
+#include "formats/token_shard.h"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_json.h"

@@ -7,7 +7,7 @@
 #include <CLI/CLI.hpp>
 
 namespace tokenmill {
-struct GgufWriteOptions;  // model/gguf_quantize.h
+struct GgufWriteOptions;  // convert/model_source.h
 }  // namespace tokenmill
 
 namespace tokenmill::cli {

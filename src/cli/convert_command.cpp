@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "model/gguf_convert.h"
+#include "convert/hf_to_gguf.h"
 
 namespace tokenmill::cli {
 

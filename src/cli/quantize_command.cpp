@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "convert/quantize.h"
 #include "core/error.h"
-#include "model/gguf_quantize.h"
 
 namespace tokenmill::cli {
 

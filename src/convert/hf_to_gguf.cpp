@@ -1,4 +1,4 @@
-#include "model/gguf_convert.h"
+#include "convert/hf_to_gguf.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "formats/safetensors.h"
 #include "model/model_config.h"
-#include "model/safetensors.h"
 #include "quant/quant_formats.h"
 #include "tokenizer/tokenizer_json.h"
 

@@ -24,7 +24,7 @@
 #include <filesystem>
 #include <string>
 
-#include "model/gguf_quantize.h"
+#include "convert/model_source.h"
 #include "tokenizer/tokenizer_spec.h"
 
 namespace tokenmill {

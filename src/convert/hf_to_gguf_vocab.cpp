@@ -1,12 +1,12 @@
-// tokenizer.ggml.* metadata from a Hugging Face tokenizer (model/gguf_convert.h).
+// tokenizer.ggml.* metadata from a Hugging Face tokenizer (convert/hf_to_gguf.h).
 #include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "convert/hf_to_gguf.h"
 #include "core/error.h"
-#include "model/gguf.h"
-#include "model/gguf_convert.h"
+#include "formats/gguf.h"
 #include "tokenizer/gguf_vocab.h"
 
 namespace tokenmill {

@@ -1,4 +1,4 @@
-#include "model/gguf_quantize.h"
+#include "convert/model_source.h"
 
 #include <chrono>
 #include <cstring>
@@ -11,8 +11,7 @@
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "core/parallel.h"
-#include "model/gguf.h"
-#include "model/gguf_convert.h"
+#include "formats/gguf.h"
 #include "quant/quant_formats.h"
 #include "quant/quant_reference.h"
 
@@ -269,18 +268,6 @@ void check_distinct_output(const std::filesystem::path& in, const std::filesyste
                                                      : std::filesystem::weakly_canonical(in, ec) ==
                                                            std::filesystem::weakly_canonical(out, ec);
   if (same) fail("{}: the output would overwrite the input; choose another output file", out.string());
-}
-
-GgufWriteReport quantize_model(const std::filesystem::path& in, const std::filesystem::path& out,
-                               const GgufWriteOptions& options) {
-  std::error_code ec;
-  if (!std::filesystem::exists(in, ec))
-    fail("{}: no such file or directory (expected a .gguf file or a Hugging Face model directory)",
-         in.string());
-  check_distinct_output(in, out);
-  if (std::filesystem::is_directory(in, ec))
-    return write_model_gguf(hf_model_source(in, options.log), out, options);
-  return write_model_gguf(gguf_model_source(in), out, options);
 }
 
 std::string describe(const GgufWriteReport& report) {

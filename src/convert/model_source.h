@@ -1,5 +1,6 @@
-// Writing a model to GGUF at a chosen weight type: `tokenmill quantize` (GGUF or Hugging
-// Face directory in) and the tensor half of `tokenmill convert`.
+// A model about to be written to GGUF (its tensors and metadata, read from a GGUF file or
+// converted from a Hugging Face directory by convert/hf_to_gguf.h), and writing it at a
+// chosen weight type: the shared piece of `tokenmill quantize` and `tokenmill convert`.
 //
 // Which type each tensor gets follows llama.cpp's llama_model_quantize (llama-quant.cpp):
 // - only weight matrices are (re)quantized: >= 2 dimensions (ggml_n_dims), name ending in
@@ -27,7 +28,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "model/gguf_writer.h"
+#include "formats/gguf_writer.h"
 
 namespace tokenmill {
 
@@ -82,14 +83,9 @@ struct GgufWriteReport {
 // The tensors of a GGUF file as a ModelSource (all metadata copied). Keeps the file mapped.
 ModelSource gguf_model_source(const std::filesystem::path& path);
 
-// Writes `source` to `out` atomically (model/gguf_writer.h).
+// Writes `source` to `out` atomically (formats/gguf_writer.h).
 GgufWriteReport write_model_gguf(const ModelSource& source, const std::filesystem::path& out,
                                  const GgufWriteOptions& options);
-
-// `tokenmill quantize`: `in` is a GGUF file or a Hugging Face model directory (converted on
-// the fly, see model/gguf_convert.h). Refuses `out` naming the same file as `in`.
-GgufWriteReport quantize_model(const std::filesystem::path& in, const std::filesystem::path& out,
-                               const GgufWriteOptions& options);
 
 // "14 tensors (q4_k 7, q6_k 2, f32 5): 12.5 MiB -> 3.6 MiB in 0.42 s".
 std::string describe(const GgufWriteReport& report);

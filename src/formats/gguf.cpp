@@ -1,4 +1,4 @@
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 #include <algorithm>
 #include <array>

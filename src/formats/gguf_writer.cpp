@@ -1,4 +1,4 @@
-#include "model/gguf_writer.h"
+#include "formats/gguf_writer.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,5 +1,5 @@
 // GGUF writing: metadata of every GGUF value type, a tensor table, and tensor data,
-// in the layout model/gguf.h describes (version 3, little-endian).
+// in the layout formats/gguf.h describes (version 3, little-endian).
 //
 // A GgufWriter collects the metadata (in insertion order; setting a key again replaces
 // its value in place) and the tensor table (name, shape, ggml type, and a callback that
@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 namespace tokenmill {
 

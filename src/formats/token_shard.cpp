@@ -1,4 +1,4 @@
-#include "train/token_shard.h"
+#include "formats/token_shard.h"
 
 #include <cstring>
 #include <string>

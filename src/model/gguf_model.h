@@ -14,7 +14,7 @@
 // the quantized formats: zero copies); 1-D tensors (norms, biases) are converted to f32.
 #pragma once
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 

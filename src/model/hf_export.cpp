@@ -6,7 +6,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "model/safetensors_writer.h"
+#include "formats/safetensors_writer.h"
 #include "model/weight_source.h"
 
 namespace tokenmill {

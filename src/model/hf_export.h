@@ -16,8 +16,8 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "formats/safetensors_writer.h"
 #include "model/model_config.h"
-#include "model/safetensors_writer.h"
 #include "model/weights.h"
 
 namespace tokenmill {

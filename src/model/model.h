@@ -9,9 +9,9 @@
 #include <optional>
 #include <string>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
 #include "model/model_config.h"
-#include "model/safetensors.h"
 #include "model/weights.h"
 
 namespace tokenmill {

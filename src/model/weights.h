@@ -12,8 +12,8 @@
 
 #include "core/tensor.h"
 #include "core/tensor_store.h"
+#include "formats/safetensors.h"
 #include "model/model_config.h"
-#include "model/safetensors.h"
 
 namespace tokenmill {
 

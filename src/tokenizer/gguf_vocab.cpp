@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "core/error.h"
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "tokenizer/pretokenizer.h"
 
 namespace tokenmill {

@@ -20,7 +20,7 @@
 #include <span>
 #include <vector>
 
-#include "train/token_shard.h"
+#include "formats/token_shard.h"
 
 namespace tokenmill {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "formats/safetensors_writer.h"
 #include "model/hf_export.h"
-#include "model/safetensors_writer.h"
 #include "model/weight_source.h"
 
 namespace tokenmill {

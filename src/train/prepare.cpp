@@ -11,9 +11,9 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
+#include "formats/token_shard.h"
 #include "tokenizer/utf8.h"
 #include "train/chat_sft.h"
-#include "train/token_shard.h"
 
 namespace tokenmill {
 

@@ -1,4 +1,4 @@
-// `tokenmill prepare`: text corpora to token shards (train/token_shard.h) plus meta.json.
+// `tokenmill prepare`: text corpora to token shards (formats/token_shard.h) plus meta.json.
 //
 // Inputs: .txt files (each file one document) and .jsonl files (one JSON object per line,
 // one document per line; blank lines skipped) whose lines have either a "text" string or a
@@ -8,7 +8,7 @@
 // assistant turns (content + the template's end-of-turn) are scored (train/chat_sft.h). Every
 // document is followed by the end-of-document token (the tokenizer's eos, or the token named
 // by eod_token), scored after text, not after a chat record. A shard holding an unscored
-// token carries the loss mask (train/token_shard.h); the loader turns those targets into -1.
+// token carries the loss mask (formats/token_shard.h); the loader turns those targets into -1.
 // Split: of each input file's token stream, the last ceil(val_fraction * tokens) tokens go to
 // validation, the rest to training (so a single text still gets a validation tail, and a
 // jsonl's last documents form it). Memory holds one input file's

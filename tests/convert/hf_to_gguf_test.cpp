@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "convert/hf_to_gguf.h"
 #include "core/json_file.h"
-#include "model/gguf.h"
-#include "model/gguf_convert.h"
-#include "model/safetensors.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
 #include "support/expect_error.h"
 #include "support/temp_dir.h"
 #include "tokenizer/tokenizer.h"

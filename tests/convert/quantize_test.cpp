@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "model/gguf.h"
-#include "model/gguf_quantize.h"
+#include "convert/quantize.h"
+#include "formats/gguf.h"
 #include "quant/quant_formats.h"
 #include "quant/quant_reference.h"
 #include "support/expect_error.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 namespace tokenmill::testing {
 

@@ -1,7 +1,7 @@
 // Replays the committed GGUF fuzz seed corpus through the parser in every build.
 #include <gtest/gtest.h>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "support/corpus.h"
 
 namespace tokenmill {

@@ -1,7 +1,7 @@
 // Tests for the GGUF reader: well-formed files round-trip through every getter, the shared
 // vocab-only files parse, and every kind of malformed input is a tokenmill::Error whose
 // message names the file and what is wrong.
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

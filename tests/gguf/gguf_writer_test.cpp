@@ -12,9 +12,9 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "formats/gguf.h"
+#include "formats/gguf_writer.h"
 #include "gguf/gguf_builder.h"
-#include "model/gguf.h"
-#include "model/gguf_writer.h"
 #include "support/expect_error.h"
 #include "support/temp_dir.h"
 

@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "formats/gguf.h"
 #include "grammar/constrained_grammar.h"
-#include "model/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokenmill {

@@ -1,7 +1,7 @@
 // Replays the committed safetensors fuzz seed corpus through the parser in every build.
 #include <gtest/gtest.h>
 
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 #include "support/corpus.h"
 
 namespace tokenmill {

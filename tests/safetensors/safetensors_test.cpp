@@ -2,7 +2,7 @@
 //
 // Every file is built here, in memory or in a private temporary directory, so the
 // bad-input cases say exactly which byte is wrong.
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <gtest/gtest.h>
 

@@ -6,10 +6,10 @@
 #include <set>
 #include <vector>
 
+#include "formats/token_shard.h"
 #include "support/expect_error.h"
 #include "support/temp_dir.h"
 #include "train/data_loader.h"
-#include "train/token_shard.h"
 
 namespace tokenmill {
 namespace {

@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "core/json_file.h"
+#include "formats/token_shard.h"
 #include "support/expect_error.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 #include "train/chat_sft.h"
 #include "train/prepare.h"
-#include "train/token_shard.h"
 
 namespace tokenmill {
 namespace {

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "core/fnv1a.h"
+#include "formats/token_shard.h"
 #include "support/corpus.h"
 #include "support/expect_error.h"
 #include "support/temp_dir.h"
-#include "train/token_shard.h"
 
 namespace tokenmill {
 namespace {
