@@ -16,10 +16,7 @@ WeightTraffic weight_traffic(const Model& model, DType kv_dtype) {
   const ModelWeights& w = model.weights;
   WeightTraffic traffic;
   for (const LayerWeights& l : w.layers)
-    for (const Tensor* t : {&l.attn_norm_weight, &l.attn_norm_bias, &l.q, &l.k, &l.v, &l.o, &l.q_bias,
-                            &l.k_bias, &l.v_bias, &l.o_bias, &l.mlp_norm_weight, &l.mlp_norm_bias, &l.gate,
-                            &l.gate_bias, &l.up, &l.up_bias, &l.down, &l.down_bias})
-      traffic.layer_bytes += bytes_of(*t);
+    for_each_layer_tensor(l, [&](const Tensor& t) { traffic.layer_bytes += bytes_of(t); });
   traffic.logits_bytes = bytes_of(w.final_norm_weight) + bytes_of(w.final_norm_bias) + bytes_of(w.lm_head);
   const auto row_bytes = [](const Tensor& table) {
     return table.data != nullptr ? dtype_row_bytes(table.dtype, table.cols()) : 0;

@@ -9,20 +9,6 @@
 
 namespace tokenmill {
 
-void for_each_op_weight(ModelWeights& w, const std::function<void(Tensor&)>& fn) {
-  fn(w.token_embedding);
-  fn(w.position_embedding);
-  for (LayerWeights& l : w.layers) {
-    for (Tensor* t : {&l.attn_norm_weight, &l.attn_norm_bias, &l.q, &l.k, &l.v, &l.o, &l.q_bias, &l.k_bias,
-                      &l.v_bias, &l.o_bias, &l.mlp_norm_weight, &l.mlp_norm_bias, &l.gate, &l.gate_bias,
-                      &l.up, &l.up_bias, &l.down, &l.down_bias})
-      fn(*t);
-  }
-  fn(w.final_norm_weight);
-  fn(w.final_norm_bias);
-  fn(w.lm_head);
-}
-
 void place_weights(ModelWeights& weights, DeviceMemory& memory) {
   if (weights.memory == &memory || memory.is_host()) return;
   if (!weights.memory->is_host()) fail("the model's weights are already on another device");

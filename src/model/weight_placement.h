@@ -1,7 +1,6 @@
 // Placing a model's weights in a backend's memory (a GPU's) before a forward pass reads them.
 #pragma once
 
-#include <functional>
 #include <vector>
 
 #include "core/device_memory.h"
@@ -9,10 +8,6 @@
 #include "model/weights.h"
 
 namespace tokenmill {
-
-// Calls `fn` on every tensor the forward ops read, absent optional tensors included (their
-// data is null). A tied lm_head is visited like any other: its data equals the embedding's.
-void for_each_op_weight(ModelWeights& weights, const std::function<void(Tensor&)>& fn);
 
 // Copies every tensor the forward ops read into `memory` and points the weights at the
 // copies (weights.memory = &memory); tied tensors stay tied (one copy). Host memory, or

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <initializer_list>
 #include <vector>
 
 #include "core/tensor.h"
@@ -42,6 +43,31 @@ struct ModelWeights {
   DeviceMemory* memory = &host_memory();
   TensorStore placed;
 };
+
+// Calls fn(tensor) on every tensor of a layer, absent optional ones included (data ==
+// nullptr), in one fixed order: the one list of a layer's fields, which parameter counts,
+// weight placement and traffic go through, so a new field is added here and where it is
+// loaded. `Layer` is LayerWeights or const LayerWeights.
+template <typename Layer, typename Fn>
+void for_each_layer_tensor(Layer& l, Fn&& fn) {
+  for (auto* t : {&l.attn_norm_weight, &l.attn_norm_bias, &l.q, &l.k, &l.v, &l.o, &l.q_bias, &l.k_bias,
+                  &l.v_bias, &l.o_bias, &l.mlp_norm_weight, &l.mlp_norm_bias, &l.gate, &l.gate_bias, &l.up,
+                  &l.up_bias, &l.down, &l.down_bias})
+    fn(*t);
+}
+
+// Calls fn(tensor) on every tensor the forward ops read, absent optional tensors included
+// (their data is null). A tied lm_head is visited like any other: its data equals the
+// embedding's. `Weights` is ModelWeights or const ModelWeights.
+template <typename Weights, typename Fn>
+void for_each_op_weight(Weights& w, Fn&& fn) {
+  fn(w.token_embedding);
+  fn(w.position_embedding);
+  for (auto& l : w.layers) for_each_layer_tensor(l, fn);
+  fn(w.final_norm_weight);
+  fn(w.final_norm_bias);
+  fn(w.lm_head);
+}
 
 // The layer's matrices in one fixed order: q, k, v, o, gate, up, down (gate absent,
 // data == nullptr, in GPT-2's MLP).
