@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "formats/safetensors.h"
+#include "model/arch/tensor_layout.h"
 #include "model/model_config.h"
 #include "quant/quant_formats.h"
 #include "tokenizer/tokenizer_json.h"
@@ -47,51 +48,41 @@ std::pair<std::string, std::string> split_suffix(const std::string& s) {
   return {s, ""};
 }
 
-struct NamePair {
-  const char* hf;
-  const char* gguf;
-};
-
-constexpr NamePair kLlamaLayer[] = {
-    {"input_layernorm", "attn_norm"},    {"self_attn.q_proj", "attn_q"},
-    {"self_attn.k_proj", "attn_k"},      {"self_attn.v_proj", "attn_v"},
-    {"self_attn.o_proj", "attn_output"}, {"post_attention_layernorm", "ffn_norm"},
-    {"mlp.gate_proj", "ffn_gate"},       {"mlp.up_proj", "ffn_up"},
-    {"mlp.down_proj", "ffn_down"},
-};
-constexpr NamePair kGpt2Layer[] = {
-    {"ln_1", "attn_norm"}, {"attn.c_attn", "attn_qkv"}, {"attn.c_proj", "attn_output"},
-    {"ln_2", "ffn_norm"},  {"mlp.c_fc", "ffn_up"},      {"mlp.c_proj", "ffn_down"},
-};
-
 // The GGUF tensor for HF tensor `hf`, nullopt for tensors llama.cpp does not use.
 std::optional<Mapping> map_tensor(const std::string& hf, const ModelConfig& c, const std::string& arch) {
-  const bool gpt2 = arch == "gpt2";
-  const std::string base = gpt2 && hf.starts_with("transformer.") ? hf.substr(12) : hf;
-  if (hf == "lm_head.weight") {
+  const TensorLayout& layout = tensor_layout(c);
+  const auto named = [](ModuleName m, std::string_view suffix) {
+    return std::string(m.hf) + std::string(suffix);
+  };
+  const auto gguf = [](ModuleName m, std::string_view suffix) {
+    return std::string(m.gguf) + std::string(suffix);
+  };
+  if (hf == named(layout.lm_head, ".weight")) {
     if (c.tie_word_embeddings) return std::nullopt;
-    return Mapping{"output.weight"};
+    return Mapping{gguf(layout.lm_head, ".weight")};
   }
-  if (base == (gpt2 ? "wte.weight" : "model.embed_tokens.weight")) return Mapping{"token_embd.weight"};
-  if (gpt2 && base == "wpe.weight") return Mapping{"position_embd.weight"};
-  if (base == (gpt2 ? "ln_f.weight" : "model.norm.weight")) return Mapping{"output_norm.weight"};
-  if (gpt2 && base == "ln_f.bias") return Mapping{"output_norm.bias"};
-  if (const auto layer = split_layer(base, gpt2 ? "h." : "model.layers.")) {
+  const std::string base =
+      !layout.hf_prefix.empty() && hf.starts_with(layout.hf_prefix) ? hf.substr(layout.hf_prefix.size()) : hf;
+  for (const ModuleName m : {layout.token_embedding, layout.position_embedding, layout.final_norm})
+    for (const std::string_view suffix : {".weight", ".bias"})
+      if (m.present() && base == named(m, suffix)) return Mapping{gguf(m, suffix)};
+  const std::string_view layer_prefix = layout.layer.hf.substr(0, layout.layer.hf.find("{}"));
+  if (const auto layer = split_layer(base, std::string(layer_prefix))) {
     const auto& [index, rest] = *layer;
     if (index >= c.num_hidden_layers)
       fail("tensor {}: layer {} is beyond num_hidden_layers {}", hf, index, c.num_hidden_layers);
     if (rest.ends_with("rotary_emb.inv_freq") || rest == "attn.bias" || rest == "attn.masked_bias")
       return std::nullopt;
     const auto [module, suffix] = split_suffix(rest);
-    for (const NamePair& p :
-         gpt2 ? std::span<const NamePair>(kGpt2Layer) : std::span<const NamePair>(kLlamaLayer)) {
-      if (module != p.hf || suffix.empty()) continue;
-      Mapping m{fmt::format("blk.{}.{}{}", index, p.gguf, suffix)};
-      if (gpt2 && suffix == ".weight" && module != "ln_1" && module != "ln_2")
+    for (const TensorLayout::LayerModule& lm : layout.layer_modules()) {
+      if (!lm.name.present() || module != lm.name.hf || suffix.empty()) continue;
+      Mapping m{layer_module_name(layout, WeightFormat::Gguf, index, lm.name) + suffix};
+      if (layout.hf_transposed_linears && lm.linear && suffix == ".weight")
         m.transform = Transform::Transpose;
-      if (arch == "llama" && (module == "self_attn.q_proj" || module == "self_attn.k_proj")) {
+      // llama.cpp's "llama" rope rotates adjacent pairs: q and k rows are permuted to match.
+      if (arch == "llama" && (module == layout.q.hf || module == layout.k.hf)) {
         m.transform = Transform::PermuteHeads;
-        m.heads = module == "self_attn.q_proj" ? c.num_attention_heads : c.num_key_value_heads;
+        m.heads = module == layout.q.hf ? c.num_attention_heads : c.num_key_value_heads;
       }
       return m;
     }

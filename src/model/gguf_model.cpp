@@ -120,37 +120,6 @@ class GgufWeightSource final : public WeightSource {
   TensorStore& store_;
 };
 
-void load_gpt2(const ModelConfig& c, const GgufWeightSource& w, ModelWeights& out) {
-  const int64_t d = c.hidden_size, ff = c.intermediate_size;
-  out.token_embedding = w.matrix("token_embd.weight", c.vocab_size, d);
-  out.position_embedding = w.matrix("position_embd.weight", c.max_position_embeddings, d);
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string l = fmt::format("blk.{}.", i);
-    LayerWeights& layer = out.layers.emplace_back();
-    layer.attn_norm_weight = w.vector_f32(l + "attn_norm.weight", d);
-    layer.attn_norm_bias = w.vector_f32(l + "attn_norm.bias", d);
-    // attn_qkv is [3d, d]: its rows are q, k, v.
-    const Tensor qkv = w.matrix(l + "attn_qkv.weight", 3 * d, d);
-    const Tensor qkv_bias = w.vector_f32(l + "attn_qkv.bias", 3 * d);
-    layer.q = qkv.slice_rows(0, d);
-    layer.k = qkv.slice_rows(d, d);
-    layer.v = qkv.slice_rows(2 * d, d);
-    layer.q_bias = qkv_bias.slice_rows(0, d);
-    layer.k_bias = qkv_bias.slice_rows(d, d);
-    layer.v_bias = qkv_bias.slice_rows(2 * d, d);
-    layer.o = w.matrix(l + "attn_output.weight", d, d);
-    layer.o_bias = w.vector_f32(l + "attn_output.bias", d);
-    layer.mlp_norm_weight = w.vector_f32(l + "ffn_norm.weight", d);
-    layer.mlp_norm_bias = w.vector_f32(l + "ffn_norm.bias", d);
-    layer.up = w.matrix(l + "ffn_up.weight", ff, d);
-    layer.up_bias = w.vector_f32(l + "ffn_up.bias", ff);
-    layer.down = w.matrix(l + "ffn_down.weight", d, ff);
-    layer.down_bias = w.vector_f32(l + "ffn_down.bias", d);
-  }
-  out.final_norm_weight = w.vector_f32("output_norm.weight", d);
-  out.final_norm_bias = w.vector_f32("output_norm.bias", d);
-}
-
 }  // namespace
 
 ModelConfig gguf_model_config(const GgufFile& gguf) {
@@ -190,17 +159,9 @@ ModelConfig gguf_model_config(const GgufFile& gguf) {
 
 void load_gguf_weights(const ModelConfig& config, const GgufFile& gguf, ModelWeights& weights) {
   const GgufWeightSource source(gguf, weights.owned);
-  weights.layers.reserve(static_cast<size_t>(config.num_hidden_layers));
-  if (config.model_type == "gpt2") {
-    load_gpt2(config, source, weights);
-  } else {
-    load_llama_family(config, source, kGgufLlamaNames, weights);
-    if (source.has("rope_freqs.weight"))
-      weights.rope_freq_factors = source.vector_f32("rope_freqs.weight", config.head_dim / 2);
-  }
-  weights.lm_head = config.tie_word_embeddings
-                        ? weights.token_embedding
-                        : source.matrix("output.weight", config.vocab_size, config.hidden_size);
+  load_layout_weights(config, source, WeightFormat::Gguf, weights);
+  if (config.positions == PositionKind::Rotary && source.has("rope_freqs.weight"))
+    weights.rope_freq_factors = source.vector_f32("rope_freqs.weight", config.head_dim / 2);
 }
 
 }  // namespace tokenmill

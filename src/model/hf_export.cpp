@@ -7,7 +7,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "formats/safetensors_writer.h"
-#include "model/weight_source.h"
+#include "model/arch/tensor_layout.h"
 
 namespace tokenmill {
 
@@ -35,26 +35,31 @@ class Exporter {
 
   // A tensor as it is (matrix [rows, cols] or vector [n]).
   void same(const std::string& name, const Tensor& t) { add_converted_tensor(writer_, name, t, dtype_); }
-  // Row-blocks [parts[0]; parts[1]; ...] of [rows_p, cols] matrices, stored transposed as
-  // [cols, sum rows_p] (GPT-2's Conv1D layout, fused q|k|v), or a concatenated vector.
-  void conv1d(const std::string& name, std::vector<Tensor> parts) {
-    const int64_t cols = parts.front().rank == 1 ? 1 : parts.front().cols();
+  // Row-blocks [parts[0]; parts[1]; ...] of [rows_p, cols] matrices (a fused q|k|v), or
+  // concatenated vectors; with `transposed` a matrix is stored [cols, sum rows_p] (GPT-2's
+  // Conv1D layout).
+  void stacked(const std::string& name, std::vector<Tensor> parts, bool transposed) {
+    const bool vector = parts.front().rank == 1;
+    const int64_t cols = vector ? 1 : parts.front().cols();
     int64_t rows = 0;
     for (const Tensor& p : parts) rows += p.dim(0);
-    const bool vector = parts.front().rank == 1;
-    std::vector<int64_t> shape = vector ? std::vector<int64_t>{rows} : std::vector<int64_t>{cols, rows};
-    writer_.add(name, dtype_, shape, [parts, rows, cols, vector, dtype = dtype_](std::span<std::byte> out) {
-      // Output element (c, r) of [cols, rows] is row r (of the stacked parts), column c.
-      store(out, dtype, rows * cols, [&](int64_t i) {
-        const int64_t c = vector ? 0 : i / rows, r = vector ? i : i % rows;
-        int64_t base = 0;
-        for (const Tensor& p : parts) {
-          if (r < base + p.dim(0)) return at(p, (r - base) * cols + c);
-          base += p.dim(0);
-        }
-        return 0.0f;
-      });
-    });
+    transposed = transposed && !vector;
+    const std::vector<int64_t> shape = vector       ? std::vector<int64_t>{rows}
+                                       : transposed ? std::vector<int64_t>{cols, rows}
+                                                    : std::vector<int64_t>{rows, cols};
+    writer_.add(name, dtype_, shape,
+                [parts, rows, cols, transposed, dtype = dtype_](std::span<std::byte> out) {
+                  // Output element i is row r (of the stacked parts), column c.
+                  store(out, dtype, rows * cols, [&](int64_t i) {
+                    const int64_t c = transposed ? i / rows : i % cols, r = transposed ? i % rows : i / cols;
+                    int64_t base = 0;
+                    for (const Tensor& p : parts) {
+                      if (r < base + p.dim(0)) return at(p, (r - base) * cols + c);
+                      base += p.dim(0);
+                    }
+                    return 0.0f;
+                  });
+                });
   }
 
  private:
@@ -62,52 +67,45 @@ class Exporter {
   DType dtype_;
 };
 
-void add_llama_family(const ModelConfig& c, const ModelWeights& w, Exporter& e) {
-  const LlamaTensorNames& n = kHuggingFaceLlamaNames;
-  e.same(n.token_embedding, w.token_embedding);
+// Every tensor of `w` under the Hugging Face names of its family's layout.
+void add_weights(const ModelConfig& c, const ModelWeights& w, Exporter& e) {
+  const TensorLayout& layout = tensor_layout(c);
+  const std::string prefix(layout.hf_prefix);
+  const auto model = [&](ModuleName m, const char* suffix) { return prefix + std::string(m.hf) + suffix; };
+  const bool layer_norm = c.norm == NormKind::LayerNorm;
+  e.same(model(layout.token_embedding, ".weight"), w.token_embedding);
+  if (c.positions == PositionKind::Learned)
+    e.same(model(layout.position_embedding, ".weight"), w.position_embedding);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const LayerWeights& l = w.layers[static_cast<size_t>(i)];
-    const std::string p = fmt::format(fmt::runtime(n.layer_prefix), i);
-    const auto linear = [&](const std::string& name, const Tensor& weight, const Tensor& bias) {
-      e.same(p + name + ".weight", weight);
-      if (bias.data != nullptr) e.same(p + name + ".bias", bias);
+    const auto name = [&](ModuleName m, const char* suffix) {
+      return prefix + layer_module_name(layout, WeightFormat::HuggingFace, i, m) + suffix;
     };
-    e.same(p + n.attn_norm + ".weight", l.attn_norm_weight);
-    linear(n.q, l.q, l.q_bias);
-    linear(n.k, l.k, l.k_bias);
-    linear(n.v, l.v, l.v_bias);
-    linear(n.o, l.o, l.o_bias);
-    e.same(p + n.mlp_norm + ".weight", l.mlp_norm_weight);
-    linear(n.gate, l.gate, l.gate_bias);
-    linear(n.up, l.up, l.up_bias);
-    linear(n.down, l.down, l.down_bias);
+    const auto norm = [&](ModuleName m, const Tensor& weight, const Tensor& bias) {
+      e.same(name(m, ".weight"), weight);
+      if (layer_norm) e.same(name(m, ".bias"), bias);
+    };
+    const auto linear = [&](ModuleName m, std::vector<Tensor> weights, std::vector<Tensor> biases) {
+      e.stacked(name(m, ".weight"), std::move(weights), layout.hf_transposed_linears);
+      if (biases.front().data != nullptr) e.stacked(name(m, ".bias"), std::move(biases), false);
+    };
+    norm(layout.attn_norm, l.attn_norm_weight, l.attn_norm_bias);
+    if (layout.qkv.present()) {
+      linear(layout.qkv, {l.q, l.k, l.v}, {l.q_bias, l.k_bias, l.v_bias});
+    } else {
+      linear(layout.q, {l.q}, {l.q_bias});
+      linear(layout.k, {l.k}, {l.k_bias});
+      linear(layout.v, {l.v}, {l.v_bias});
+    }
+    linear(layout.o, {l.o}, {l.o_bias});
+    norm(layout.mlp_norm, l.mlp_norm_weight, l.mlp_norm_bias);
+    if (c.mlp == MlpKind::SwiGlu) linear(layout.gate, {l.gate}, {l.gate_bias});
+    linear(layout.up, {l.up}, {l.up_bias});
+    linear(layout.down, {l.down}, {l.down_bias});
   }
-  e.same(n.final_norm, w.final_norm_weight);
-  if (!c.tie_word_embeddings) e.same(n.lm_head, w.lm_head);
-}
-
-void add_gpt2(const ModelConfig& c, const ModelWeights& w, Exporter& e) {
-  e.same("transformer.wte.weight", w.token_embedding);
-  e.same("transformer.wpe.weight", w.position_embedding);
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const LayerWeights& l = w.layers[static_cast<size_t>(i)];
-    const std::string p = fmt::format("transformer.h.{}.", i);
-    e.same(p + "ln_1.weight", l.attn_norm_weight);
-    e.same(p + "ln_1.bias", l.attn_norm_bias);
-    e.conv1d(p + "attn.c_attn.weight", {l.q, l.k, l.v});
-    e.conv1d(p + "attn.c_attn.bias", {l.q_bias, l.k_bias, l.v_bias});
-    e.conv1d(p + "attn.c_proj.weight", {l.o});
-    e.same(p + "attn.c_proj.bias", l.o_bias);
-    e.same(p + "ln_2.weight", l.mlp_norm_weight);
-    e.same(p + "ln_2.bias", l.mlp_norm_bias);
-    e.conv1d(p + "mlp.c_fc.weight", {l.up});
-    e.same(p + "mlp.c_fc.bias", l.up_bias);
-    e.conv1d(p + "mlp.c_proj.weight", {l.down});
-    e.same(p + "mlp.c_proj.bias", l.down_bias);
-  }
-  e.same("transformer.ln_f.weight", w.final_norm_weight);
-  e.same("transformer.ln_f.bias", w.final_norm_bias);
-  if (!c.tie_word_embeddings) e.same("lm_head.weight", w.lm_head);
+  e.same(model(layout.final_norm, ".weight"), w.final_norm_weight);
+  if (layer_norm) e.same(model(layout.final_norm, ".bias"), w.final_norm_bias);
+  if (!c.tie_word_embeddings) e.same(std::string(layout.lm_head.hf) + ".weight", w.lm_head);
 }
 
 }  // namespace
@@ -137,11 +135,7 @@ void export_hf_model(const ModelConfig& config, nlohmann::json config_json, cons
   SafetensorsWriter writer;
   writer.set_metadata({{"format", "pt"}});
   Exporter exporter(writer, dtype);
-  if (config.model_type == "gpt2") {
-    add_gpt2(config, weights, exporter);
-  } else {
-    add_llama_family(config, weights, exporter);
-  }
+  add_weights(config, weights, exporter);
   writer.write(dir / "model.safetensors");
   // transformers 4 reads "torch_dtype", 5 reads "dtype": both say the weights' dtype.
   const char* dtype_key = dtype == DType::F32 ? "float32" : dtype == DType::BF16 ? "bfloat16" : "float16";

@@ -1,74 +1,87 @@
 #include "model/weight_source.h"
 
-#include <fmt/format.h>
-
 namespace tokenmill {
 
-const LlamaTensorNames kHuggingFaceLlamaNames = {
-    .token_embedding = "model.embed_tokens.weight",
-    .final_norm = "model.norm.weight",
-    .lm_head = "lm_head.weight",
-    .layer_prefix = "model.layers.{}.",
-    .attn_norm = "input_layernorm",
-    .q = "self_attn.q_proj",
-    .k = "self_attn.k_proj",
-    .v = "self_attn.v_proj",
-    .o = "self_attn.o_proj",
-    .mlp_norm = "post_attention_layernorm",
-    .gate = "mlp.gate_proj",
-    .up = "mlp.up_proj",
-    .down = "mlp.down_proj",
+namespace {
+
+// The names of one format, with the checkpoint's prefix.
+class Names {
+ public:
+  Names(const TensorLayout& layout, WeightFormat format, std::string prefix)
+      : layout_(layout), format_(format), prefix_(std::move(prefix)) {}
+
+  std::string model(ModuleName m, const char* suffix) const {
+    return prefix_ + std::string(m.in(format_)) + suffix;
+  }
+  std::string layer(int64_t i, ModuleName m, const char* suffix) const {
+    return prefix_ + layer_module_name(layout_, format_, i, m) + suffix;
+  }
+
+ private:
+  const TensorLayout& layout_;
+  WeightFormat format_;
+  std::string prefix_;
 };
 
-const LlamaTensorNames kGgufLlamaNames = {
-    .token_embedding = "token_embd.weight",
-    .final_norm = "output_norm.weight",
-    .lm_head = "output.weight",
-    .layer_prefix = "blk.{}.",
-    .attn_norm = "attn_norm",
-    .q = "attn_q",
-    .k = "attn_k",
-    .v = "attn_v",
-    .o = "attn_output",
-    .mlp_norm = "ffn_norm",
-    .gate = "ffn_gate",
-    .up = "ffn_up",
-    .down = "ffn_down",
-};
+}  // namespace
 
-void load_llama_family(const ModelConfig& c, const WeightSource& w, const LlamaTensorNames& names,
-                       ModelWeights& out) {
+void load_layout_weights(const ModelConfig& c, const WeightSource& w, WeightFormat format,
+                         ModelWeights& out) {
+  const TensorLayout& layout = tensor_layout(c);
+  const std::string hf_prefix(layout.hf_prefix);
+  const bool prefixed = format == WeightFormat::HuggingFace && !hf_prefix.empty() &&
+                        w.has(hf_prefix + std::string(layout.token_embedding.hf) + ".weight");
+  const Names names(layout, format, prefixed ? hf_prefix : "");
   const int64_t d = c.hidden_size, ff = c.intermediate_size;
   const int64_t q_width = c.num_attention_heads * c.head_dim;
   const int64_t kv_width = c.num_key_value_heads * c.head_dim;
-  out.token_embedding = w.matrix(names.token_embedding, c.vocab_size, d);
+  const bool layer_norm = c.norm == NormKind::LayerNorm;
+
+  out.token_embedding = w.matrix(names.model(layout.token_embedding, ".weight"), c.vocab_size, d);
+  if (c.positions == PositionKind::Learned)
+    out.position_embedding =
+        w.matrix(names.model(layout.position_embedding, ".weight"), c.max_position_embeddings, d);
+  out.layers.reserve(static_cast<size_t>(c.num_hidden_layers));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string l = fmt::format(fmt::runtime(names.layer_prefix), i);
-    const auto weight = [&](const std::string& name) { return l + name + ".weight"; };
-    const auto bias = [&](const std::string& name) { return l + name + ".bias"; };
-    LayerWeights& layer = out.layers.emplace_back();
-    layer.attn_norm_weight = w.vector_f32(weight(names.attn_norm), d);
-    layer.q = w.matrix(weight(names.q), q_width, d);
-    layer.k = w.matrix(weight(names.k), kv_width, d);
-    layer.v = w.matrix(weight(names.v), kv_width, d);
-    layer.o = w.matrix(weight(names.o), d, q_width);
-    if (c.attention_qkv_bias) {
-      layer.q_bias = w.vector_f32(bias(names.q), q_width);
-      layer.k_bias = w.vector_f32(bias(names.k), kv_width);
-      layer.v_bias = w.vector_f32(bias(names.v), kv_width);
+    LayerWeights& l = out.layers.emplace_back();
+    const auto norm = [&](ModuleName m, Tensor& weight, Tensor& bias) {
+      weight = w.vector_f32(names.layer(i, m, ".weight"), d);
+      if (layer_norm) bias = w.vector_f32(names.layer(i, m, ".bias"), d);
+    };
+    const auto linear = [&](ModuleName m, int64_t rows, int64_t cols, bool has_bias, Tensor& weight,
+                            Tensor& bias) {
+      weight = w.linear(names.layer(i, m, ".weight"), rows, cols);
+      if (has_bias) bias = w.vector_f32(names.layer(i, m, ".bias"), rows);
+    };
+    norm(layout.attn_norm, l.attn_norm_weight, l.attn_norm_bias);
+    if (layout.qkv.present()) {  // rows [q | k | v]
+      Tensor qkv, qkv_bias;
+      linear(layout.qkv, q_width + 2 * kv_width, d, c.attention_qkv_bias, qkv, qkv_bias);
+      l.q = qkv.slice_rows(0, q_width);
+      l.k = qkv.slice_rows(q_width, kv_width);
+      l.v = qkv.slice_rows(q_width + kv_width, kv_width);
+      if (c.attention_qkv_bias) {
+        l.q_bias = qkv_bias.slice_rows(0, q_width);
+        l.k_bias = qkv_bias.slice_rows(q_width, kv_width);
+        l.v_bias = qkv_bias.slice_rows(q_width + kv_width, kv_width);
+      }
+    } else {
+      linear(layout.q, q_width, d, c.attention_qkv_bias, l.q, l.q_bias);
+      linear(layout.k, kv_width, d, c.attention_qkv_bias, l.k, l.k_bias);
+      linear(layout.v, kv_width, d, c.attention_qkv_bias, l.v, l.v_bias);
     }
-    if (c.attention_out_bias) layer.o_bias = w.vector_f32(bias(names.o), d);
-    layer.mlp_norm_weight = w.vector_f32(weight(names.mlp_norm), d);
-    layer.gate = w.matrix(weight(names.gate), ff, d);
-    layer.up = w.matrix(weight(names.up), ff, d);
-    layer.down = w.matrix(weight(names.down), d, ff);
-    if (c.mlp_bias) {
-      layer.gate_bias = w.vector_f32(bias(names.gate), ff);
-      layer.up_bias = w.vector_f32(bias(names.up), ff);
-      layer.down_bias = w.vector_f32(bias(names.down), d);
-    }
+    linear(layout.o, d, q_width, c.attention_out_bias, l.o, l.o_bias);
+    norm(layout.mlp_norm, l.mlp_norm_weight, l.mlp_norm_bias);
+    if (c.mlp == MlpKind::SwiGlu) linear(layout.gate, ff, d, c.mlp_bias, l.gate, l.gate_bias);
+    linear(layout.up, ff, d, c.mlp_bias, l.up, l.up_bias);
+    linear(layout.down, d, ff, c.mlp_bias, l.down, l.down_bias);
   }
-  out.final_norm_weight = w.vector_f32(names.final_norm, d);
+  out.final_norm_weight = w.vector_f32(names.model(layout.final_norm, ".weight"), d);
+  if (layer_norm) out.final_norm_bias = w.vector_f32(names.model(layout.final_norm, ".bias"), d);
+  // lm_head carries no prefix in Hugging Face GPT-2 checkpoints.
+  out.lm_head = c.tie_word_embeddings
+                    ? out.token_embedding
+                    : w.matrix(std::string(layout.lm_head.in(format)) + ".weight", c.vocab_size, d);
 }
 
 }  // namespace tokenmill

@@ -1,12 +1,13 @@
 // WeightSource: a file format's tensors by name, as the weight mapping needs them, so one
-// mapping of the Llama family serves both safetensors (Hugging Face names) and GGUF
-// (llama.cpp names); only the names differ (LlamaTensorNames).
+// mapping per family layout (model/arch/tensor_layout.h) serves both safetensors (Hugging
+// Face names) and GGUF (llama.cpp names).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "core/tensor.h"
+#include "model/arch/tensor_layout.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -16,28 +17,22 @@ class WeightSource {
  public:
   virtual ~WeightSource() = default;
   virtual bool has(const std::string& name) const = 0;
-  // A [rows, cols] weight matrix, in place in the mapped file; Error naming the tensor if
-  // it is missing or has another shape.
+  // A [rows, cols] matrix stored as such (embeddings, lm_head, Linear weights), in place in
+  // the mapped file; Error naming the tensor if it is missing or has another shape.
   virtual Tensor matrix(const std::string& name, int64_t rows, int64_t cols) const = 0;
+  // A Linear weight [out, in] in the engine's layout; a format that stores it [in, out]
+  // (GPT-2's Hugging Face Conv1D) returns a transposed copy.
+  virtual Tensor linear(const std::string& name, int64_t out, int64_t in) const {
+    return matrix(name, out, in);
+  }
   // A [n] vector (norm weight, bias) converted to f32.
   virtual Tensor vector_f32(const std::string& name, int64_t n) const = 0;
 };
 
-// Where a format keeps each tensor of a Llama-family model. Per-layer names are
-// `layer_prefix` with {} replaced by the layer index, followed by the projection's name
-// and ".weight" / ".bias".
-struct LlamaTensorNames {
-  std::string token_embedding, final_norm, lm_head;  // full names
-  std::string layer_prefix;                          // "model.layers.{}." | "blk.{}."
-  std::string attn_norm, q, k, v, o, mlp_norm, gate, up, down;
-};
-
-extern const LlamaTensorNames kHuggingFaceLlamaNames;
-extern const LlamaTensorNames kGgufLlamaNames;
-
-// Llama, Mistral, Qwen2 (and SmolLM): RMSNorm, SwiGLU, GQA, optional biases per `config`.
-// Sets every field of `out` but lm_head.
-void load_llama_family(const ModelConfig& config, const WeightSource& source, const LlamaTensorNames& names,
-                       ModelWeights& out);
+// Maps every tensor of `config`'s family from `source`, whose names are `format`'s, onto
+// `out`, checking every shape against `config`; lm_head is the token embedding when tied.
+// A Hugging Face GPT-2 checkpoint may carry the "transformer." prefix or not.
+void load_layout_weights(const ModelConfig& config, const WeightSource& source, WeightFormat format,
+                         ModelWeights& out);
 
 }  // namespace tokenmill

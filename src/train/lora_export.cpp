@@ -1,7 +1,5 @@
 #include "train/lora_export.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <deque>
 #include <nlohmann/json.hpp>
@@ -9,8 +7,8 @@
 
 #include "core/error.h"
 #include "formats/safetensors_writer.h"
+#include "model/arch/tensor_layout.h"
 #include "model/hf_export.h"
-#include "model/weight_source.h"
 
 namespace tokenmill {
 
@@ -22,30 +20,42 @@ struct Module {
   Tensor a, b;
 };
 
-std::string llama_module(LoraTarget t) {
-  const LlamaTensorNames& n = kHuggingFaceLlamaNames;
+// The module of a (non-fused) LoRA target in the family's layout.
+ModuleName target_module(const TensorLayout& layout, LoraTarget t) {
   switch (t) {
-    case LoraTarget::Q: return n.q;
-    case LoraTarget::K: return n.k;
-    case LoraTarget::V: return n.v;
-    case LoraTarget::O: return n.o;
-    case LoraTarget::Gate: return n.gate;
-    case LoraTarget::Up: return n.up;
+    case LoraTarget::Q: return layout.q;
+    case LoraTarget::K: return layout.k;
+    case LoraTarget::V: return layout.v;
+    case LoraTarget::O: return layout.o;
+    case LoraTarget::Gate: return layout.gate;
+    case LoraTarget::Up: return layout.up;
     case LoraTarget::Down: break;
   }
-  return n.down;
+  return layout.down;
+}
+
+// A module's full Hugging Face name in layer `l`, and its target_modules entry: the last
+// dotted part ("q_proj", "c_fc"), or the name within the layer where that part is not unique
+// (GPT-2's "attn.c_proj" and "mlp.c_proj").
+std::pair<std::string, std::string> module_names(const TensorLayout& layout, int64_t l, ModuleName module) {
+  const auto last_part = [](std::string_view name) { return name.substr(name.rfind('.') + 1); };
+  const std::string_view last = last_part(module.hf);
+  int sharing = 0;
+  for (const TensorLayout::LayerModule& m : layout.layer_modules())
+    if (m.name.present() && last_part(m.name.hf) == last) ++sharing;
+  return {std::string(layout.hf_prefix) + layer_module_name(layout, WeightFormat::HuggingFace, l, module),
+          std::string(sharing > 1 ? module.hf : last)};
 }
 
 std::vector<Module> llama_modules(const ModelConfig& config, const LoraConfig& lora,
                                   const LoraWeights& adapter) {
+  const TensorLayout& layout = tensor_layout(config);
   std::vector<Module> modules;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l)
     for (const LoraTarget t : lora.targets) {
-      const std::string relative = llama_module(t);
-      const std::string target = relative.substr(relative.rfind('.') + 1);  // "q_proj"
       const LoraLinear& ad = adapter.at(l, t);
-      modules.push_back(
-          {fmt::format(fmt::runtime(kHuggingFaceLlamaNames.layer_prefix), l) + relative, target, ad.a, ad.b});
+      auto [name, target] = module_names(layout, l, target_module(layout, t));
+      modules.push_back({std::move(name), std::move(target), ad.a, ad.b});
     }
   return modules;
 }
@@ -60,9 +70,9 @@ std::vector<Module> gpt2_modules(const ModelConfig& config, const LoraConfig& lo
     if (lora.targets_layer(t)) qkv.push_back(t);
   fused_parts = static_cast<int64_t>(qkv.size());
   const int64_t r = lora.rank, hidden = config.hidden_size, m = fused_parts;
+  const TensorLayout& layout = tensor_layout(config);
   std::vector<Module> modules;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    const std::string p = fmt::format("transformer.h.{}.", l);
     if (m > 0) {
       std::vector<float>& a = fused.emplace_back(static_cast<size_t>(m * r * hidden), 0.0f);
       std::vector<float>& b = fused.emplace_back(static_cast<size_t>(3 * hidden * m * r), 0.0f);
@@ -73,17 +83,16 @@ std::vector<Module> gpt2_modules(const ModelConfig& config, const LoraConfig& lo
         for (int64_t row = 0; row < hidden; ++row)
           std::copy_n(ad.b.as<const float>() + row * r, r, b.data() + (part * hidden + row) * m * r + j * r);
       }
-      modules.push_back({p + "attn.c_attn", "c_attn", Tensor(a.data(), DType::F32, {m * r, hidden}),
+      auto [name, target] = module_names(layout, l, layout.qkv);
+      modules.push_back({std::move(name), std::move(target), Tensor(a.data(), DType::F32, {m * r, hidden}),
                          Tensor(b.data(), DType::F32, {3 * hidden, m * r})});
     }
-    const auto add = [&](LoraTarget t, const char* module) {
-      if (!lora.targets_layer(t)) return;
+    for (const LoraTarget t : {LoraTarget::O, LoraTarget::Up, LoraTarget::Down}) {
+      if (!lora.targets_layer(t)) continue;
       const LoraLinear& ad = adapter.at(l, t);
-      modules.push_back({p + module, module, ad.a, ad.b});
-    };
-    add(LoraTarget::O, "attn.c_proj");
-    add(LoraTarget::Up, "mlp.c_fc");
-    add(LoraTarget::Down, "mlp.c_proj");
+      auto [name, target] = module_names(layout, l, target_module(layout, t));
+      modules.push_back({std::move(name), std::move(target), ad.a, ad.b});
+    }
   }
   return modules;
 }

@@ -1,0 +1,14 @@
+// The tensor layouts of the families tokenmill runs, one file each (model/arch/<family>.cpp);
+// model/arch/tensor_layout.cpp picks one by model type.
+#pragma once
+
+#include "model/arch/tensor_layout.h"
+
+namespace tokenmill {
+
+// Llama, Mistral, Qwen2 (and SmolLM): RMSNorm, SwiGLU, GQA, biases per the config.
+extern const TensorLayout kLlamaLayout;
+// GPT-2: LayerNorm, learned positions, GELU MLP, fused Conv1D c_attn, biases everywhere.
+extern const TensorLayout kGpt2Layout;
+
+}  // namespace tokenmill

@@ -1,0 +1,69 @@
+// TensorLayout: where a family's checkpoints keep each tensor the engine reads, in both
+// formats (Hugging Face safetensors and GGUF), and how Hugging Face stores it. It is the one
+// table of a family's tensor names: loading (model/weight_source.h), `tokenmill export`
+// (model/hf_export.h) and `tokenmill convert` (convert/hf_to_gguf.h) all walk it.
+//
+// A module's tensors are its name + ".weight" and, where the config has a bias, ".bias".
+// Per-layer modules follow `layer` with {} replaced by the layer index.
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "model/model_config.h"
+
+namespace tokenmill {
+
+enum class WeightFormat : uint8_t { HuggingFace, Gguf };
+
+// A module's name in each format; empty in both when the family has no such module.
+struct ModuleName {
+  std::string_view hf, gguf;
+
+  std::string_view in(WeightFormat format) const { return format == WeightFormat::HuggingFace ? hf : gguf; }
+  bool present() const { return !hf.empty(); }
+};
+
+struct TensorLayout {
+  // Prefixed to every Hugging Face name but lm_head's: GPT-2's "transformer.", which Hub
+  // checkpoints carry or not (a loader accepts both; an export writes it).
+  std::string_view hf_prefix{};
+  ModuleName token_embedding{}, position_embedding{}, final_norm{}, lm_head{};
+  ModuleName layer{};
+  ModuleName attn_norm{}, o{}, mlp_norm{}, gate{}, up{}, down{};
+  // Either q, k and v, or one fused `qkv` whose rows are [q | k | v].
+  ModuleName q{}, k{}, v{}, qkv{};
+  // Hugging Face stores Linear weights [in, out] (GPT-2's Conv1D), the engine and GGUF
+  // [out, in].
+  bool hf_transposed_linears = false;
+
+  // A layer's modules in one order, each with whether it is a Linear (else a norm); the
+  // modules the family lacks are among them, not present().
+  struct LayerModule {
+    ModuleName name;
+    bool linear;
+  };
+  std::array<LayerModule, 10> layer_modules() const {
+    return {{{attn_norm, false},
+             {q, true},
+             {k, true},
+             {v, true},
+             {qkv, true},
+             {o, true},
+             {mlp_norm, false},
+             {gate, true},
+             {up, true},
+             {down, true}}};
+  }
+};
+
+// The layout of `config`'s family (config.model_type).
+const TensorLayout& tensor_layout(const ModelConfig& config);
+
+// The full name of per-layer module `module` of layer `layer` in `format`, without the
+// ".weight" / ".bias" suffix and without the Hugging Face prefix.
+std::string layer_module_name(const TensorLayout& layout, WeightFormat format, int64_t layer,
+                              ModuleName module);
+
+}  // namespace tokenmill
