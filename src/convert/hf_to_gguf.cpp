@@ -219,9 +219,8 @@ struct HfFiles {
 
 ModelSource hf_model_source(const std::filesystem::path& dir, const LogFn& log) {
   const ModelConfig config = load_model_config(dir);
-  const std::string arch = config.model_type == "qwen2"  ? "qwen2"
-                           : config.model_type == "gpt2" ? "gpt2"
-                                                         : "llama";
+  // llama.cpp's architecture: Mistral (and SmolLM) files are "llama".
+  const std::string arch = config.model_type == "mistral" ? "llama" : config.model_type;
   auto files = std::make_shared<HfFiles>(HfFiles{SafetensorsArchive::open(dir), {}});
   ModelSource source;
   GgufWriter& w = source.metadata;

@@ -2,7 +2,8 @@
 // writes, so llama.cpp (and tokenmill) load the result.
 //
 // Architectures: LlamaForCausalLM and MistralForCausalLM (GGUF architecture "llama"),
-// Qwen2ForCausalLM ("qwen2"), GPT2LMHeadModel ("gpt2").
+// Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3", with attn_q_norm / attn_k_norm),
+// GPT2LMHeadModel ("gpt2"). Tensor names come from the family's layout (model/arch/).
 //
 // Tensors get llama.cpp's names (token_embd, blk.N.attn_q, ..., output_norm, output; the
 // output is omitted when the embeddings are tied). For "llama" the q and k projections

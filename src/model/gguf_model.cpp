@@ -48,7 +48,7 @@ void put_rope_scaling(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json
   hf["rope_scaling"] = {{"rope_type", "linear"}, {"factor", *factor}};
 }
 
-// The Hugging Face config.json fields of a llama/qwen2 file.
+// The Hugging Face config.json fields of a llama/qwen2/qwen3 file.
 void put_llama_family(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json& hf) {
   hf["hidden_size"] = keys.integer("embedding_length");
   hf["intermediate_size"] = keys.integer("feed_forward_length");
@@ -126,15 +126,17 @@ ModelConfig gguf_model_config(const GgufFile& gguf) {
   const std::string arch = gguf.get_string("general.architecture");
   const GgufKeys keys(gguf, arch);
   nlohmann::json hf;
-  if (arch == "llama" || arch == "qwen2") {
-    hf["architectures"] = {arch == "llama" ? "LlamaForCausalLM" : "Qwen2ForCausalLM"};
+  if (arch == "llama" || arch == "qwen2" || arch == "qwen3") {
+    hf["architectures"] = {arch == "llama"   ? "LlamaForCausalLM"
+                           : arch == "qwen2" ? "Qwen2ForCausalLM"
+                                             : "Qwen3ForCausalLM"};
     put_llama_family(gguf, keys, hf);
   } else if (arch == "gpt2") {
     hf["architectures"] = {"GPT2LMHeadModel"};
     put_gpt2(gguf, keys, hf);
   } else {
-    fail("{}: general.architecture '{}' is not supported (supported: llama, qwen2, gpt2)", gguf.label(),
-         arch);
+    fail("{}: general.architecture '{}' is not supported (supported: llama, qwen2, qwen3, gpt2)",
+         gguf.label(), arch);
   }
   const auto vocab = keys.find_integer("vocab_size");
   const auto embedding_rows = tensor_rows(gguf, "token_embd.weight");

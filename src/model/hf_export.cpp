@@ -97,6 +97,10 @@ void add_weights(const ModelConfig& c, const ModelWeights& w, Exporter& e) {
       linear(layout.k, {l.k}, {l.k_bias});
       linear(layout.v, {l.v}, {l.v_bias});
     }
+    if (c.qk_norm) {
+      e.same(name(layout.q_norm, ".weight"), l.q_norm_weight);
+      e.same(name(layout.k_norm, ".weight"), l.k_norm_weight);
+    }
     linear(layout.o, {l.o}, {l.o_bias});
     norm(layout.mlp_norm, l.mlp_norm_weight, l.mlp_norm_bias);
     if (c.mlp == MlpKind::SwiGlu) linear(layout.gate, {l.gate}, {l.gate_bias});

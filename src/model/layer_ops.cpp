@@ -68,6 +68,13 @@ void attention_inputs(Backend& backend, const Model& model, const LayerWeights& 
                                        {&w.k, optional_tensor(w.k_bias), &k_rows},
                                        {&w.v, optional_tensor(w.v_bias), &v_rows}};
   backend.matmul_shared(h, qkv);
+  if (c.qk_norm) {  // per head, in place
+    const auto eps = static_cast<float>(c.norm_eps);
+    const Tensor q_heads = q.reshaped({n * c.num_attention_heads, c.head_dim});
+    const Tensor k_heads = k.reshaped({n * c.num_key_value_heads, c.head_dim});
+    backend.rms_norm(q_heads, w.q_norm_weight, eps, q_heads);
+    backend.rms_norm(k_heads, w.k_norm_weight, eps, k_heads);
+  }
   if (c.positions == PositionKind::Rotary) {
     backend.rope(q, positions, inv_freq, c.rope_layout);
     backend.rope(k, positions, inv_freq, c.rope_layout);

@@ -38,8 +38,9 @@ void embed_tokens(Backend& backend, const Model& model, std::span<const int32_t>
 // `delta` [n, hidden].
 
 // x += delta (the previous layer's MLP delta; none for the first layer), then h = norm_1(x);
-// q = h W_q (+b), k = h W_k (+b), v = h W_v (+b); with rotary positions q and k are rotated
-// at `positions`. q [n, heads, head_dim], k, v [n, kv_heads, head_dim].
+// q = h W_q (+b), k = h W_k (+b), v = h W_v (+b); with q/k norms (Qwen3) each head of q and
+// k is RMS-normalised; with rotary positions q and k are then rotated at `positions`. q [n, heads, head_dim],
+// k, v [n, kv_heads, head_dim].
 void attention_inputs(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x,
                       const Tensor* delta, const Tensor& h, const Tensor& q, const Tensor& k, const Tensor& v,
                       std::span<const int32_t> positions, const Tensor& inv_freq);

@@ -163,6 +163,11 @@ void parse_llama_family(const FieldReader& f, ModelConfig& c) {
     c.attention_qkv_bias = c.attention_out_bias = f.boolean_or("attention_bias", false);
     c.mlp_bias = f.boolean_or("mlp_bias", false);
   }
+  if (c.model_type == "qwen3") {
+    c.qk_norm = true;
+    if (f.boolean_or("use_sliding_window", false))
+      fail("{}: use_sliding_window=true is not supported", f.source());
+  }
   if (c.model_type == "mistral") c.sliding_window = f.integer_or("sliding_window", 0, 0, kMaxPositions);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
 }
@@ -185,15 +190,16 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
     c.model_type = "gpt2";
     parse_gpt2(f, c);
   } else if (c.architecture == "LlamaForCausalLM" || c.architecture == "MistralForCausalLM" ||
-             c.architecture == "Qwen2ForCausalLM") {
+             c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM") {
     c.model_type = c.architecture == "LlamaForCausalLM"     ? "llama"
                    : c.architecture == "MistralForCausalLM" ? "mistral"
-                                                            : "qwen2";
+                   : c.architecture == "Qwen2ForCausalLM"   ? "qwen2"
+                                                            : "qwen3";
     parse_llama_family(f, c);
   } else {
     fail(
         "{}: unsupported architecture '{}' (supported: GPT2LMHeadModel, LlamaForCausalLM, "
-        "MistralForCausalLM, Qwen2ForCausalLM)",
+        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
         source, c.architecture);
   }
 

@@ -2,8 +2,9 @@
 // Face `config.json` (field names mirror it) plus `generation_config.json`.
 //
 // The forward pass is driven entirely by this struct: which norm, which activation,
-// learned or rotary positions, GQA, biases, tied embeddings. Supported architectures:
-// GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM.
+// learned or rotary positions, GQA, biases, q/k norms, tied embeddings. Supported
+// architectures: GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+// Qwen3ForCausalLM.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +43,7 @@ struct GenerationDefaults {
 
 struct ModelConfig {
   std::string architecture;  // as in "architectures"[0], e.g. "LlamaForCausalLM"
-  std::string model_type;    // "gpt2", "llama", "mistral", "qwen2"
+  std::string model_type;    // "gpt2", "llama", "mistral", "qwen2", "qwen3"
 
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
@@ -68,6 +69,8 @@ struct ModelConfig {
   bool attention_qkv_bias = false;  // Qwen2, GPT-2, Llama's attention_bias
   bool attention_out_bias = false;  // GPT-2, Llama's attention_bias
   bool mlp_bias = false;            // GPT-2, Llama's mlp_bias
+  // Qwen3: RMSNorm (weight [head_dim], norm_eps) over each head of q and of k, before RoPE.
+  bool qk_norm = false;
   bool tie_word_embeddings = false;
 
   std::optional<int32_t> bos_token_id;

@@ -76,6 +76,10 @@ void TrainingPass::plan(Plan& p) {
     a.h1 = p.take({n, hidden});
     a.q = p.take({n, q_width});
     a.k = p.take({n, kv_width});
+    if (c.qk_norm) {
+      a.q_raw = p.take({n, q_width});
+      a.k_raw = p.take({n, kv_width});
+    }
     a.v = p.take({n, kv_width});
     a.attended = p.take({n, q_width});
     a.mid = p.take({n, hidden});
@@ -99,6 +103,11 @@ void TrainingPass::plan(Plan& p) {
   if (swiglu) db_ = p.take({n, ff});
   dact_ = p.take({n, ff});
   norm_sinks_ = p.take({2, hidden});
+  if (c.qk_norm) {
+    dq_raw_ = p.take({n, q_width});
+    dk_raw_ = p.take({n, kv_width});
+    head_norm_sink_ = p.take({c.head_dim});
+  }
   if (lora_.enabled()) {
     lora_scale_ = p.take({lora_.rank, lora_.rank});
     lora_t_ = p.take({n, lora_.rank});
@@ -160,9 +169,13 @@ void TrainingPass::forward_activations(const ModelWeights& w, int64_t layer) {
   const Tensor& x = residual_[static_cast<size_t>(layer)];
   // Attention: mid = x + o(attention(rope(q), rope(k), v)) of h1 = norm(x).
   apply_norm(backend_, config_, x, lw.attn_norm_weight, lw.attn_norm_bias, a.h1);
-  linear(a.h1, lw.q, lw.q_bias, a.q, layer, LoraTarget::Q);
-  linear(a.h1, lw.k, lw.k_bias, a.k, layer, LoraTarget::K);
+  linear(a.h1, lw.q, lw.q_bias, c.qk_norm ? a.q_raw : a.q, layer, LoraTarget::Q);
+  linear(a.h1, lw.k, lw.k_bias, c.qk_norm ? a.k_raw : a.k, layer, LoraTarget::K);
   linear(a.h1, lw.v, lw.v_bias, a.v, layer, LoraTarget::V);
+  if (c.qk_norm) {
+    head_norm(a.q_raw, lw.q_norm_weight, c.num_attention_heads, a.q);
+    head_norm(a.k_raw, lw.k_norm_weight, c.num_key_value_heads, a.k);
+  }
   const Tensor q = a.q.reshaped({n, c.num_attention_heads, c.head_dim});
   const Tensor k = a.k.reshaped({n, c.num_key_value_heads, c.head_dim});
   if (c.positions == PositionKind::Rotary) {
@@ -250,14 +263,30 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
     backend_.rope_backward(dk_.reshaped({n, c.num_key_value_heads, c.head_dim}), positions_, inv_freq_tensor_,
                            c.rope_layout);
   }
-  linear_backward(a.h1, lw.q, dq_.reshaped({n, q_width}), dh_, lg.q, lg.q_bias, layer, LoraTarget::Q);
-  linear_backward(a.h1, lw.k, dk_, dtmp_, lg.k, lg.k_bias, layer, LoraTarget::K);
+  if (c.qk_norm) {  // d(q, k before their norms), the norms' weight gradients accumulated
+    const auto eps = static_cast<float>(c.norm_eps);
+    const auto heads = [&](const Tensor& t, int64_t count) { return t.reshaped({n * count, c.head_dim}); };
+    backend_.rms_norm_backward(heads(a.q_raw, h), lw.q_norm_weight, eps, heads(dq_, h), heads(dq_raw_, h),
+                               head_norm_grad(lg.q_norm_weight), GradWrite::Overwrite);
+    backend_.rms_norm_backward(heads(a.k_raw, kvh), lw.k_norm_weight, eps, heads(dk_, kvh),
+                               heads(dk_raw_, kvh), head_norm_grad(lg.k_norm_weight), GradWrite::Overwrite);
+  }
+  const Tensor& dq = c.qk_norm ? dq_raw_ : dq_;
+  const Tensor& dk = c.qk_norm ? dk_raw_ : dk_;
+  linear_backward(a.h1, lw.q, dq.reshaped({n, q_width}), dh_, lg.q, lg.q_bias, layer, LoraTarget::Q);
+  linear_backward(a.h1, lw.k, dk, dtmp_, lg.k, lg.k_bias, layer, LoraTarget::K);
   backend_.add(dh_, dtmp_, dh_);
   linear_backward(a.h1, lw.v, dv_, dtmp_, lg.v, lg.v_bias, layer, LoraTarget::V);
   backend_.add(dh_, dtmp_, dh_);
   apply_norm_backward(backend_, config_, residual_[static_cast<size_t>(layer)], lw.attn_norm_weight, dh_, dx_,
                       norm_grad(lg.attn_norm_weight, 0), norm_grad(lg.attn_norm_bias, 1),
                       GradWrite::Accumulate);  // d(x)
+}
+
+void TrainingPass::head_norm(const Tensor& x, const Tensor& weight, int64_t heads, const Tensor& y) {
+  const Tensor x_heads = x.reshaped({rows_ * heads, config_.head_dim});
+  backend_.rms_norm(x_heads, weight, static_cast<float>(config_.norm_eps),
+                    y.reshaped({rows_ * heads, config_.head_dim}));
 }
 
 void TrainingPass::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,

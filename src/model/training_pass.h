@@ -25,14 +25,14 @@
 //   dB += dy^T u,  du = dy B,  dA += (s du)^T x,  dx += (s du) A.
 //
 // Activation memory (activation_bytes()). Kept (Activations::Kept): every layer's residual
-// input and its activations (h1, q, k, v after RoPE, attended, mid, h2, the MLP's a, b, act,
-// the LoRA u's): (L + 1) x rows x hidden + L x one layer's activations, plus the backward's
-// buffers (one layer's gradients, the logit chunk). Recomputed (Activations::Recomputed): the
-// forward keeps only the residual stream, (L + 1) x rows x hidden, and writes every layer's
-// activations into ONE layer's buffers; the backward of layer l first reruns l's forward
-// from its kept input into those buffers, up to the MLP's act (the down projection's output
-// is not differentiated through, only its LoRA u is recomputed), then differentiates it. So
-// (L - 1) x one layer's activations are saved, for about one more forward of every layer
+// input and its activations (h1, q, k, v after RoPE, with q/k norms also q and k before
+// their norm, attended, mid, h2, the MLP's a, b, act, the LoRA u's): (L + 1) x rows x hidden + L x one
+// layer's activations, plus the backward's buffers (one layer's gradients, the logit chunk). Recomputed
+// (Activations::Recomputed): the forward keeps only the residual stream, (L + 1) x rows x hidden, and writes
+// every layer's activations into ONE layer's buffers; the backward of layer l first reruns l's forward from
+// its kept input into those buffers, up to the MLP's act (the down projection's output is not differentiated
+// through, only its LoRA u is recomputed), then differentiates it. So (L - 1) x one layer's activations are
+// saved, for about one more forward of every layer
 // (+33% of the training flops: forward 1, backward 2, recomputation 1, less the down
 // projections). The ops and their inputs are the same, so the loss and every gradient are
 // bit-identical to Kept.
@@ -88,7 +88,8 @@ class TrainingPass {
  private:
   struct LayerActivations {
     Tensor h1, q, k, v, attended, mid, h2, a, b, act;  // b: SwiGLU's up projection
-    std::array<Tensor, kLoraTargetCount> lora_u;       // u = s (x A^T) [rows, rank] per target
+    Tensor q_raw, k_raw;  // q/k norms: the projections before the per-head norm (q, k after it)
+    std::array<Tensor, kLoraTargetCount> lora_u;  // u = s (x A^T) [rows, rank] per target
   };
   class Plan;
   void plan(Plan& p);
@@ -121,6 +122,10 @@ class TrainingPass {
   Tensor norm_grad(const Tensor& grad, int64_t which) const {
     return grad.data != nullptr ? grad : norm_sinks_.slice_rows(which, 1).reshaped({config_.hidden_size});
   }
+  // The same for a q/k norm's weight gradient [head_dim].
+  Tensor head_norm_grad(const Tensor& grad) const { return grad.data != nullptr ? grad : head_norm_sink_; }
+  // y (rows of `heads` heads) = the per-head RMSNorm of x with `weight` (q/k norms).
+  void head_norm(const Tensor& x, const Tensor& weight, int64_t heads, const Tensor& y);
   // Scores the final hidden states chunk by chunk; with grads, also writes dfinal and
   // accumulates the lm_head gradient.
   double score(const ModelWeights& w, const ModelWeights* grads, std::span<const int32_t> targets,
@@ -146,7 +151,9 @@ class TrainingPass {
   std::vector<LayerActivations> layers_;  // L of them, or 1 when Recomputed
   Tensor final_, logits_, losses_;
   Tensor dx_, dh_, dtmp_, dq_, dk_, dv_, dattended_, da_, db_, dact_;
+  Tensor dq_raw_, dk_raw_;                            // q/k norms: d(projections before the norm)
   Tensor norm_sinks_;                                 // [2, hidden]
+  Tensor head_norm_sink_;                             // [head_dim], q/k norms
   Tensor lora_scale_, lora_t_, lora_du_, lora_wide_;  // s I [rank, rank]; [rows, rank] x 2; [rows, widest]
 };
 

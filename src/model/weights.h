@@ -22,6 +22,7 @@ struct LayerWeights {
   Tensor attn_norm_weight, attn_norm_bias;  // bias: LayerNorm only
   Tensor q, k, v, o;
   Tensor q_bias, k_bias, v_bias, o_bias;
+  Tensor q_norm_weight, k_norm_weight;  // [head_dim], Qwen3's per-head norms (config.qk_norm)
   Tensor mlp_norm_weight, mlp_norm_bias;
   Tensor gate, gate_bias;  // SwiGLU only
   Tensor up, up_bias;      // GPT-2: c_fc
@@ -50,9 +51,26 @@ struct ModelWeights {
 // loaded. `Layer` is LayerWeights or const LayerWeights.
 template <typename Layer, typename Fn>
 void for_each_layer_tensor(Layer& l, Fn&& fn) {
-  for (auto* t : {&l.attn_norm_weight, &l.attn_norm_bias, &l.q, &l.k, &l.v, &l.o, &l.q_bias, &l.k_bias,
-                  &l.v_bias, &l.o_bias, &l.mlp_norm_weight, &l.mlp_norm_bias, &l.gate, &l.gate_bias, &l.up,
-                  &l.up_bias, &l.down, &l.down_bias})
+  for (auto* t : {&l.attn_norm_weight,
+                  &l.attn_norm_bias,
+                  &l.q,
+                  &l.k,
+                  &l.v,
+                  &l.o,
+                  &l.q_bias,
+                  &l.k_bias,
+                  &l.v_bias,
+                  &l.o_bias,
+                  &l.q_norm_weight,
+                  &l.k_norm_weight,
+                  &l.mlp_norm_weight,
+                  &l.mlp_norm_bias,
+                  &l.gate,
+                  &l.gate_bias,
+                  &l.up,
+                  &l.up_bias,
+                  &l.down,
+                  &l.down_bias})
     fn(*t);
 }
 

@@ -1,6 +1,7 @@
 // Hugging Face directory -> GGUF: llama.cpp's names, shapes and metadata, the llama q/k
 // permutation, GPT-2's transposes, and tokenizer metadata that tokenizes as the original.
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "core/json_file.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
+#include "model/model.h"
+#include "model/transformer.h"
 #include "support/expect_error.h"
 #include "support/temp_dir.h"
 #include "tokenizer/tokenizer.h"
@@ -134,6 +137,38 @@ TEST(GgufConvert, Qwen2KeepsRowOrderAndBiasesAndTiesOutput) {
   EXPECT_EQ(floats(f, "blk.0.attn_q.weight"), hf_floats("qwen2", "model.layers.0.self_attn.q_proj.weight"));
   EXPECT_EQ(floats(f, "blk.1.attn_k.bias"), hf_floats("qwen2", "model.layers.1.self_attn.k_proj.bias"));
   EXPECT_EQ(floats(f, "blk.1.attn_v.bias"), hf_floats("qwen2", "model.layers.1.self_attn.v_proj.bias"));
+}
+
+// Qwen3: llama.cpp's "qwen3" (NEOX rope, rows as in HF) with its per-head q/k norms; the
+// converted file computes transformers' logits.
+TEST(GgufConvert, Qwen3KeepsItsQueryAndKeyNormsAndComputesTransformersLogits) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "qwen3", DType::F32);
+  EXPECT_EQ(f.get_string("general.architecture"), "qwen3");
+  EXPECT_EQ(f.get_int("qwen3.attention.key_length"), 32);
+  EXPECT_EQ(f.find_tensor("blk.1.attn_k_norm.weight")->shape, (std::vector<int64_t>{32}));
+  EXPECT_EQ(floats(f, "blk.1.attn_q_norm.weight"),
+            hf_floats("qwen3", "model.layers.1.self_attn.q_norm.weight"));
+  EXPECT_EQ(floats(f, "blk.0.attn_q.weight"), hf_floats("qwen3", "model.layers.0.self_attn.q_proj.weight"));
+
+  const auto model = Model::load(dir.path() / "qwen3.gguf");
+  const auto backend = make_cpu_backend();
+  Transformer transformer(*model, *backend, 0, Transformer::kDefaultChunkTokens, DType::F32);
+  const auto expected = read_json_file(kHf / "qwen3" / "expected.json");
+  for (size_t p = 0; p < expected["prompts"].size(); ++p) {
+    const auto ids = expected["prompts"][p].get<std::vector<int32_t>>();
+    std::vector<float> logits(ids.size() * 256);
+    transformer.forward_all(ids, logits);
+    transformer.reset();
+    const auto theirs = expected["logits"][p].get<std::vector<std::vector<float>>>();
+    float largest = 0, worst = 0;
+    for (size_t t = 0; t < ids.size(); ++t)
+      for (size_t v = 0; v < 256; ++v) {
+        largest = std::max(largest, std::abs(theirs[t][v]));
+        worst = std::max(worst, std::abs(logits[t * 256 + v] - theirs[t][v]));
+      }
+    EXPECT_LE(worst, 1e-4f * largest) << "prompt " << p;
+  }
 }
 
 TEST(GgufConvert, Gpt2Conv1DWeightsAreTransposed) {

@@ -68,7 +68,8 @@ void expect_logits_close(const std::vector<float>& ours, const nlohmann::json& t
 using testing::DeviceCase;
 
 std::vector<DeviceCase> parity_cases() {
-  return testing::on_every_device({"gpt2", "llama", "llama_bf16", "mistral", "qwen2", "smollm_chat"});
+  return testing::on_every_device(
+      {"gpt2", "llama", "llama_bf16", "mistral", "qwen2", "qwen3", "smollm_chat"});
 }
 
 bool has_half_weights(const Model& model) {

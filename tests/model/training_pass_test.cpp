@@ -128,14 +128,15 @@ TEST_P(TrainingPassTest, RecomputedActivationsGiveTheSameBits) {
 }
 
 // One layer's activation buffers (training_pass.h): h1, mid, h2 [rows, hidden]; q and
-// attended [rows, heads x head_dim]; k, v [rows, kv_heads x head_dim]; a, act and SwiGLU's b
-// [rows, ff]; a LoRA u [rows, rank] per target.
+// attended [rows, heads x head_dim]; k, v [rows, kv_heads x head_dim]; with q/k norms q and k
+// again (before the norm); a, act and SwiGLU's b [rows, ff]; a LoRA u [rows, rank] per target.
 size_t layer_activation_bytes(const ModelConfig& c, int64_t rows, const LoraConfig& lora) {
   const auto f32 = [&](int64_t cols) {
     return Arena::footprint(static_cast<size_t>(rows * cols) * sizeof(float));
   };
   const int64_t q_width = c.num_attention_heads * c.head_dim, kv_width = c.num_key_value_heads * c.head_dim;
-  return 3 * f32(c.hidden_size) + 2 * f32(q_width) + 2 * f32(kv_width) +
+  const size_t head_norms = c.qk_norm ? f32(q_width) + f32(kv_width) : 0;
+  return 3 * f32(c.hidden_size) + 2 * f32(q_width) + 2 * f32(kv_width) + head_norms +
          (c.mlp == MlpKind::SwiGlu ? 3 : 2) * f32(c.intermediate_size) + lora.targets.size() * f32(lora.rank);
 }
 
@@ -154,7 +155,8 @@ TEST_P(TrainingPassTest, RecomputationKeepsOneLayersActivations) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, TrainingPassTest, ::testing::Values("llama", "gpt2", "qwen2"));
+INSTANTIATE_TEST_SUITE_P(Architectures, TrainingPassTest,
+                         ::testing::Values("llama", "gpt2", "qwen2", "qwen3"));
 
 TEST(TrainingPass, RefusesBadBatches) {
   const Fixture f = make_fixture("llama");

@@ -58,7 +58,8 @@ TEST_P(ExportRoundTrip, ReloadsWithTheSameLogits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, ExportRoundTrip, ::testing::Values("llama", "gpt2", "qwen2", "mistral"));
+INSTANTIATE_TEST_SUITE_P(Layouts, ExportRoundTrip,
+                         ::testing::Values("llama", "gpt2", "qwen2", "mistral", "qwen3"));
 
 TEST(ExportCommand, TrainedRunExportsAndGenerates) {
   const TempDir dir;

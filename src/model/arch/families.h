@@ -6,7 +6,8 @@
 
 namespace tokenmill {
 
-// Llama, Mistral, Qwen2 (and SmolLM): RMSNorm, SwiGLU, GQA, biases per the config.
+// Llama, Mistral, Qwen2, Qwen3 (and SmolLM): RMSNorm, SwiGLU, GQA, biases and Qwen3's
+// q/k norms per the config.
 extern const TensorLayout kLlamaLayout;
 // GPT-2: LayerNorm, learned positions, GELU MLP, fused Conv1D c_attn, biases everywhere.
 extern const TensorLayout kGpt2Layout;

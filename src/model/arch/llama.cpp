@@ -1,4 +1,4 @@
-// Llama, Mistral, Qwen2 (and SmolLM): the Hugging Face and llama.cpp tensor names.
+// Llama, Mistral, Qwen2, Qwen3 (and SmolLM): the Hugging Face and llama.cpp tensor names.
 #include "model/arch/families.h"
 
 namespace tokenmill {
@@ -17,6 +17,8 @@ const TensorLayout kLlamaLayout = {
     .q = {"self_attn.q_proj", "attn_q"},
     .k = {"self_attn.k_proj", "attn_k"},
     .v = {"self_attn.v_proj", "attn_v"},
+    .q_norm = {"self_attn.q_norm", "attn_q_norm"},
+    .k_norm = {"self_attn.k_norm", "attn_k_norm"},
 };
 
 }  // namespace tokenmill

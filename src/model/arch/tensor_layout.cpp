@@ -9,7 +9,8 @@ namespace tokenmill {
 
 const TensorLayout& tensor_layout(const ModelConfig& config) {
   if (config.model_type == "gpt2") return kGpt2Layout;
-  if (config.model_type == "llama" || config.model_type == "mistral" || config.model_type == "qwen2")
+  if (config.model_type == "llama" || config.model_type == "mistral" || config.model_type == "qwen2" ||
+      config.model_type == "qwen3")
     return kLlamaLayout;
   fail("no tensor layout for model type '{}'", config.model_type);
 }

@@ -34,6 +34,8 @@ struct TensorLayout {
   ModuleName attn_norm{}, o{}, mlp_norm{}, gate{}, up{}, down{};
   // Either q, k and v, or one fused `qkv` whose rows are [q | k | v].
   ModuleName q{}, k{}, v{}, qkv{};
+  // Per-head norms of q and k (config.qk_norm), weights [head_dim].
+  ModuleName q_norm{}, k_norm{};
   // Hugging Face stores Linear weights [in, out] (GPT-2's Conv1D), the engine and GGUF
   // [out, in].
   bool hf_transposed_linears = false;
@@ -44,12 +46,14 @@ struct TensorLayout {
     ModuleName name;
     bool linear;
   };
-  std::array<LayerModule, 10> layer_modules() const {
+  std::array<LayerModule, 12> layer_modules() const {
     return {{{attn_norm, false},
              {q, true},
              {k, true},
              {v, true},
              {qkv, true},
+             {q_norm, false},
+             {k_norm, false},
              {o, true},
              {mlp_norm, false},
              {gate, true},
