@@ -198,6 +198,7 @@ void set_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string&
   w.set_f32(key("attention.layer_norm_rms_epsilon"), static_cast<float>(c.norm_eps));
   w.set_f32(key("rope.freq_base"), static_cast<float>(c.rope_theta));
   u32("rope.dimension_count", c.head_dim);
+  if (arch == "phi3" && c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
   if (c.rope_scaling.rope_type == "linear") {
     w.set_string(key("rope.scaling.type"), "linear");
     w.set_f32(key("rope.scaling.factor"), static_cast<float>(c.rope_scaling.factor));

@@ -1,6 +1,7 @@
 #include "model/gguf_model.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -48,7 +49,7 @@ void put_rope_scaling(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json
   hf["rope_scaling"] = {{"rope_type", "linear"}, {"factor", *factor}};
 }
 
-// The Hugging Face config.json fields of a llama/qwen2/qwen3 file.
+// The Hugging Face config.json fields of a llama/qwen2/qwen3/phi3 file.
 void put_llama_family(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json& hf) {
   hf["hidden_size"] = keys.integer("embedding_length");
   hf["intermediate_size"] = keys.integer("feed_forward_length");
@@ -126,16 +127,21 @@ ModelConfig gguf_model_config(const GgufFile& gguf) {
   const std::string arch = gguf.get_string("general.architecture");
   const GgufKeys keys(gguf, arch);
   nlohmann::json hf;
-  if (arch == "llama" || arch == "qwen2" || arch == "qwen3") {
-    hf["architectures"] = {arch == "llama"   ? "LlamaForCausalLM"
-                           : arch == "qwen2" ? "Qwen2ForCausalLM"
-                                             : "Qwen3ForCausalLM"};
+  static const std::map<std::string, const char*> kLlamaFamily = {{"llama", "LlamaForCausalLM"},
+                                                                  {"qwen2", "Qwen2ForCausalLM"},
+                                                                  {"qwen3", "Qwen3ForCausalLM"},
+                                                                  {"phi3", "Phi3ForCausalLM"}};
+  if (const auto family = kLlamaFamily.find(arch); family != kLlamaFamily.end()) {
+    hf["architectures"] = {family->second};
     put_llama_family(gguf, keys, hf);
+    if (gguf.find_tensor("rope_factors_long.weight") != nullptr)
+      fail("{}: LongRoPE (rope_factors_long / rope_factors_short) is not supported", gguf.label());
+    if (auto window = keys.find_integer("attention.sliding_window")) hf["sliding_window"] = *window;
   } else if (arch == "gpt2") {
     hf["architectures"] = {"GPT2LMHeadModel"};
     put_gpt2(gguf, keys, hf);
   } else {
-    fail("{}: general.architecture '{}' is not supported (supported: llama, qwen2, qwen3, gpt2)",
+    fail("{}: general.architecture '{}' is not supported (supported: llama, qwen2, qwen3, phi3, gpt2)",
          gguf.label(), arch);
   }
   const auto vocab = keys.find_integer("vocab_size");

@@ -103,8 +103,12 @@ void add_weights(const ModelConfig& c, const ModelWeights& w, Exporter& e) {
     }
     linear(layout.o, {l.o}, {l.o_bias});
     norm(layout.mlp_norm, l.mlp_norm_weight, l.mlp_norm_bias);
-    if (c.mlp == MlpKind::SwiGlu) linear(layout.gate, {l.gate}, {l.gate_bias});
-    linear(layout.up, {l.up}, {l.up_bias});
+    if (layout.gate_up.present()) {
+      linear(layout.gate_up, {l.gate, l.up}, {l.gate_bias, l.up_bias});
+    } else {
+      if (c.mlp == MlpKind::SwiGlu) linear(layout.gate, {l.gate}, {l.gate_bias});
+      linear(layout.up, {l.up}, {l.up_bias});
+    }
     linear(layout.down, {l.down}, {l.down_bias});
   }
   e.same(model(layout.final_norm, ".weight"), w.final_norm_weight);

@@ -93,8 +93,17 @@ MlpKind parse_activation(const std::string& name, const std::string& source) {
 
 // rope_scaling (transformers < 5) or rope_parameters (transformers >= 5, which also moves
 // rope_theta inside it).
+void check_full_rotary(double partial_rotary_factor, const std::string& where) {
+  if (partial_rotary_factor != 1.0)
+    fail("{}: partial_rotary_factor {} (rotary embeddings over part of each head) is not supported", where,
+         partial_rotary_factor);
+}
+
 void parse_rope(const FieldReader& fields, ModelConfig& c) {
   c.rope_theta = fields.number_or("rope_theta", 10000.0, 1e-6, 1e12);
+  // Phi-4-mini's 4.x configs keep it at the top level, transformers 5 in rope_parameters.
+  const double partial = fields.number_or("partial_rotary_factor", 1.0, 0.0, 1.0);
+  check_full_rotary(partial, fields.source());
   const char* key = fields.has("rope_parameters") ? "rope_parameters"
                     : fields.has("rope_scaling")  ? "rope_scaling"
                                                   : nullptr;
@@ -103,6 +112,7 @@ void parse_rope(const FieldReader& fields, ModelConfig& c) {
   FieldReader rope(fields.raw(key), where);
   c.rope_theta = rope.number_or("rope_theta", c.rope_theta, 1e-6, 1e12);
   RopeScaling& s = c.rope_scaling;
+  check_full_rotary(rope.number_or("partial_rotary_factor", partial, 0.0, 1.0), where);
   s.rope_type = rope.string_or("rope_type", rope.string_or("type", "default"));
   if (s.rope_type == "default") return;
   s.factor = rope.number_or("factor", 1.0, 1e-6, 1e6);
@@ -168,7 +178,8 @@ void parse_llama_family(const FieldReader& f, ModelConfig& c) {
     if (f.boolean_or("use_sliding_window", false))
       fail("{}: use_sliding_window=true is not supported", f.source());
   }
-  if (c.model_type == "mistral") c.sliding_window = f.integer_or("sliding_window", 0, 0, kMaxPositions);
+  if (c.model_type == "mistral" || c.model_type == "phi3")
+    c.sliding_window = f.integer_or("sliding_window", 0, 0, kMaxPositions);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
 }
 
@@ -190,16 +201,18 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
     c.model_type = "gpt2";
     parse_gpt2(f, c);
   } else if (c.architecture == "LlamaForCausalLM" || c.architecture == "MistralForCausalLM" ||
-             c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM") {
+             c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM" ||
+             c.architecture == "Phi3ForCausalLM") {
     c.model_type = c.architecture == "LlamaForCausalLM"     ? "llama"
                    : c.architecture == "MistralForCausalLM" ? "mistral"
                    : c.architecture == "Qwen2ForCausalLM"   ? "qwen2"
-                                                            : "qwen3";
+                   : c.architecture == "Qwen3ForCausalLM"   ? "qwen3"
+                                                            : "phi3";
     parse_llama_family(f, c);
   } else {
     fail(
         "{}: unsupported architecture '{}' (supported: GPT2LMHeadModel, LlamaForCausalLM, "
-        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
+        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM)",
         source, c.architecture);
   }
 

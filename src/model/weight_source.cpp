@@ -76,8 +76,19 @@ void load_layout_weights(const ModelConfig& c, const WeightSource& w, WeightForm
     }
     linear(layout.o, d, q_width, c.attention_out_bias, l.o, l.o_bias);
     norm(layout.mlp_norm, l.mlp_norm_weight, l.mlp_norm_bias);
-    if (c.mlp == MlpKind::SwiGlu) linear(layout.gate, ff, d, c.mlp_bias, l.gate, l.gate_bias);
-    linear(layout.up, ff, d, c.mlp_bias, l.up, l.up_bias);
+    if (layout.gate_up.present()) {  // rows [gate | up]
+      Tensor gate_up, gate_up_bias;
+      linear(layout.gate_up, 2 * ff, d, c.mlp_bias, gate_up, gate_up_bias);
+      l.gate = gate_up.slice_rows(0, ff);
+      l.up = gate_up.slice_rows(ff, ff);
+      if (c.mlp_bias) {
+        l.gate_bias = gate_up_bias.slice_rows(0, ff);
+        l.up_bias = gate_up_bias.slice_rows(ff, ff);
+      }
+    } else {
+      if (c.mlp == MlpKind::SwiGlu) linear(layout.gate, ff, d, c.mlp_bias, l.gate, l.gate_bias);
+      linear(layout.up, ff, d, c.mlp_bias, l.up, l.up_bias);
+    }
     linear(layout.down, d, ff, c.mlp_bias, l.down, l.down_bias);
   }
   out.final_norm_weight = w.vector_f32(names.model(layout.final_norm, ".weight"), d);

@@ -102,6 +102,13 @@ std::vector<Module> gpt2_modules(const ModelConfig& config, const LoraConfig& lo
 void export_peft_adapter(const ModelConfig& config, const LoraConfig& lora, const LoraWeights& adapter,
                          const std::string& base_model, DType dtype, const std::filesystem::path& dir) {
   const bool gpt2 = config.model_type == "gpt2";
+  const TensorLayout& layout = tensor_layout(config);
+  if (!gpt2 && (layout.qkv.present() || layout.gate_up.present()))
+    fail(
+        "export: a PEFT adapter for {} (fused {} / {} projections) cannot be written yet; export the run "
+        "with "
+        "--lora merged",
+        config.architecture, layout.qkv.hf, layout.gate_up.hf);
   std::deque<std::vector<float>> fused;
   int64_t fused_parts = 0;
   const std::vector<Module> modules =

@@ -139,8 +139,31 @@ TEST(GgufConvert, Qwen2KeepsRowOrderAndBiasesAndTiesOutput) {
   EXPECT_EQ(floats(f, "blk.1.attn_v.bias"), hf_floats("qwen2", "model.layers.1.self_attn.v_proj.bias"));
 }
 
-// Qwen3: llama.cpp's "qwen3" (NEOX rope, rows as in HF) with its per-head q/k norms; the
-// converted file computes transformers' logits.
+// The GGUF file converted from fixture `name` (f32) computes transformers' logits of the
+// fixture's prompts, to 1e-4 of the largest logit.
+void expect_transformers_logits(const testing::TempDir& dir, const std::string& name) {
+  const auto model = Model::load(dir.path() / (name + ".gguf"));
+  const auto backend = make_cpu_backend();
+  Transformer transformer(*model, *backend, 0, Transformer::kDefaultChunkTokens, DType::F32);
+  const auto expected = read_json_file(kHf / name / "expected.json");
+  const auto vocab = static_cast<size_t>(model->config.vocab_size);
+  for (size_t p = 0; p < expected["prompts"].size(); ++p) {
+    const auto ids = expected["prompts"][p].get<std::vector<int32_t>>();
+    std::vector<float> logits(ids.size() * vocab);
+    transformer.forward_all(ids, logits);
+    transformer.reset();
+    const auto theirs = expected["logits"][p].get<std::vector<std::vector<float>>>();
+    float largest = 0, worst = 0;
+    for (size_t t = 0; t < ids.size(); ++t)
+      for (size_t v = 0; v < vocab; ++v) {
+        largest = std::max(largest, std::abs(theirs[t][v]));
+        worst = std::max(worst, std::abs(logits[t * vocab + v] - theirs[t][v]));
+      }
+    EXPECT_LE(worst, 1e-4f * largest) << name << " prompt " << p;
+  }
+}
+
+// Qwen3: llama.cpp's "qwen3" (NEOX rope, rows as in HF) with its per-head q/k norms.
 TEST(GgufConvert, Qwen3KeepsItsQueryAndKeyNormsAndComputesTransformersLogits) {
   const testing::TempDir dir;
   const GgufFile f = convert(dir, "qwen3", DType::F32);
@@ -150,25 +173,19 @@ TEST(GgufConvert, Qwen3KeepsItsQueryAndKeyNormsAndComputesTransformersLogits) {
   EXPECT_EQ(floats(f, "blk.1.attn_q_norm.weight"),
             hf_floats("qwen3", "model.layers.1.self_attn.q_norm.weight"));
   EXPECT_EQ(floats(f, "blk.0.attn_q.weight"), hf_floats("qwen3", "model.layers.0.self_attn.q_proj.weight"));
+  expect_transformers_logits(dir, "qwen3");
+}
 
-  const auto model = Model::load(dir.path() / "qwen3.gguf");
-  const auto backend = make_cpu_backend();
-  Transformer transformer(*model, *backend, 0, Transformer::kDefaultChunkTokens, DType::F32);
-  const auto expected = read_json_file(kHf / "qwen3" / "expected.json");
-  for (size_t p = 0; p < expected["prompts"].size(); ++p) {
-    const auto ids = expected["prompts"][p].get<std::vector<int32_t>>();
-    std::vector<float> logits(ids.size() * 256);
-    transformer.forward_all(ids, logits);
-    transformer.reset();
-    const auto theirs = expected["logits"][p].get<std::vector<std::vector<float>>>();
-    float largest = 0, worst = 0;
-    for (size_t t = 0; t < ids.size(); ++t)
-      for (size_t v = 0; v < 256; ++v) {
-        largest = std::max(largest, std::abs(theirs[t][v]));
-        worst = std::max(worst, std::abs(logits[t * 256 + v] - theirs[t][v]));
-      }
-    EXPECT_LE(worst, 1e-4f * largest) << "prompt " << p;
-  }
+// Phi-3: llama.cpp's "phi3" keeps both fused projections (qkv as attn_qkv, gate|up as ffn_up).
+TEST(GgufConvert, Phi3KeepsItsFusedProjectionsAndComputesTransformersLogits) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "phi3", DType::F32);
+  EXPECT_EQ(f.get_string("general.architecture"), "phi3");
+  EXPECT_EQ(f.find_tensor("blk.0.attn_qkv.weight")->shape, (std::vector<int64_t>{64, 64 + 2 * 32}));
+  EXPECT_EQ(f.find_tensor("blk.0.ffn_up.weight")->shape, (std::vector<int64_t>{64, 2 * 128}));
+  EXPECT_EQ(floats(f, "blk.1.ffn_up.weight"), hf_floats("phi3", "model.layers.1.mlp.gate_up_proj.weight"));
+  EXPECT_EQ(f.find_tensor("blk.0.ffn_gate.weight"), nullptr);
+  expect_transformers_logits(dir, "phi3");
 }
 
 TEST(GgufConvert, Gpt2Conv1DWeightsAreTransposed) {

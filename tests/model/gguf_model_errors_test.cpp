@@ -88,7 +88,8 @@ TEST(GgufModel, QuantizedMatricesStayInTheFile) {
 TEST(GgufModel, UnsupportedArchitecture) {
   GgufBuilder b;
   b.kv_string("general.architecture", "mamba");
-  expect_error([&] { load(b.build()); }, {"tiny.gguf", "'mamba' is not supported", "llama, qwen2, qwen3, gpt2"});
+  expect_error([&] { load(b.build()); },
+               {"tiny.gguf", "'mamba' is not supported", "llama, qwen2, qwen3, phi3, gpt2"});
 }
 
 TEST(GgufModel, MissingHyperParameter) {

@@ -139,7 +139,8 @@ TEST_P(LoraPassTest, RecomputedActivationsGiveTheSameAdapterGradients) {
   EXPECT_GT(testing::expect_bit_identical_gradients(*f.adapter, expected.grads), f.adapter->count() / 2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, LoraPassTest, ::testing::Values("llama", "gpt2", "qwen2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Architectures, LoraPassTest,
+                         ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3"));
 
 TEST(LoraPass, GradientsAccumulateAndOnlyTargetedLayersAreAdapted) {
   Fixture f = make_fixture("llama", "v,down");

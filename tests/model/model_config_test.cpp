@@ -83,6 +83,22 @@ TEST(ModelConfig, MistralSlidingWindowCapsContext) {
   EXPECT_EQ(parse_model_config(j, "cfg.json").context_length(), 128);
 }
 
+TEST(ModelConfig, Qwen3HasQueryAndKeyNormsAndPhi3ASlidingWindow) {
+  auto j = llama_config();
+  j["architectures"] = {"Qwen3ForCausalLM"};
+  j["head_dim"] = 32;
+  const ModelConfig qwen3 = parse_model_config(j, "cfg.json");
+  EXPECT_TRUE(qwen3.qk_norm);
+  EXPECT_EQ(qwen3.head_dim, 32);
+  EXPECT_FALSE(qwen3.attention_qkv_bias);
+  j.erase("head_dim");
+  j["architectures"] = {"Phi3ForCausalLM"};
+  j["sliding_window"] = 48;
+  const ModelConfig phi3 = parse_model_config(j, "cfg.json");
+  EXPECT_FALSE(phi3.qk_norm);
+  EXPECT_EQ(phi3.context_length(), 48);
+}
+
 TEST(ModelConfig, ReadsRopeScalingOldAndNewLayouts) {
   auto j = llama_config();
   j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
@@ -151,6 +167,18 @@ TEST(ModelConfig, RejectsEachDefectWithItsFieldName) {
   j = llama_config();
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
   EXPECT_THAT(error_of(j), HasSubstr("rope type 'yarn' is not supported"));
+
+  j = llama_config();
+  j["architectures"] = {"Phi3ForCausalLM"};
+  j["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {2.0}}};
+  EXPECT_THAT(error_of(j), HasSubstr("rope type 'longrope' is not supported"));
+
+  j = llama_config();
+  j["partial_rotary_factor"] = 0.75;  // Phi-4-mini, transformers 4.x layout
+  EXPECT_THAT(error_of(j), HasSubstr("partial_rotary_factor 0.75"));
+  j = llama_config();
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e4}, {"partial_rotary_factor", 0.5}};
+  EXPECT_THAT(error_of(j), HasSubstr("partial_rotary_factor 0.5"));
 
   j = llama_config();
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};

@@ -156,7 +156,7 @@ TEST_P(TrainingPassTest, RecomputationKeepsOneLayersActivations) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, TrainingPassTest,
-                         ::testing::Values("llama", "gpt2", "qwen2", "qwen3"));
+                         ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3"));
 
 TEST(TrainingPass, RefusesBadBatches) {
   const Fixture f = make_fixture("llama");

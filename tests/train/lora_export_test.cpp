@@ -20,6 +20,7 @@
 #include "model/lora.h"
 #include "model/model.h"
 #include "model/transformer.h"
+#include "support/expect_error.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 #include "train/lora_export.h"
@@ -121,6 +122,21 @@ TEST_P(PeftParity, ExportedAdapterIsPeftsAndMergedLogitsArePefts) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PeftParity, ::testing::Values("llama", "gpt2"));
+
+// PEFT names a fused projection's adapter by the fused module: not written yet for Phi-3,
+// refused before anything is written (the merged export works).
+TEST(LoraExport, AnAdapterOfFusedProjectionsIsRefusedBeforeWriting) {
+  const auto model = Model::load(std::string(TOKENMILL_FIXTURES_DIR) + "/hf/phi3");
+  const LoraConfig lora{4, 8.0, parse_lora_targets("q,v")};
+  const LoraParameters adapter(model->config, lora);
+  const testing::TempDir dir;
+  testing::expect_error(
+      [&] {
+        export_peft_adapter(model->config, lora, adapter.weights(), "base", DType::F32, dir.path() / "a");
+      },
+      {"Phi3ForCausalLM", "qkv_proj", "--lora merged"});
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "a"));
+}
 
 TEST(LoraExportCommand, ExportsALoraRunMergedAndAsAnAdapter) {
   const TempDir dir;

@@ -31,7 +31,10 @@ struct TensorLayout {
   std::string_view hf_prefix{};
   ModuleName token_embedding{}, position_embedding{}, final_norm{}, lm_head{};
   ModuleName layer{};
-  ModuleName attn_norm{}, o{}, mlp_norm{}, gate{}, up{}, down{};
+  ModuleName attn_norm{}, o{}, mlp_norm{};
+  // Either gate and up, or one fused `gate_up` whose rows are [gate | up] (Phi-3).
+  ModuleName gate{}, up{}, gate_up{};
+  ModuleName down{};
   // Either q, k and v, or one fused `qkv` whose rows are [q | k | v].
   ModuleName q{}, k{}, v{}, qkv{};
   // Per-head norms of q and k (config.qk_norm), weights [head_dim].
@@ -46,7 +49,7 @@ struct TensorLayout {
     ModuleName name;
     bool linear;
   };
-  std::array<LayerModule, 12> layer_modules() const {
+  std::array<LayerModule, 13> layer_modules() const {
     return {{{attn_norm, false},
              {q, true},
              {k, true},
@@ -58,6 +61,7 @@ struct TensorLayout {
              {mlp_norm, false},
              {gate, true},
              {up, true},
+             {gate_up, true},
              {down, true}}};
   }
 };
