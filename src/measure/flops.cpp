@@ -36,7 +36,7 @@ int64_t parameter_count(const ModelConfig& c) {
   const int64_t embedding = c.vocab_size * c.hidden_size;
   const int64_t positions =
       c.positions == PositionKind::Learned ? c.max_position_embeddings * c.hidden_size : 0;
-  const int64_t head_norms = c.qk_norm ? 2 * c.head_dim : 0;
+  const int64_t head_norms = c.q_norm_width() + c.k_norm_width();
   const int64_t layer =
       layer_matmul_parameters(c) + layer_bias_parameters(c) + 2 * norm_parameters(c) + head_norms;
   const int64_t lm_head = c.tie_word_embeddings ? 0 : embedding;

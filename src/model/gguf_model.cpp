@@ -49,7 +49,7 @@ void put_rope_scaling(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json
   hf["rope_scaling"] = {{"rope_type", "linear"}, {"factor", *factor}};
 }
 
-// The Hugging Face config.json fields of a llama/qwen2/qwen3/phi3 file.
+// The Hugging Face config.json fields of a llama/qwen2/qwen3/phi3/olmo2 file.
 void put_llama_family(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json& hf) {
   hf["hidden_size"] = keys.integer("embedding_length");
   hf["intermediate_size"] = keys.integer("feed_forward_length");
@@ -130,7 +130,8 @@ ModelConfig gguf_model_config(const GgufFile& gguf) {
   static const std::map<std::string, const char*> kLlamaFamily = {{"llama", "LlamaForCausalLM"},
                                                                   {"qwen2", "Qwen2ForCausalLM"},
                                                                   {"qwen3", "Qwen3ForCausalLM"},
-                                                                  {"phi3", "Phi3ForCausalLM"}};
+                                                                  {"phi3", "Phi3ForCausalLM"},
+                                                                  {"olmo2", "Olmo2ForCausalLM"}};
   if (const auto family = kLlamaFamily.find(arch); family != kLlamaFamily.end()) {
     hf["architectures"] = {family->second};
     put_llama_family(gguf, keys, hf);
@@ -141,7 +142,7 @@ ModelConfig gguf_model_config(const GgufFile& gguf) {
     hf["architectures"] = {"GPT2LMHeadModel"};
     put_gpt2(gguf, keys, hf);
   } else {
-    fail("{}: general.architecture '{}' is not supported (supported: llama, qwen2, qwen3, phi3, gpt2)",
+    fail("{}: general.architecture '{}' is not supported (supported: llama, qwen2, qwen3, phi3, olmo2, gpt2)",
          gguf.label(), arch);
   }
   const auto vocab = keys.find_integer("vocab_size");

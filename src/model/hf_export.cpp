@@ -97,7 +97,7 @@ void add_weights(const ModelConfig& c, const ModelWeights& w, Exporter& e) {
       linear(layout.k, {l.k}, {l.k_bias});
       linear(layout.v, {l.v}, {l.v_bias});
     }
-    if (c.qk_norm) {
+    if (c.qk_norm != QkNorm::None) {
       e.same(name(layout.q_norm, ".weight"), l.q_norm_weight);
       e.same(name(layout.k_norm, ".weight"), l.k_norm_weight);
     }

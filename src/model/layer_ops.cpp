@@ -42,6 +42,26 @@ StepBuffers StepBuffers::allocate(Arena& arena, const Model& model, int64_t rows
   return b;
 }
 
+namespace {
+
+// x += delta (when given); returns the block's input: norm(x), written to h, or with
+// post-norms x itself (the block's output is normalised instead).
+const Tensor& block_input(Backend& backend, const ModelConfig& c, const Tensor& x, const Tensor* delta,
+                          const Tensor& weight, const Tensor& bias, const Tensor& h) {
+  if (c.post_norms) {
+    if (delta != nullptr) backend.add(x, *delta, x);
+    return x;
+  }
+  if (delta != nullptr) {
+    apply_add_norm(backend, c, x, *delta, x, weight, bias, h);
+  } else {
+    apply_norm(backend, c, x, weight, bias, h);
+  }
+  return h;
+}
+
+}  // namespace
+
 void embed_tokens(Backend& backend, const Model& model, std::span<const int32_t> ids,
                   std::span<const int32_t> positions, const Tensor& x, const Tensor& scratch) {
   backend.embedding(model.weights.token_embedding, ids, x);
@@ -57,23 +77,19 @@ void attention_inputs(Backend& backend, const Model& model, const LayerWeights& 
   const ModelConfig& c = model.config;
   const int64_t n = x.rows();
   const int64_t kv_width = c.num_key_value_heads * c.head_dim;
-  if (delta != nullptr) {
-    apply_add_norm(backend, c, x, *delta, x, w.attn_norm_weight, w.attn_norm_bias, h);
-  } else {
-    apply_norm(backend, c, x, w.attn_norm_weight, w.attn_norm_bias, h);
-  }
+  const Tensor& input = block_input(backend, c, x, delta, w.attn_norm_weight, w.attn_norm_bias, h);
   const Tensor q_rows = q.reshaped({n, c.num_attention_heads * c.head_dim});
   const Tensor k_rows = k.reshaped({n, kv_width}), v_rows = v.reshaped({n, kv_width});
   const Backend::MatmulTarget qkv[] = {{&w.q, optional_tensor(w.q_bias), &q_rows},
                                        {&w.k, optional_tensor(w.k_bias), &k_rows},
                                        {&w.v, optional_tensor(w.v_bias), &v_rows}};
-  backend.matmul_shared(h, qkv);
-  if (c.qk_norm) {  // per head, in place
+  backend.matmul_shared(input, qkv);
+  if (c.qk_norm != QkNorm::None) {  // in place, over rows of q_norm_width() / k_norm_width()
     const auto eps = static_cast<float>(c.norm_eps);
-    const Tensor q_heads = q.reshaped({n * c.num_attention_heads, c.head_dim});
-    const Tensor k_heads = k.reshaped({n * c.num_key_value_heads, c.head_dim});
-    backend.rms_norm(q_heads, w.q_norm_weight, eps, q_heads);
-    backend.rms_norm(k_heads, w.k_norm_weight, eps, k_heads);
+    const Tensor q_parts = q.reshaped({q.numel() / c.q_norm_width(), c.q_norm_width()});
+    const Tensor k_parts = k.reshaped({k.numel() / c.k_norm_width(), c.k_norm_width()});
+    backend.rms_norm(q_parts, w.q_norm_weight, eps, q_parts);
+    backend.rms_norm(k_parts, w.k_norm_weight, eps, k_parts);
   }
   if (c.positions == PositionKind::Rotary) {
     backend.rope(q, positions, inv_freq, c.rope_layout);
@@ -81,24 +97,28 @@ void attention_inputs(Backend& backend, const Model& model, const LayerWeights& 
   }
 }
 
-void attention_delta(Backend& backend, const LayerWeights& w, const Tensor& attended, const Tensor& delta) {
+void attention_delta(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& attended,
+                     const Tensor& delta) {
   backend.matmul(attended, w.o, optional_tensor(w.o_bias), delta);
+  if (model.config.post_norms)
+    apply_norm(backend, model.config, delta, w.attn_norm_weight, w.attn_norm_bias, delta);
 }
 
 void mlp_delta(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x, const Tensor& h,
                const Tensor& a, const Tensor& b, const Tensor& delta) {
   const ModelConfig& c = model.config;
-  apply_add_norm(backend, c, x, delta, x, w.mlp_norm_weight, w.mlp_norm_bias, h);
+  const Tensor& input = block_input(backend, c, x, &delta, w.mlp_norm_weight, w.mlp_norm_bias, h);
   if (c.mlp == MlpKind::SwiGlu) {
     const Backend::MatmulTarget gate_up[] = {{&w.gate, optional_tensor(w.gate_bias), &a},
                                              {&w.up, optional_tensor(w.up_bias), &b}};
-    backend.matmul_shared(h, gate_up);
+    backend.matmul_shared(input, gate_up);
     backend.swiglu(a, b, a);
   } else {
-    backend.matmul(h, w.up, optional_tensor(w.up_bias), a);
+    backend.matmul(input, w.up, optional_tensor(w.up_bias), a);
     backend.gelu(a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, a);
   }
   backend.matmul(a, w.down, optional_tensor(w.down_bias), delta);
+  if (c.post_norms) apply_norm(backend, c, delta, w.mlp_norm_weight, w.mlp_norm_bias, delta);
 }
 
 void add_final_norm(Backend& backend, const Model& model, const Tensor& x, const Tensor& delta,

@@ -37,18 +37,22 @@ void embed_tokens(Backend& backend, const Model& model, std::span<const int32_t>
 // layer's by the caller, on the rows it needs (add_final_norm). Until then it waits in
 // `delta` [n, hidden].
 
-// x += delta (the previous layer's MLP delta; none for the first layer), then h = norm_1(x);
-// q = h W_q (+b), k = h W_k (+b), v = h W_v (+b); with q/k norms (Qwen3) each head of q and
-// k is RMS-normalised; with rotary positions q and k are then rotated at `positions`. q [n, heads, head_dim],
-// k, v [n, kv_heads, head_dim].
+// x += delta (the previous layer's MLP delta; none for the first layer), then h = norm_1(x)
+// (with post-norms h is x itself, and the `h` buffer is not written);
+// q = h W_q (+b), k = h W_k (+b), v = h W_v (+b); with q/k norms q and k are RMS-normalised
+// (per head, or whole); with rotary positions q and k are then rotated at `positions`. q [n, heads,
+// head_dim], k, v [n, kv_heads, head_dim].
 void attention_inputs(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x,
                       const Tensor* delta, const Tensor& h, const Tensor& q, const Tensor& k, const Tensor& v,
                       std::span<const int32_t> positions, const Tensor& inv_freq);
 
-// delta = attended W_o (+b), the attention's delta.  attended [n, heads * head_dim].
-void attention_delta(Backend& backend, const LayerWeights& w, const Tensor& attended, const Tensor& delta);
+// delta = attended W_o (+b), the attention's delta (post-norms: then norm_1(delta)).
+// attended [n, heads * head_dim].
+void attention_delta(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& attended,
+                     const Tensor& delta);
 
-// x += delta (the attention's); then delta = MLP(norm_2(x)), the layer's MLP delta: SwiGLU
+// x += delta (the attention's); then delta = MLP(norm_2(x)) (post-norms: norm_2(MLP(x))),
+// the layer's MLP delta: SwiGLU
 // (silu(h W_gate) * h W_up) W_down, or GELU (gelu(h W_up + b) W_down + b).
 // Scratch: h [n, hidden], a, b [n, intermediate].
 void mlp_delta(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x, const Tensor& h,

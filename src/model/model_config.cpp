@@ -173,8 +173,12 @@ void parse_llama_family(const FieldReader& f, ModelConfig& c) {
     c.attention_qkv_bias = c.attention_out_bias = f.boolean_or("attention_bias", false);
     c.mlp_bias = f.boolean_or("mlp_bias", false);
   }
+  if (c.model_type == "olmo2") {
+    c.qk_norm = QkNorm::Whole;
+    c.post_norms = true;
+  }
   if (c.model_type == "qwen3") {
-    c.qk_norm = true;
+    c.qk_norm = QkNorm::PerHead;
     if (f.boolean_or("use_sliding_window", false))
       fail("{}: use_sliding_window=true is not supported", f.source());
   }
@@ -202,17 +206,18 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
     parse_gpt2(f, c);
   } else if (c.architecture == "LlamaForCausalLM" || c.architecture == "MistralForCausalLM" ||
              c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM" ||
-             c.architecture == "Phi3ForCausalLM") {
+             c.architecture == "Phi3ForCausalLM" || c.architecture == "Olmo2ForCausalLM") {
     c.model_type = c.architecture == "LlamaForCausalLM"     ? "llama"
                    : c.architecture == "MistralForCausalLM" ? "mistral"
                    : c.architecture == "Qwen2ForCausalLM"   ? "qwen2"
                    : c.architecture == "Qwen3ForCausalLM"   ? "qwen3"
-                                                            : "phi3";
+                   : c.architecture == "Phi3ForCausalLM"    ? "phi3"
+                                                            : "olmo2";
     parse_llama_family(f, c);
   } else {
     fail(
         "{}: unsupported architecture '{}' (supported: GPT2LMHeadModel, LlamaForCausalLM, "
-        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM)",
+        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Olmo2ForCausalLM)",
         source, c.architecture);
   }
 

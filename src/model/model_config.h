@@ -2,9 +2,9 @@
 // Face `config.json` (field names mirror it) plus `generation_config.json`.
 //
 // The forward pass is driven entirely by this struct: which norm, which activation,
-// learned or rotary positions, GQA, biases, q/k norms, tied embeddings. Supported
-// architectures: GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
-// Qwen3ForCausalLM.
+// learned or rotary positions, GQA, biases, q/k norms, pre- or post-norms, tied embeddings.
+// Supported architectures: GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM,
+// Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Olmo2ForCausalLM.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +22,7 @@ namespace tokenmill {
 enum class NormKind : uint8_t { LayerNorm, RmsNorm };
 enum class MlpKind : uint8_t { GeluTanh, GeluErf, SwiGlu };
 enum class PositionKind : uint8_t { Learned, Rotary };
+enum class QkNorm : uint8_t { None, PerHead, Whole };
 
 struct RopeScaling {
   std::string rope_type = "default";  // default | linear | llama3
@@ -43,7 +44,7 @@ struct GenerationDefaults {
 
 struct ModelConfig {
   std::string architecture;  // as in "architectures"[0], e.g. "LlamaForCausalLM"
-  std::string model_type;    // "gpt2", "llama", "mistral", "qwen2", "qwen3"
+  std::string model_type;    // "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2"
 
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
@@ -69,8 +70,12 @@ struct ModelConfig {
   bool attention_qkv_bias = false;  // Qwen2, GPT-2, Llama's attention_bias
   bool attention_out_bias = false;  // GPT-2, Llama's attention_bias
   bool mlp_bias = false;            // GPT-2, Llama's mlp_bias
-  // Qwen3: RMSNorm (weight [head_dim], norm_eps) over each head of q and of k, before RoPE.
-  bool qk_norm = false;
+  // RMSNorm (norm_eps) of q and of k before RoPE: Qwen3 over each head (weights [head_dim]),
+  // OLMo 2 over the whole projection (weights [heads * head_dim], [kv_heads * head_dim]).
+  QkNorm qk_norm = QkNorm::None;
+  // OLMo 2: no norm before attention and MLP; each one's output is RMS-normalised (the
+  // layer's attn_norm / mlp_norm weights) before the residual add.
+  bool post_norms = false;
   bool tie_word_embeddings = false;
 
   std::optional<int32_t> bos_token_id;
@@ -80,6 +85,17 @@ struct ModelConfig {
   // Longest sequence the engine will run: max_position_embeddings, capped by the sliding
   // window (within the window, sliding attention equals full attention).
   int64_t context_length() const;
+  // The widths q_norm and k_norm normalise (and their weights' sizes); 0 without q/k norms.
+  int64_t q_norm_width() const {
+    return qk_norm == QkNorm::None      ? 0
+           : qk_norm == QkNorm::PerHead ? head_dim
+                                        : num_attention_heads * head_dim;
+  }
+  int64_t k_norm_width() const {
+    return qk_norm == QkNorm::None      ? 0
+           : qk_norm == QkNorm::PerHead ? head_dim
+                                        : num_key_value_heads * head_dim;
+  }
   // Floats of K and V cached per token over all layers.
   int64_t kv_floats_per_token() const { return 2 * num_hidden_layers * num_key_value_heads * head_dim; }
 };

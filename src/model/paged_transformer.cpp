@@ -134,7 +134,7 @@ void PagedTransformer::attention_block(int64_t layer, int64_t rows) {
   const Tensor a = buffers_.attended.slice_rows(0, rows).reshaped({rows, c.num_attention_heads, c.head_dim});
   const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   backend_.paged_attention(q, keys_[l], values_[l], sequences_, scale, a);
-  attention_delta(backend_, w, buffers_.attended.slice_rows(0, rows), delta);
+  attention_delta(backend_, model_, w, buffers_.attended.slice_rows(0, rows), delta);
 }
 
 }  // namespace tokenmill

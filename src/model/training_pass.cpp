@@ -73,17 +73,22 @@ void TrainingPass::plan(Plan& p) {
   for (int64_t l = 0; l <= c.num_hidden_layers; ++l) residual_.push_back(p.take({n, hidden}));
   layers_.assign(recompute_ ? 1 : static_cast<size_t>(c.num_hidden_layers), {});
   for (LayerActivations& a : layers_) {
-    a.h1 = p.take({n, hidden});
+    if (!c.post_norms) a.h1 = p.take({n, hidden});
     a.q = p.take({n, q_width});
     a.k = p.take({n, kv_width});
-    if (c.qk_norm) {
+    if (c.qk_norm != QkNorm::None) {
       a.q_raw = p.take({n, q_width});
       a.k_raw = p.take({n, kv_width});
     }
     a.v = p.take({n, kv_width});
     a.attended = p.take({n, q_width});
     a.mid = p.take({n, hidden});
-    a.h2 = p.take({n, hidden});
+    if (c.post_norms) {
+      a.o_raw = p.take({n, hidden});
+      a.down_raw = p.take({n, hidden});
+    } else {
+      a.h2 = p.take({n, hidden});
+    }
     a.a = p.take({n, ff});
     if (swiglu) a.b = p.take({n, ff});
     a.act = p.take({n, ff});
@@ -103,10 +108,10 @@ void TrainingPass::plan(Plan& p) {
   if (swiglu) db_ = p.take({n, ff});
   dact_ = p.take({n, ff});
   norm_sinks_ = p.take({2, hidden});
-  if (c.qk_norm) {
+  if (c.qk_norm != QkNorm::None) {
     dq_raw_ = p.take({n, q_width});
     dk_raw_ = p.take({n, kv_width});
-    head_norm_sink_ = p.take({c.head_dim});
+    qk_norm_sink_ = p.take({std::max(c.q_norm_width(), c.k_norm_width())});
   }
   if (lora_.enabled()) {
     lora_scale_ = p.take({lora_.rank, lora_.rank});
@@ -153,7 +158,12 @@ void TrainingPass::forward(const ModelWeights& w, std::span<const int32_t> input
   for (int64_t l = 0; l <= last; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     forward_activations(w, l);
-    linear(acts(l).act, lw.down, lw.down_bias, dtmp_, l, LoraTarget::Down);
+    if (c.post_norms) {
+      linear(acts(l).act, lw.down, lw.down_bias, acts(l).down_raw, l, LoraTarget::Down);
+      apply_norm(backend_, c, acts(l).down_raw, lw.mlp_norm_weight, lw.mlp_norm_bias, dtmp_);
+    } else {
+      linear(acts(l).act, lw.down, lw.down_bias, dtmp_, l, LoraTarget::Down);
+    }
     // The next layer's input; the last layer's is added by the fused final norm below.
     if (l < last) backend_.add(acts(l).mid, dtmp_, residual_[static_cast<size_t>(l + 1)]);
   }
@@ -167,14 +177,20 @@ void TrainingPass::forward_activations(const ModelWeights& w, int64_t layer) {
   const LayerWeights& lw = w.layers[static_cast<size_t>(layer)];
   LayerActivations& a = acts(layer);
   const Tensor& x = residual_[static_cast<size_t>(layer)];
-  // Attention: mid = x + o(attention(rope(q), rope(k), v)) of h1 = norm(x).
-  apply_norm(backend_, config_, x, lw.attn_norm_weight, lw.attn_norm_bias, a.h1);
-  linear(a.h1, lw.q, lw.q_bias, c.qk_norm ? a.q_raw : a.q, layer, LoraTarget::Q);
-  linear(a.h1, lw.k, lw.k_bias, c.qk_norm ? a.k_raw : a.k, layer, LoraTarget::K);
-  linear(a.h1, lw.v, lw.v_bias, a.v, layer, LoraTarget::V);
-  if (c.qk_norm) {
-    head_norm(a.q_raw, lw.q_norm_weight, c.num_attention_heads, a.q);
-    head_norm(a.k_raw, lw.k_norm_weight, c.num_key_value_heads, a.k);
+  // Attention: mid = x + o(attention(rope(q), rope(k), v)) of h1 = norm(x); with post-norms
+  // mid = x + norm(o(attention(...))) of h1 = x.
+  if (!c.post_norms) apply_norm(backend_, config_, x, lw.attn_norm_weight, lw.attn_norm_bias, a.h1);
+  const Tensor& h1 = attention_input(layer);
+  const bool qk_norm = c.qk_norm != QkNorm::None;
+  linear(h1, lw.q, lw.q_bias, qk_norm ? a.q_raw : a.q, layer, LoraTarget::Q);
+  linear(h1, lw.k, lw.k_bias, qk_norm ? a.k_raw : a.k, layer, LoraTarget::K);
+  linear(h1, lw.v, lw.v_bias, a.v, layer, LoraTarget::V);
+  if (qk_norm) {
+    const auto eps = static_cast<float>(c.norm_eps);
+    backend_.rms_norm(norm_rows(a.q_raw, c.q_norm_width()), lw.q_norm_weight, eps,
+                      norm_rows(a.q, c.q_norm_width()));
+    backend_.rms_norm(norm_rows(a.k_raw, c.k_norm_width()), lw.k_norm_weight, eps,
+                      norm_rows(a.k, c.k_norm_width()));
   }
   const Tensor q = a.q.reshaped({n, c.num_attention_heads, c.head_dim});
   const Tensor k = a.k.reshaped({n, c.num_key_value_heads, c.head_dim});
@@ -186,16 +202,23 @@ void TrainingPass::forward_activations(const ModelWeights& w, int64_t layer) {
   for (int64_t b = 0; b < batch_; ++b)
     backend_.attention(sequence(a.q, b, h), sequence(a.k, b, kvh), sequence(a.v, b, kvh), 0, attention_scale_,
                        sequence(a.attended, b, h));
-  linear(a.attended.reshaped({n, q_width}), lw.o, lw.o_bias, dtmp_, layer, LoraTarget::O);
   // MLP: next = mid + down(act(h2 W_gate) * h2 W_up) or mid + down(gelu(h2 W_up)), h2 =
-  // norm(mid); the caller applies down.
-  apply_add_norm(backend_, config_, x, dtmp_, a.mid, lw.mlp_norm_weight, lw.mlp_norm_bias, a.h2);
+  // norm(mid) (post-norms: next = mid + norm(down(...)) of h2 = mid); the caller applies down.
+  if (c.post_norms) {
+    linear(a.attended.reshaped({n, q_width}), lw.o, lw.o_bias, a.o_raw, layer, LoraTarget::O);
+    apply_norm(backend_, config_, a.o_raw, lw.attn_norm_weight, lw.attn_norm_bias, dtmp_);
+    backend_.add(x, dtmp_, a.mid);
+  } else {
+    linear(a.attended.reshaped({n, q_width}), lw.o, lw.o_bias, dtmp_, layer, LoraTarget::O);
+    apply_add_norm(backend_, config_, x, dtmp_, a.mid, lw.mlp_norm_weight, lw.mlp_norm_bias, a.h2);
+  }
+  const Tensor& h2 = mlp_input(layer);
   if (c.mlp == MlpKind::SwiGlu) {
-    linear(a.h2, lw.gate, lw.gate_bias, a.a, layer, LoraTarget::Gate);
-    linear(a.h2, lw.up, lw.up_bias, a.b, layer, LoraTarget::Up);
+    linear(h2, lw.gate, lw.gate_bias, a.a, layer, LoraTarget::Gate);
+    linear(h2, lw.up, lw.up_bias, a.b, layer, LoraTarget::Up);
     backend_.swiglu(a.a, a.b, a.act);
   } else {
-    linear(a.h2, lw.up, lw.up_bias, a.a, layer, LoraTarget::Up);
+    linear(h2, lw.up, lw.up_bias, a.a, layer, LoraTarget::Up);
     backend_.gelu(a.a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, a.act);
   }
 }
@@ -233,25 +256,45 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
   const int64_t n = rows_, q_width = c.num_attention_heads * c.head_dim;
   if (recompute_) {  // dtmp_ and the LoRA scratch are free here; dx_ is left alone
     forward_activations(w, layer);
-    lora_u(acts(layer).act, layer, LoraTarget::Down);
+    if (c.post_norms) {  // its norm's backward needs the down projection's output
+      linear(acts(layer).act, lw.down, lw.down_bias, acts(layer).down_raw, layer, LoraTarget::Down);
+    } else {
+      lora_u(acts(layer).act, layer, LoraTarget::Down);
+    }
   }
   const LayerActivations& a = acts(layer);
-  // dx_ holds d(next residual). MLP: next = mid + down(act).
-  linear_backward(a.act, lw.down, dx_, dact_, lg.down, lg.down_bias, layer, LoraTarget::Down);
+  // dx_ holds d(next residual). MLP: next = mid + down(act), or with post-norms mid +
+  // norm_2(down(act)).
+  if (c.post_norms)
+    apply_norm_backward(backend_, config_, a.down_raw, lw.mlp_norm_weight, dx_, dtmp_,
+                        norm_grad(lg.mlp_norm_weight, 0), norm_grad(lg.mlp_norm_bias, 1),
+                        GradWrite::Overwrite);
+  linear_backward(a.act, lw.down, c.post_norms ? dtmp_ : dx_, dact_, lg.down, lg.down_bias, layer,
+                  LoraTarget::Down);
+  const Tensor& h2 = mlp_input(layer);
   if (c.mlp == MlpKind::SwiGlu) {
     backend_.swiglu_backward(a.a, a.b, dact_, da_, db_);
-    linear_backward(a.h2, lw.gate, da_, dh_, lg.gate, lg.gate_bias, layer, LoraTarget::Gate);
-    linear_backward(a.h2, lw.up, db_, dtmp_, lg.up, lg.up_bias, layer, LoraTarget::Up);
+    linear_backward(h2, lw.gate, da_, dh_, lg.gate, lg.gate_bias, layer, LoraTarget::Gate);
+    linear_backward(h2, lw.up, db_, dtmp_, lg.up, lg.up_bias, layer, LoraTarget::Up);
     backend_.add(dh_, dtmp_, dh_);
   } else {
     backend_.gelu_backward(a.a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, dact_, da_);
-    linear_backward(a.h2, lw.up, da_, dh_, lg.up, lg.up_bias, layer, LoraTarget::Up);
+    linear_backward(h2, lw.up, da_, dh_, lg.up, lg.up_bias, layer, LoraTarget::Up);
   }
-  apply_norm_backward(backend_, config_, a.mid, lw.mlp_norm_weight, dh_, dx_,
-                      norm_grad(lg.mlp_norm_weight, 0), norm_grad(lg.mlp_norm_bias, 1),
-                      GradWrite::Accumulate);  // d(mid)
-  // Attention: mid = x + o(attended).
-  linear_backward(a.attended, lw.o, dx_, dattended_, lg.o, lg.o_bias, layer, LoraTarget::O);
+  if (c.post_norms) {  // d(mid) += d(h2), h2 being mid
+    backend_.add(dx_, dh_, dx_);
+  } else {
+    apply_norm_backward(backend_, config_, a.mid, lw.mlp_norm_weight, dh_, dx_,
+                        norm_grad(lg.mlp_norm_weight, 0), norm_grad(lg.mlp_norm_bias, 1),
+                        GradWrite::Accumulate);  // d(mid)
+  }
+  // Attention: mid = x + o(attended), or with post-norms x + norm_1(o(attended)).
+  if (c.post_norms)
+    apply_norm_backward(backend_, config_, a.o_raw, lw.attn_norm_weight, dx_, dtmp_,
+                        norm_grad(lg.attn_norm_weight, 0), norm_grad(lg.attn_norm_bias, 1),
+                        GradWrite::Overwrite);
+  linear_backward(a.attended, lw.o, c.post_norms ? dtmp_ : dx_, dattended_, lg.o, lg.o_bias, layer,
+                  LoraTarget::O);
   const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
   for (int64_t b = 0; b < batch_; ++b)
     backend_.attention_backward(sequence(a.q, b, h), sequence(a.k, b, kvh), sequence(a.v, b, kvh),
@@ -263,30 +306,32 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
     backend_.rope_backward(dk_.reshaped({n, c.num_key_value_heads, c.head_dim}), positions_, inv_freq_tensor_,
                            c.rope_layout);
   }
-  if (c.qk_norm) {  // d(q, k before their norms), the norms' weight gradients accumulated
+  const bool qk_norm = c.qk_norm != QkNorm::None;
+  if (qk_norm) {  // d(q, k before their norms), the norms' weight gradients accumulated
     const auto eps = static_cast<float>(c.norm_eps);
-    const auto heads = [&](const Tensor& t, int64_t count) { return t.reshaped({n * count, c.head_dim}); };
-    backend_.rms_norm_backward(heads(a.q_raw, h), lw.q_norm_weight, eps, heads(dq_, h), heads(dq_raw_, h),
-                               head_norm_grad(lg.q_norm_weight), GradWrite::Overwrite);
-    backend_.rms_norm_backward(heads(a.k_raw, kvh), lw.k_norm_weight, eps, heads(dk_, kvh),
-                               heads(dk_raw_, kvh), head_norm_grad(lg.k_norm_weight), GradWrite::Overwrite);
+    const int64_t qw = c.q_norm_width(), kw = c.k_norm_width();
+    backend_.rms_norm_backward(norm_rows(a.q_raw, qw), lw.q_norm_weight, eps, norm_rows(dq_, qw),
+                               norm_rows(dq_raw_, qw), qk_norm_grad(lg.q_norm_weight, qw),
+                               GradWrite::Overwrite);
+    backend_.rms_norm_backward(norm_rows(a.k_raw, kw), lw.k_norm_weight, eps, norm_rows(dk_, kw),
+                               norm_rows(dk_raw_, kw), qk_norm_grad(lg.k_norm_weight, kw),
+                               GradWrite::Overwrite);
   }
-  const Tensor& dq = c.qk_norm ? dq_raw_ : dq_;
-  const Tensor& dk = c.qk_norm ? dk_raw_ : dk_;
-  linear_backward(a.h1, lw.q, dq.reshaped({n, q_width}), dh_, lg.q, lg.q_bias, layer, LoraTarget::Q);
-  linear_backward(a.h1, lw.k, dk, dtmp_, lg.k, lg.k_bias, layer, LoraTarget::K);
+  const Tensor& dq = qk_norm ? dq_raw_ : dq_;
+  const Tensor& dk = qk_norm ? dk_raw_ : dk_;
+  const Tensor& h1 = attention_input(layer);
+  linear_backward(h1, lw.q, dq.reshaped({n, q_width}), dh_, lg.q, lg.q_bias, layer, LoraTarget::Q);
+  linear_backward(h1, lw.k, dk, dtmp_, lg.k, lg.k_bias, layer, LoraTarget::K);
   backend_.add(dh_, dtmp_, dh_);
-  linear_backward(a.h1, lw.v, dv_, dtmp_, lg.v, lg.v_bias, layer, LoraTarget::V);
+  linear_backward(h1, lw.v, dv_, dtmp_, lg.v, lg.v_bias, layer, LoraTarget::V);
   backend_.add(dh_, dtmp_, dh_);
-  apply_norm_backward(backend_, config_, residual_[static_cast<size_t>(layer)], lw.attn_norm_weight, dh_, dx_,
-                      norm_grad(lg.attn_norm_weight, 0), norm_grad(lg.attn_norm_bias, 1),
-                      GradWrite::Accumulate);  // d(x)
-}
-
-void TrainingPass::head_norm(const Tensor& x, const Tensor& weight, int64_t heads, const Tensor& y) {
-  const Tensor x_heads = x.reshaped({rows_ * heads, config_.head_dim});
-  backend_.rms_norm(x_heads, weight, static_cast<float>(config_.norm_eps),
-                    y.reshaped({rows_ * heads, config_.head_dim}));
+  if (c.post_norms) {  // d(x) = d(mid) + d(h1), h1 being x
+    backend_.add(dx_, dh_, dx_);
+  } else {
+    apply_norm_backward(backend_, config_, residual_[static_cast<size_t>(layer)], lw.attn_norm_weight, dh_,
+                        dx_, norm_grad(lg.attn_norm_weight, 0), norm_grad(lg.attn_norm_bias, 1),
+                        GradWrite::Accumulate);  // d(x)
+  }
 }
 
 void TrainingPass::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,

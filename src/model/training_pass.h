@@ -26,7 +26,8 @@
 //
 // Activation memory (activation_bytes()). Kept (Activations::Kept): every layer's residual
 // input and its activations (h1, q, k, v after RoPE, with q/k norms also q and k before
-// their norm, attended, mid, h2, the MLP's a, b, act, the LoRA u's): (L + 1) x rows x hidden + L x one
+// their norm, attended, mid, h2 (with post-norms o_raw and down_raw instead of h1 and h2),
+// the MLP's a, b, act, the LoRA u's): (L + 1) x rows x hidden + L x one
 // layer's activations, plus the backward's buffers (one layer's gradients, the logit chunk). Recomputed
 // (Activations::Recomputed): the forward keeps only the residual stream, (L + 1) x rows x hidden, and writes
 // every layer's activations into ONE layer's buffers; the backward of layer l first reruns l's forward from
@@ -88,7 +89,8 @@ class TrainingPass {
  private:
   struct LayerActivations {
     Tensor h1, q, k, v, attended, mid, h2, a, b, act;  // b: SwiGLU's up projection
-    Tensor q_raw, k_raw;  // q/k norms: the projections before the per-head norm (q, k after it)
+    Tensor q_raw, k_raw;     // q/k norms: the projections before their norm (q, k after it)
+    Tensor o_raw, down_raw;  // post-norms: the attention's and the MLP's outputs before their norm
     std::array<Tensor, kLoraTargetCount> lora_u;  // u = s (x A^T) [rows, rank] per target
   };
   class Plan;
@@ -122,14 +124,22 @@ class TrainingPass {
   Tensor norm_grad(const Tensor& grad, int64_t which) const {
     return grad.data != nullptr ? grad : norm_sinks_.slice_rows(which, 1).reshaped({config_.hidden_size});
   }
-  // The same for a q/k norm's weight gradient [head_dim].
-  Tensor head_norm_grad(const Tensor& grad) const { return grad.data != nullptr ? grad : head_norm_sink_; }
-  // y (rows of `heads` heads) = the per-head RMSNorm of x with `weight` (q/k norms).
-  void head_norm(const Tensor& x, const Tensor& weight, int64_t heads, const Tensor& y);
+  // The same for a q/k norm's weight gradient [width].
+  Tensor qk_norm_grad(const Tensor& grad, int64_t width) const {
+    return grad.data != nullptr ? grad : qk_norm_sink_.slice_rows(0, width);
+  }
+  // The attention's and the MLP's inputs in layer l: norm_1(x) and norm_2(mid), or with
+  // post-norms x and mid themselves.
+  const Tensor& attention_input(int64_t layer) {
+    return config_.post_norms ? residual_[static_cast<size_t>(layer)] : acts(layer).h1;
+  }
+  const Tensor& mlp_input(int64_t layer) { return config_.post_norms ? acts(layer).mid : acts(layer).h2; }
   // Scores the final hidden states chunk by chunk; with grads, also writes dfinal and
   // accumulates the lm_head gradient.
   double score(const ModelWeights& w, const ModelWeights* grads, std::span<const int32_t> targets,
                int64_t count, float grad_scale);
+  // A [rows, width * k] activation as rows of `width` (what a q/k norm normalises).
+  static Tensor norm_rows(const Tensor& t, int64_t width) { return t.reshaped({t.numel() / width, width}); }
   // Sequence b of a [rows, heads * head_dim] activation, as [seq_len, heads, head_dim].
   Tensor sequence(const Tensor& rows, int64_t b, int64_t heads) const;
   void backward_layer(const ModelWeights& w, const ModelWeights& g, int64_t layer);
@@ -153,7 +163,7 @@ class TrainingPass {
   Tensor dx_, dh_, dtmp_, dq_, dk_, dv_, dattended_, da_, db_, dact_;
   Tensor dq_raw_, dk_raw_;                            // q/k norms: d(projections before the norm)
   Tensor norm_sinks_;                                 // [2, hidden]
-  Tensor head_norm_sink_;                             // [head_dim], q/k norms
+  Tensor qk_norm_sink_;                               // [widest q/k norm], q/k norms
   Tensor lora_scale_, lora_t_, lora_du_, lora_wide_;  // s I [rank, rank]; [rows, rank] x 2; [rows, widest]
 };
 

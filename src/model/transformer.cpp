@@ -112,7 +112,7 @@ void Transformer::attention_block(int64_t layer, int64_t n) {
   const Tensor a = buffers_.attended.slice_rows(0, n).reshaped({n, c.num_attention_heads, c.head_dim});
   const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   backend_.attention(q, cache_.keys(layer), cache_.values(layer), position(), scale, a);
-  attention_delta(backend_, w, buffers_.attended.slice_rows(0, n), delta);
+  attention_delta(backend_, model_, w, buffers_.attended.slice_rows(0, n), delta);
 }
 
 void Transformer::mlp_block(int64_t layer, int64_t n) {

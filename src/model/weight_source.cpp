@@ -70,9 +70,9 @@ void load_layout_weights(const ModelConfig& c, const WeightSource& w, WeightForm
       linear(layout.k, kv_width, d, c.attention_qkv_bias, l.k, l.k_bias);
       linear(layout.v, kv_width, d, c.attention_qkv_bias, l.v, l.v_bias);
     }
-    if (c.qk_norm) {
-      l.q_norm_weight = w.vector_f32(names.layer(i, layout.q_norm, ".weight"), c.head_dim);
-      l.k_norm_weight = w.vector_f32(names.layer(i, layout.k_norm, ".weight"), c.head_dim);
+    if (c.qk_norm != QkNorm::None) {
+      l.q_norm_weight = w.vector_f32(names.layer(i, layout.q_norm, ".weight"), c.q_norm_width());
+      l.k_norm_weight = w.vector_f32(names.layer(i, layout.k_norm, ".weight"), c.k_norm_width());
     }
     linear(layout.o, d, q_width, c.attention_out_bias, l.o, l.o_bias);
     norm(layout.mlp_norm, l.mlp_norm_weight, l.mlp_norm_bias);

@@ -18,11 +18,12 @@
 
 namespace tokenmill {
 
+// With config.post_norms the attn / mlp norms apply to the attention's and the MLP's outputs.
 struct LayerWeights {
   Tensor attn_norm_weight, attn_norm_bias;  // bias: LayerNorm only
   Tensor q, k, v, o;
   Tensor q_bias, k_bias, v_bias, o_bias;
-  Tensor q_norm_weight, k_norm_weight;  // [head_dim], Qwen3's per-head norms (config.qk_norm)
+  Tensor q_norm_weight, k_norm_weight;  // config.qk_norm's: [q_norm_width()], [k_norm_width()]
   Tensor mlp_norm_weight, mlp_norm_bias;
   Tensor gate, gate_bias;  // SwiGLU only
   Tensor up, up_bias;      // GPT-2: c_fc

@@ -49,9 +49,9 @@ void visit_slots(const ModelConfig& c, Weights& w, const Visit& visit) {
     linear(l.q, l.q_bias, "q", q_width, hidden, c.attention_qkv_bias, Init::Normal);
     linear(l.k, l.k_bias, "k", kv_width, hidden, c.attention_qkv_bias, Init::Normal);
     linear(l.v, l.v_bias, "v", kv_width, hidden, c.attention_qkv_bias, Init::Normal);
-    if (c.qk_norm) {
-      visit(l.q_norm_weight, p + "q_norm_weight", {c.head_dim}, false, Init::One);
-      visit(l.k_norm_weight, p + "k_norm_weight", {c.head_dim}, false, Init::One);
+    if (c.qk_norm != QkNorm::None) {
+      visit(l.q_norm_weight, p + "q_norm_weight", {c.q_norm_width()}, false, Init::One);
+      visit(l.k_norm_weight, p + "k_norm_weight", {c.k_norm_width()}, false, Init::One);
     }
     linear(l.o, l.o_bias, "o", hidden, q_width, c.attention_out_bias, Init::Residual);
     norm(l.mlp_norm_weight, l.mlp_norm_bias, "mlp_norm");

@@ -188,6 +188,20 @@ TEST(GgufConvert, Phi3KeepsItsFusedProjectionsAndComputesTransformersLogits) {
   expect_transformers_logits(dir, "phi3");
 }
 
+// OLMo 2: llama.cpp's "olmo2" with norms after attention and MLP and whole-projection q/k norms.
+TEST(GgufConvert, Olmo2KeepsItsPostNormsAndComputesTransformersLogits) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "olmo2", DType::F32);
+  EXPECT_EQ(f.get_string("general.architecture"), "olmo2");
+  EXPECT_EQ(f.find_tensor("blk.0.attn_q_norm.weight")->shape, (std::vector<int64_t>{64}));
+  EXPECT_EQ(f.find_tensor("blk.0.attn_k_norm.weight")->shape, (std::vector<int64_t>{32}));
+  EXPECT_EQ(floats(f, "blk.1.post_ffw_norm.weight"),
+            hf_floats("olmo2", "model.layers.1.post_feedforward_layernorm.weight"));
+  EXPECT_NE(f.find_tensor("blk.1.post_attention_norm.weight"), nullptr);
+  EXPECT_EQ(f.find_tensor("blk.0.attn_norm.weight"), nullptr);
+  expect_transformers_logits(dir, "olmo2");
+}
+
 TEST(GgufConvert, Gpt2Conv1DWeightsAreTransposed) {
   const testing::TempDir dir;
   const GgufFile f = convert(dir, "gpt2", DType::F32);

@@ -84,7 +84,7 @@ TEST(Flops, SmallLlamaWithGqa) {
 
 TEST(Flops, ParameterCountMatchesTheLoadedFixtures) {
   // Biases (GPT-2, Qwen2's q/k/v), learned positions, tied and untied heads, GQA, as loaded.
-  for (const char* name : {"gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3"}) {
+  for (const char* name : {"gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2"}) {
     const auto model = Model::load(std::string(TOKENMILL_FIXTURES_DIR) + "/hf/" + name);
     EXPECT_EQ(parameter_count(model->config), model->parameter_count()) << name;
   }

@@ -88,14 +88,15 @@ TEST(ModelConfig, Qwen3HasQueryAndKeyNormsAndPhi3ASlidingWindow) {
   j["architectures"] = {"Qwen3ForCausalLM"};
   j["head_dim"] = 32;
   const ModelConfig qwen3 = parse_model_config(j, "cfg.json");
-  EXPECT_TRUE(qwen3.qk_norm);
+  EXPECT_EQ(qwen3.qk_norm, QkNorm::PerHead);
+  EXPECT_EQ(qwen3.q_norm_width(), 32);
   EXPECT_EQ(qwen3.head_dim, 32);
   EXPECT_FALSE(qwen3.attention_qkv_bias);
   j.erase("head_dim");
   j["architectures"] = {"Phi3ForCausalLM"};
   j["sliding_window"] = 48;
   const ModelConfig phi3 = parse_model_config(j, "cfg.json");
-  EXPECT_FALSE(phi3.qk_norm);
+  EXPECT_EQ(phi3.qk_norm, QkNorm::None);
   EXPECT_EQ(phi3.context_length(), 48);
 }
 

@@ -135,7 +135,7 @@ size_t layer_activation_bytes(const ModelConfig& c, int64_t rows, const LoraConf
     return Arena::footprint(static_cast<size_t>(rows * cols) * sizeof(float));
   };
   const int64_t q_width = c.num_attention_heads * c.head_dim, kv_width = c.num_key_value_heads * c.head_dim;
-  const size_t head_norms = c.qk_norm ? f32(q_width) + f32(kv_width) : 0;
+  const size_t head_norms = c.qk_norm != QkNorm::None ? f32(q_width) + f32(kv_width) : 0;
   return 3 * f32(c.hidden_size) + 2 * f32(q_width) + 2 * f32(kv_width) + head_norms +
          (c.mlp == MlpKind::SwiGlu ? 3 : 2) * f32(c.intermediate_size) + lora.targets.size() * f32(lora.rank);
 }
@@ -156,7 +156,7 @@ TEST_P(TrainingPassTest, RecomputationKeepsOneLayersActivations) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, TrainingPassTest,
-                         ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3"));
+                         ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3", "olmo2"));
 
 TEST(TrainingPass, RefusesBadBatches) {
   const Fixture f = make_fixture("llama");

@@ -2,8 +2,9 @@
 // tests/fixtures/train_golden (made by make_train_golden.py with torch + transformers in
 // float32) hold, for the tiny `llama` (RMSNorm, SwiGLU, RoPE with llama3 scaling, GQA,
 // untied lm_head), `gpt2` (LayerNorm, GELU, learned positions, biases, Conv1D + fused
-// c_attn, tied embeddings) and `qwen3` (llama's layout plus a per-head RMSNorm of q and k
-// before RoPE) models and a fixed 4 x 16 batch: the loss, every parameter's gradient (norm,
+// c_attn, tied embeddings), `qwen3` (llama's layout plus a per-head RMSNorm of q and k
+// before RoPE) and `olmo2` (norms after attention and MLP, q/k norms over the whole
+// projections) models and a fixed 4 x 16 batch: the loss, every parameter's gradient (norm,
 // max |g|, a +-1 projection, sampled elements; small tensors whole), and ten
 // torch.optim.AdamW steps with tokenmill's default hyper-parameters (losses, gradient norms,
 // parameters after steps 1 and 10). TrainingPass + ParameterSet + AdamWOptimizer must match.
@@ -220,7 +221,7 @@ TEST_P(TrainGolden, TenAdamWStepsTrackPyTorch) {
   expect_parameters(g, "param_after", kStep10Tolerance, false);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, TrainGolden, ::testing::Values("llama", "gpt2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Models, TrainGolden, ::testing::Values("llama", "gpt2", "qwen3", "olmo2"));
 
 }  // namespace
 }  // namespace tokenmill

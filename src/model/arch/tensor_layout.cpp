@@ -10,6 +10,7 @@ namespace tokenmill {
 const TensorLayout& tensor_layout(const ModelConfig& config) {
   if (config.model_type == "gpt2") return kGpt2Layout;
   if (config.model_type == "phi3") return kPhi3Layout;
+  if (config.model_type == "olmo2") return kOlmo2Layout;
   if (config.model_type == "llama" || config.model_type == "mistral" || config.model_type == "qwen2" ||
       config.model_type == "qwen3")
     return kLlamaLayout;

@@ -37,7 +37,7 @@ struct TensorLayout {
   ModuleName down{};
   // Either q, k and v, or one fused `qkv` whose rows are [q | k | v].
   ModuleName q{}, k{}, v{}, qkv{};
-  // Per-head norms of q and k (config.qk_norm), weights [head_dim].
+  // The norms of q and k (config.qk_norm).
   ModuleName q_norm{}, k_norm{};
   // Hugging Face stores Linear weights [in, out] (GPT-2's Conv1D), the engine and GGUF
   // [out, in].
