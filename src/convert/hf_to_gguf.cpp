@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "formats/safetensors.h"
-#include "model/arch/tensor_layout.h"
+#include "model/arch/architecture.h"
 #include "model/model_config.h"
 #include "quant/quant_formats.h"
 #include "tokenizer/tokenizer_json.h"
@@ -220,8 +220,7 @@ struct HfFiles {
 
 ModelSource hf_model_source(const std::filesystem::path& dir, const LogFn& log) {
   const ModelConfig config = load_model_config(dir);
-  // llama.cpp's architecture: Mistral (and SmolLM) files are "llama".
-  const std::string arch = config.model_type == "mistral" ? "llama" : config.model_type;
+  const std::string arch(architecture_of(config).gguf_arch);  // Mistral files are "llama"
   auto files = std::make_shared<HfFiles>(HfFiles{SafetensorsArchive::open(dir), {}});
   ModelSource source;
   GgufWriter& w = source.metadata;

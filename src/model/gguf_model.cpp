@@ -1,13 +1,13 @@
 #include "model/gguf_model.h"
 
 #include <algorithm>
-#include <map>
 #include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model/arch/architecture.h"
 #include "model/weight_source.h"
 #include "quant/quant_formats.h"
 #include "quant/quant_reference.h"
@@ -127,23 +127,18 @@ ModelConfig gguf_model_config(const GgufFile& gguf) {
   const std::string arch = gguf.get_string("general.architecture");
   const GgufKeys keys(gguf, arch);
   nlohmann::json hf;
-  static const std::map<std::string, const char*> kLlamaFamily = {{"llama", "LlamaForCausalLM"},
-                                                                  {"qwen2", "Qwen2ForCausalLM"},
-                                                                  {"qwen3", "Qwen3ForCausalLM"},
-                                                                  {"phi3", "Phi3ForCausalLM"},
-                                                                  {"olmo2", "Olmo2ForCausalLM"}};
-  if (const auto family = kLlamaFamily.find(arch); family != kLlamaFamily.end()) {
-    hf["architectures"] = {family->second};
+  const Architecture* architecture = find_gguf_architecture(arch);
+  if (architecture == nullptr)
+    fail("{}: general.architecture '{}' is not supported (supported: {})", gguf.label(), arch,
+         supported_gguf_architectures());
+  hf["architectures"] = {std::string(architecture->hf_class)};
+  if (arch == "gpt2") {
+    put_gpt2(gguf, keys, hf);
+  } else {
     put_llama_family(gguf, keys, hf);
     if (gguf.find_tensor("rope_factors_long.weight") != nullptr)
       fail("{}: LongRoPE (rope_factors_long / rope_factors_short) is not supported", gguf.label());
     if (auto window = keys.find_integer("attention.sliding_window")) hf["sliding_window"] = *window;
-  } else if (arch == "gpt2") {
-    hf["architectures"] = {"GPT2LMHeadModel"};
-    put_gpt2(gguf, keys, hf);
-  } else {
-    fail("{}: general.architecture '{}' is not supported (supported: llama, qwen2, qwen3, phi3, olmo2, gpt2)",
-         gguf.label(), arch);
   }
   const auto vocab = keys.find_integer("vocab_size");
   const auto embedding_rows = tensor_rows(gguf, "token_embd.weight");

@@ -89,7 +89,7 @@ TEST(GgufModel, UnsupportedArchitecture) {
   GgufBuilder b;
   b.kv_string("general.architecture", "mamba");
   expect_error([&] { load(b.build()); },
-               {"tiny.gguf", "'mamba' is not supported", "llama, qwen2, qwen3, phi3, olmo2, gpt2"});
+               {"tiny.gguf", "'mamba' is not supported", "gpt2, llama, qwen2, qwen3, phi3, olmo2"});
 }
 
 TEST(GgufModel, MissingHyperParameter) {

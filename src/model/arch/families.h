@@ -1,19 +1,23 @@
-// The tensor layouts of the families tokenmill runs, one file each (model/arch/<family>.cpp);
-// model/arch/tensor_layout.cpp picks one by model type.
+// The architectures tokenmill runs, one family per file (model/arch/<family>.cpp);
+// architecture.cpp lists them.
 #pragma once
 
-#include "model/arch/tensor_layout.h"
+#include "model/arch/architecture.h"
 
 namespace tokenmill {
 
-// Llama, Mistral, Qwen2, Qwen3 (and SmolLM): RMSNorm, SwiGLU, GQA, biases and Qwen3's
-// q/k norms per the config.
+// Llama, Mistral, Qwen2 (and SmolLM): RMSNorm, SwiGLU, GQA, RoPE, biases per the config.
 extern const TensorLayout kLlamaLayout;
-// OLMo 2: the Llama names with post-attention and post-feed-forward norms.
-extern const TensorLayout kOlmo2Layout;
+extern const Architecture kLlamaArchitecture, kMistralArchitecture, kQwen2Architecture;
+// The config.json fields of the Llama family, which the families built on it read first.
+void read_llama_config(const FieldReader& fields, ModelConfig& config);
+// Qwen3: the Llama family with RMSNorm over each head of q and k.
+extern const Architecture kQwen3Architecture;
+// OLMo 2: norms after attention and MLP, q/k norms over the whole projections.
+extern const Architecture kOlmo2Architecture;
 // Phi-3 / Phi-4: the Llama layer with fused qkv and gate_up projections.
-extern const TensorLayout kPhi3Layout;
+extern const Architecture kPhi3Architecture;
 // GPT-2: LayerNorm, learned positions, GELU MLP, fused Conv1D c_attn, biases everywhere.
-extern const TensorLayout kGpt2Layout;
+extern const Architecture kGpt2Architecture;
 
 }  // namespace tokenmill

@@ -1,4 +1,4 @@
-// OLMo 2 (Olmo2ForCausalLM): the Llama layer's names, with the norms after attention and
+// OLMo 2 (Olmo2ForCausalLM): the Llama family's fields and names, with the norms after attention and
 // MLP (post_attention_layernorm, post_feedforward_layernorm) in place of the norms before
 // them, and q/k norms over the whole projections.
 #include "model/arch/families.h"
@@ -12,5 +12,18 @@ const TensorLayout kOlmo2Layout = [] {
   layout.mlp_norm = {"post_feedforward_layernorm", "post_ffw_norm"};
   return layout;
 }();
+
+namespace {
+
+void read_olmo2_config(const FieldReader& f, ModelConfig& c) {
+  read_llama_config(f, c);
+  c.qk_norm = QkNorm::Whole;
+  c.post_norms = true;
+}
+
+}  // namespace
+
+const Architecture kOlmo2Architecture = {"Olmo2ForCausalLM", "olmo2", "olmo2", &kOlmo2Layout,
+                                         read_olmo2_config};
 
 }  // namespace tokenmill

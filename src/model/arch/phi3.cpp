@@ -5,6 +5,8 @@
 
 namespace tokenmill {
 
+namespace {
+
 const TensorLayout kPhi3Layout = {
     .token_embedding = {"model.embed_tokens", "token_embd"},
     .final_norm = {"model.norm", "output_norm"},
@@ -17,5 +19,16 @@ const TensorLayout kPhi3Layout = {
     .down = {"mlp.down_proj", "ffn_down"},
     .qkv = {"self_attn.qkv_proj", "attn_qkv"},
 };
+
+// Phi-3-mini-4k's config keeps a sliding window; LongRoPE (the 128k models, Phi-3.5, Phi-4-mini)
+// fails in parse_rope.
+void read_phi3_config(const FieldReader& f, ModelConfig& c) {
+  read_llama_config(f, c);
+  c.sliding_window = f.integer_or("sliding_window", 0, 0, kMaxPositions);
+}
+
+}  // namespace
+
+const Architecture kPhi3Architecture = {"Phi3ForCausalLM", "phi3", "phi3", &kPhi3Layout, read_phi3_config};
 
 }  // namespace tokenmill

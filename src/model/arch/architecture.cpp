@@ -1,0 +1,63 @@
+#include "model/arch/architecture.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "model/arch/families.h"
+
+namespace tokenmill {
+
+namespace {
+
+// Every architecture, Llama before Mistral (both are "llama" in GGUF files).
+constexpr const Architecture* kArchitectures[] = {
+    &kGpt2Architecture,  &kLlamaArchitecture, &kMistralArchitecture, &kQwen2Architecture,
+    &kQwen3Architecture, &kPhi3Architecture,  &kOlmo2Architecture};
+
+template <class Member>
+const Architecture* find_by(Member member, std::string_view value) {
+  const auto* const* it = std::find_if(std::begin(kArchitectures), std::end(kArchitectures),
+                                       [&](const Architecture* a) { return a->*member == value; });
+  return it == std::end(kArchitectures) ? nullptr : *it;
+}
+
+}  // namespace
+
+const Architecture* find_architecture(std::string_view hf_class) {
+  return find_by(&Architecture::hf_class, hf_class);
+}
+
+const Architecture* find_gguf_architecture(std::string_view gguf_arch) {
+  return find_by(&Architecture::gguf_arch, gguf_arch);
+}
+
+const Architecture& architecture_of(const ModelConfig& config) {
+  const Architecture* a = find_by(&Architecture::model_type, config.model_type);
+  if (a == nullptr) fail("no architecture has the model type '{}'", config.model_type);
+  return *a;
+}
+
+const TensorLayout& tensor_layout(const ModelConfig& config) { return *architecture_of(config).layout; }
+
+std::string supported_architectures() {
+  std::vector<std::string_view> names;
+  for (const Architecture* a : kArchitectures) names.push_back(a->hf_class);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+std::string supported_gguf_architectures() {
+  std::vector<std::string_view> names;
+  for (const Architecture* a : kArchitectures)
+    if (std::find(names.begin(), names.end(), a->gguf_arch) == names.end()) names.push_back(a->gguf_arch);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+std::string layer_module_name(const TensorLayout& layout, WeightFormat format, int64_t layer,
+                              ModuleName module) {
+  return fmt::format(fmt::runtime(layout.layer.in(format)), layer) + std::string(module.in(format));
+}
+
+}  // namespace tokenmill
