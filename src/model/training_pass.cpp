@@ -265,12 +265,9 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
   const LayerActivations& a = acts(layer);
   // dx_ holds d(next residual). MLP: next = mid + down(act), or with post-norms mid +
   // norm_2(down(act)).
-  if (c.post_norms)
-    apply_norm_backward(backend_, config_, a.down_raw, lw.mlp_norm_weight, dx_, dtmp_,
-                        norm_grad(lg.mlp_norm_weight, 0), norm_grad(lg.mlp_norm_bias, 1),
-                        GradWrite::Overwrite);
-  linear_backward(a.act, lw.down, c.post_norms ? dtmp_ : dx_, dact_, lg.down, lg.down_bias, layer,
-                  LoraTarget::Down);
+  linear_backward(a.act, lw.down,
+                  block_output_grad(a.down_raw, lw.mlp_norm_weight, lg.mlp_norm_weight, lg.mlp_norm_bias),
+                  dact_, lg.down, lg.down_bias, layer, LoraTarget::Down);
   const Tensor& h2 = mlp_input(layer);
   if (c.mlp == MlpKind::SwiGlu) {
     backend_.swiglu_backward(a.a, a.b, dact_, da_, db_);
@@ -281,20 +278,11 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
     backend_.gelu_backward(a.a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, dact_, da_);
     linear_backward(h2, lw.up, da_, dh_, lg.up, lg.up_bias, layer, LoraTarget::Up);
   }
-  if (c.post_norms) {  // d(mid) += d(h2), h2 being mid
-    backend_.add(dx_, dh_, dx_);
-  } else {
-    apply_norm_backward(backend_, config_, a.mid, lw.mlp_norm_weight, dh_, dx_,
-                        norm_grad(lg.mlp_norm_weight, 0), norm_grad(lg.mlp_norm_bias, 1),
-                        GradWrite::Accumulate);  // d(mid)
-  }
+  add_block_input_grad(a.mid, lw.mlp_norm_weight, lg.mlp_norm_weight, lg.mlp_norm_bias);  // d(mid)
   // Attention: mid = x + o(attended), or with post-norms x + norm_1(o(attended)).
-  if (c.post_norms)
-    apply_norm_backward(backend_, config_, a.o_raw, lw.attn_norm_weight, dx_, dtmp_,
-                        norm_grad(lg.attn_norm_weight, 0), norm_grad(lg.attn_norm_bias, 1),
-                        GradWrite::Overwrite);
-  linear_backward(a.attended, lw.o, c.post_norms ? dtmp_ : dx_, dattended_, lg.o, lg.o_bias, layer,
-                  LoraTarget::O);
+  linear_backward(a.attended, lw.o,
+                  block_output_grad(a.o_raw, lw.attn_norm_weight, lg.attn_norm_weight, lg.attn_norm_bias),
+                  dattended_, lg.o, lg.o_bias, layer, LoraTarget::O);
   const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
   for (int64_t b = 0; b < batch_; ++b)
     backend_.attention_backward(sequence(a.q, b, h), sequence(a.k, b, kvh), sequence(a.v, b, kvh),
@@ -325,12 +313,25 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
   backend_.add(dh_, dtmp_, dh_);
   linear_backward(h1, lw.v, dv_, dtmp_, lg.v, lg.v_bias, layer, LoraTarget::V);
   backend_.add(dh_, dtmp_, dh_);
-  if (c.post_norms) {  // d(x) = d(mid) + d(h1), h1 being x
+  add_block_input_grad(residual_[static_cast<size_t>(layer)], lw.attn_norm_weight, lg.attn_norm_weight,
+                       lg.attn_norm_bias);  // d(x)
+}
+
+const Tensor& TrainingPass::block_output_grad(const Tensor& raw, const Tensor& weight, const Tensor& dweight,
+                                              const Tensor& dbias) {
+  if (!config_.post_norms) return dx_;
+  apply_norm_backward(backend_, config_, raw, weight, dx_, dtmp_, norm_grad(dweight, 0), norm_grad(dbias, 1),
+                      GradWrite::Overwrite);
+  return dtmp_;
+}
+
+void TrainingPass::add_block_input_grad(const Tensor& x, const Tensor& weight, const Tensor& dweight,
+                                        const Tensor& dbias) {
+  if (config_.post_norms) {
     backend_.add(dx_, dh_, dx_);
   } else {
-    apply_norm_backward(backend_, config_, residual_[static_cast<size_t>(layer)], lw.attn_norm_weight, dh_,
-                        dx_, norm_grad(lg.attn_norm_weight, 0), norm_grad(lg.attn_norm_bias, 1),
-                        GradWrite::Accumulate);  // d(x)
+    apply_norm_backward(backend_, config_, x, weight, dh_, dx_, norm_grad(dweight, 0), norm_grad(dbias, 1),
+                        GradWrite::Accumulate);
   }
 }
 

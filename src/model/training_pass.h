@@ -143,6 +143,14 @@ class TrainingPass {
   // Sequence b of a [rows, heads * head_dim] activation, as [seq_len, heads, head_dim].
   Tensor sequence(const Tensor& rows, int64_t b, int64_t heads) const;
   void backward_layer(const ModelWeights& w, const ModelWeights& g, int64_t layer);
+  // d(a block's output) given dx_ = d(the residual it is added to): dx_ itself, or with
+  // post-norms the backward of norm(raw) (written to dtmp_; the norm's gradients accumulated).
+  const Tensor& block_output_grad(const Tensor& raw, const Tensor& weight, const Tensor& dweight,
+                                  const Tensor& dbias);
+  // dx_ += d(the residual x) through the block's input, given dh_ = d(input): the norm's
+  // backward of x (its gradients accumulated), or with post-norms dh_ itself (the input is x).
+  void add_block_input_grad(const Tensor& x, const Tensor& weight, const Tensor& dweight,
+                            const Tensor& dbias);
 
   const ModelConfig& config_;
   Backend& backend_;

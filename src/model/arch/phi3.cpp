@@ -7,18 +7,14 @@ namespace tokenmill {
 
 namespace {
 
-const TensorLayout kPhi3Layout = {
-    .token_embedding = {"model.embed_tokens", "token_embd"},
-    .final_norm = {"model.norm", "output_norm"},
-    .lm_head = {"lm_head", "output"},
-    .layer = {"model.layers.{}.", "blk.{}."},
-    .attn_norm = {"input_layernorm", "attn_norm"},
-    .o = {"self_attn.o_proj", "attn_output"},
-    .mlp_norm = {"post_attention_layernorm", "ffn_norm"},
-    .gate_up = {"mlp.gate_up_proj", "ffn_up"},
-    .down = {"mlp.down_proj", "ffn_down"},
-    .qkv = {"self_attn.qkv_proj", "attn_qkv"},
-};
+// kLlamaLayout is constant-initialised (string literals only), so it is ready here.
+const TensorLayout kPhi3Layout = [] {
+  TensorLayout layout = kLlamaLayout;
+  layout.q = layout.k = layout.v = layout.gate = layout.up = {};
+  layout.qkv = {"self_attn.qkv_proj", "attn_qkv"};
+  layout.gate_up = {"mlp.gate_up_proj", "ffn_up"};
+  return layout;
+}();
 
 // Phi-3-mini-4k's config keeps a sliding window; LongRoPE (the 128k models, Phi-3.5, Phi-4-mini)
 // fails in parse_rope.
