@@ -14,7 +14,7 @@ packages=(
   libpcre2-dev libicu-dev pkg-config libcpp-httplib-dev
   chromium chromium-driver python3-selenium
   clang-14 libclang-rt-14-dev libomp-14-dev clang-format-14
-  libboost-context-dev
+  libboost-context-dev libssl-dev
 )
 
 missing=()

@@ -1,5 +1,6 @@
 #include "model/paged_transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/checked_math.h"
@@ -115,6 +116,17 @@ Tensor PagedTransformer::forward(std::span<const Slice> slices) {
   host_logits_.resize(static_cast<size_t>(logits.numel()));
   backend_.memory().copy_to_host(host_logits_.data(), logits.data, logits.nbytes());
   return Tensor(host_logits_.data(), DType::F32, {outputs, c.vocab_size});
+}
+
+void PagedTransformer::copy_hidden_row(int64_t row, std::span<float> out) const {
+  const Tensor hidden = last_rows_.slice_rows(row, 1);
+  if (static_cast<int64_t>(out.size()) != hidden.numel())
+    fail("copy_hidden_row: the output holds {} floats, the hidden state {}", out.size(), hidden.numel());
+  if (backend_.memory().is_host()) {
+    std::copy_n(hidden.as<const float>(), out.size(), out.data());
+  } else {
+    backend_.memory().copy_to_host(out.data(), hidden.data, hidden.nbytes());
+  }
 }
 
 void PagedTransformer::attention_block(int64_t layer, int64_t rows) {

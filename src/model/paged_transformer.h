@@ -49,6 +49,9 @@ class PagedTransformer {
   // slice order, in host memory; valid until the next call. Throws Error if the step exceeds max_tokens /
   // max_slices, a position exceeds the model's context or a block table is too short.
   Tensor forward(std::span<const Slice> slices);
+  // The final hidden state (after the final norm) behind logits row `row` of the last
+  // forward, copied to `out` [hidden] (embeddings).
+  void copy_hidden_row(int64_t row, std::span<float> out) const;
 
   int64_t num_blocks() const { return num_blocks_; }
   int64_t block_size() const { return block_size_; }

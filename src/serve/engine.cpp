@@ -110,6 +110,7 @@ std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
     if (id < 0 || id >= vocab) fail("prompt token id {} is outside the vocabulary [0, {})", id, vocab);
   for (int32_t id : request.stop_token_ids)
     if (id < 0 || id >= vocab) fail("stop_token_ids: {} is outside the vocabulary [0, {})", id, vocab);
+  if (request.embed) request.max_tokens = 1;  // the step that computes the last prompt token ends it
   if (request.max_tokens < 1) fail("max_tokens must be at least 1 (got {})", request.max_tokens);
   if (request.top_logprobs > 20) fail("top_logprobs must be at most 20 (got {})", request.top_logprobs);
   request.sampling.validate();
@@ -229,6 +230,12 @@ bool Engine::State::run_step() {
   for (const ScheduledSlice& p : plan) {
     if (!p.want_logits) continue;
     Sequence& s = *p.sequence;
+    if (s.request().embed) {
+      std::vector<float> hidden(static_cast<size_t>(model.model->config.hidden_size));
+      runner.copy_hidden_row(row++, hidden);
+      finish(&s, s.embedded(std::move(hidden)));
+      continue;
+    }
     const Clock::time_point previous = s.last_token_time();
     StreamEvent event = s.advance(std::span(logits.as<float>() + row * vocab, static_cast<size_t>(vocab)));
     ++row;

@@ -29,6 +29,10 @@ struct EngineRequest {
   // are sampled, an end-of-generation token only once the text is a whole sentence, and the
   // request stops (finish Stop) once nothing more is allowed.
   std::shared_ptr<const ConstrainedGrammar> grammar;
+  // An embedding request: nothing is generated (max_tokens and sampling are ignored); the
+  // last event carries the final hidden state (after the final norm) of the prompt's last
+  // token, finish Stop.
+  bool embed = false;
   // The engine ends the request (finish Timeout) once this passes.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
@@ -53,6 +57,7 @@ struct StreamEvent {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_prompt_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+  std::vector<float> embedding;      // an embedding request's [hidden], on its last event
 };
 
 }  // namespace tokenmill

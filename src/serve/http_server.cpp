@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "serve/cors.h"
+#include "serve/embeddings.h"
 #include "serve/generation.h"
 #include "serve/guarded_server.h"
 #include "serve/web_ui.h"
@@ -36,6 +37,24 @@ bool same_secret(std::string_view given, std::string_view key) {
   unsigned char diff = 0;
   for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ key[i]);
   return diff == 0;
+}
+
+// Runs `submit` (what hands requests to the engine), turning the engine's refusals into API
+// errors: busy 429 (with Retry-After), stopping 503, any other Error 400.
+template <class Submit>
+auto on_engine(httplib::Response& res, Submit&& submit) {
+  try {
+    return submit();
+  } catch (const EngineBusy& e) {
+    res.set_header("Retry-After", "1");
+    throw ApiException(api_error(429, e.what()));
+  } catch (const EngineStopped& e) {
+    throw ApiException(api_error(503, e.what()));
+  } catch (const ApiException&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiException(api_error(400, e.what()));
+  }
 }
 
 }  // namespace
@@ -94,18 +113,8 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
   for (EngineRequest& r : parsed.requests) r.deadline = deadline;
   const bool streaming = parsed.options.stream;
   std::shared_ptr<Generation> generation;
-  try {
-    generation = std::make_shared<Generation>(engine, model, std::move(parsed), endpoint);
-  } catch (const EngineBusy& e) {
-    res.set_header("Retry-After", "1");
-    throw ApiException(api_error(429, e.what()));
-  } catch (const EngineStopped& e) {
-    throw ApiException(api_error(503, e.what()));
-  } catch (const ApiException&) {
-    throw;
-  } catch (const Error& e) {
-    throw ApiException(api_error(400, e.what()));
-  }
+  generation = on_engine(
+      res, [&] { return std::make_shared<Generation>(engine, model, std::move(parsed), endpoint); });
   // Streaming or not, the body is written in pieces as the engine runs, so a client that
   // hangs up is noticed at the next write and its requests are cancelled at once. HTTP/1.1
   // clients get it chunked; HTTP/1.0 clients, which do not know chunked, read it to the end
@@ -234,6 +243,12 @@ void HttpServer::Impl::configure() {
   });
   route("POST", "/v1/chat/completions",
         [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, Endpoint::Chat); });
+  route("POST", "/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
+    const EmbeddingRequest request = parse_embeddings(parse_json_body(req.body), model);
+    send_json(res, 200, on_engine(res, [&] {
+                return run_embeddings(engine, model, request, options.request_timeout);
+              }));
+  });
   route("POST", "/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     send_json(res, 200,
               tokenize_response(parse_tokenize(parse_json_body(req.body), model), model.context_length));

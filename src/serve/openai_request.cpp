@@ -305,25 +305,27 @@ std::vector<int32_t> tokenize_prompt(const std::string& text, const std::string&
   return ids;
 }
 
-std::vector<std::vector<int32_t>> completion_prompts(const json& body, const ServedModel& model) {
-  const json* prompt = field(body, "prompt");
-  if (prompt == nullptr) fail_request("prompt", "Missing required parameter: 'prompt'.");
-  if (prompt->is_string()) return {tokenize_prompt(prompt->get<std::string>(), "prompt", model.tokenizer)};
+}  // namespace
+
+std::vector<std::vector<int32_t>> read_prompt_list(const json& body, const std::string& key,
+                                                   const ServedModel& model) {
+  const json* prompt = field(body, key);
+  if (prompt == nullptr) fail_request(key, "Missing required parameter: '{}'.", key);
+  if (prompt->is_string()) return {tokenize_prompt(prompt->get<std::string>(), key, model.tokenizer)};
   if (!prompt->is_array() || prompt->empty())
-    fail_expected("prompt",
-                  "a string or a non-empty array of strings, of token ids or of arrays of token ids",
+    fail_expected(key, "a string or a non-empty array of strings, of token ids or of arrays of token ids",
                   *prompt);
   if (prompt->front().is_number()) {
-    std::vector<int32_t> ids = read_token_ids(*prompt, "prompt", model.tokenizer);
+    std::vector<int32_t> ids = read_token_ids(*prompt, key, model.tokenizer);
     return {std::move(ids)};
   }
   if (prompt->size() > static_cast<size_t>(model.limits.max_prompts))
-    fail_request("prompt", "Invalid 'prompt': at most {} prompts per request, got {}.",
-                 model.limits.max_prompts, prompt->size());
+    fail_request(key, "Invalid '{}': at most {} prompts per request, got {}.", key, model.limits.max_prompts,
+                 prompt->size());
   std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < prompt->size(); ++i) {
     const json& item = (*prompt)[i];
-    const std::string param = fmt::format("prompt[{}]", i);
+    const std::string param = fmt::format("{}[{}]", key, i);
     if (item.is_string()) {
       prompts.push_back(tokenize_prompt(item.get<std::string>(), param, model.tokenizer));
     } else if (item.is_array() && !item.empty()) {
@@ -334,6 +336,8 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Ser
   }
   return prompts;
 }
+
+namespace {
 
 // The text of one message's content: a string, or text parts joined with "\n".
 std::string message_content(const json& content, const std::string& param) {
@@ -496,7 +500,7 @@ ParsedRequest parse_completion(const nlohmann::json& body, const ServedModel& mo
     fields.options.logprobs = true;
   }
   const MaxTokens max_tokens{read_max_tokens(body, "max_tokens"), "max_tokens", /*OpenAI's default*/ 16};
-  return plan(completion_prompts(body, model), std::move(fields), max_tokens, "prompt", model);
+  return plan(read_prompt_list(body, "prompt", model), std::move(fields), max_tokens, "prompt", model);
 }
 
 ParsedRequest parse_chat(const nlohmann::json& body, const ServedModel& model, std::string_view raw_body) {
@@ -545,6 +549,24 @@ std::vector<int32_t> parse_detokenize(const nlohmann::json& body, const ServedMo
   const json* tokens = field(body, "tokens");
   if (tokens == nullptr) fail_request("tokens", "Missing required parameter: 'tokens'.");
   return read_token_ids(*tokens, "tokens", model.tokenizer);
+}
+
+EmbeddingRequest parse_embeddings(const json& body, const ServedModel& model) {
+  require_object(body);
+  check_model(body, model);
+  EmbeddingRequest request;
+  request.model = model.id;
+  request.inputs = read_prompt_list(body, "input", model);
+  if (const json* format = field(body, "encoding_format")) {
+    const std::string& name = read_string(*format, "encoding_format");
+    if (name != "float" && name != "base64")
+      fail_expected("encoding_format", "\"float\" or \"base64\"", *format);
+    request.base64 = name == "base64";
+  }
+  if (const json* dimensions = field(body, "dimensions"))
+    request.dimensions = read_integer(*dimensions, "dimensions", 1, model.hidden_size);
+  if (const json* user = field(body, "user")) read_string(*user, "user");
+  return request;
 }
 
 }  // namespace tokenmill

@@ -58,6 +58,15 @@ struct ServeLimits {
 };
 
 // The model as the server presents it; the server owns what the references point to.
+// How /v1/embeddings turns a prompt's hidden states into its embedding (serve/embeddings.h):
+// the last token's final hidden state, L2-normalised unless the model's sentence-transformers
+// config has no Normalize module. `unsupported`: the pooling mode that config asks for when
+// tokenmill does not run it (embedding requests are then refused, naming it).
+struct EmbeddingPooling {
+  bool normalize = true;
+  std::string unsupported;
+};
+
 struct ServedModel {
   std::string id;  // what /v1/models lists and `model` must equal
   const Tokenizer& tokenizer;
@@ -68,6 +77,8 @@ struct ServedModel {
   // Compiles structured-output grammars for this tokenizer; null: such requests are refused.
   std::shared_ptr<GrammarCache> grammars = nullptr;
   ToolFormat tool_format = ToolFormat::Hermes;  // how the chat template teaches tool calls
+  int64_t hidden_size = 0;                      // the width of an embedding
+  EmbeddingPooling pooling{};
 };
 
 // What the response needs to know about the request.
@@ -106,6 +117,26 @@ ParsedRequest parse_completion(const nlohmann::json& body, const ServedModel& mo
 // recognised (as ChatSession does). `max_completion_tokens` wins over `max_tokens`.
 ParsedRequest parse_chat(const nlohmann::json& body, const ServedModel& model,
                          std::string_view raw_body = {});
+
+// A request's prompts under `key` ("prompt", or "input" for embeddings): a string, an array
+// of strings, an array of token ids or an array of arrays of token ids; each string or id
+// array is one prompt, strings tokenized as parse_completion says. At most
+// limits.max_prompts of them.
+std::vector<std::vector<int32_t>> read_prompt_list(const nlohmann::json& body, const std::string& key,
+                                                   const ServedModel& model);
+
+// POST /v1/embeddings (serve/embeddings.h).
+struct EmbeddingRequest {
+  std::string model;                         // the served model's id, echoed in the response
+  std::vector<std::vector<int32_t>> inputs;  // tokenized as completion prompts are
+  bool base64 = false;                       // encoding_format "base64": little-endian f32 bytes
+  std::optional<int64_t> dimensions;         // keep the first `dimensions` values (then normalise)
+};
+
+// {model?, input, encoding_format = "float", dimensions?, user?}: `input` as a completion's
+// `prompt`; encoding_format "float" or "base64"; dimensions in [1, hidden_size]. Errors name
+// the field.
+EmbeddingRequest parse_embeddings(const nlohmann::json& body, const ServedModel& model);
 
 // POST /tokenize (vLLM): {model?, prompt, add_special_tokens = true} or
 // {model?, messages, add_generation_prompt = true, add_special_tokens = false}.

@@ -108,6 +108,13 @@ StreamEvent Sequence::advance(std::span<float> logits) {
 
 StreamEvent Sequence::end(FinishReason reason) { return finished_event(StreamEvent{}, reason); }
 
+StreamEvent Sequence::embedded(std::vector<float> hidden) {
+  StreamEvent event;
+  event.embedding = std::move(hidden);
+  last_token_ = Clock::now();
+  return finished_event(std::move(event), FinishReason::Stop);
+}
+
 StreamEvent Sequence::finished_event(StreamEvent event, FinishReason reason) {
   if (!stops_.stopped()) {
     event.text += stops_.push(decoder_.flush());

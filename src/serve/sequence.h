@@ -48,6 +48,9 @@ class Sequence {
   StreamEvent advance(std::span<float> logits);
   // The last event of a request ended from outside (cancelled, timed out, shut down).
   StreamEvent end(FinishReason reason);
+  // The last event of an embedding request, once its prompt is computed: `hidden`, the final
+  // hidden state of its last token.
+  StreamEvent embedded(std::vector<float> hidden);
 
   Clock::time_point submitted() const { return submitted_; }
   Clock::time_point last_token_time() const { return last_token_; }

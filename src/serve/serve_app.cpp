@@ -14,6 +14,7 @@
 #include "model/paged_transformer.h"
 #include "runtime/device_choice.h"
 #include "runtime/text_model.h"
+#include "serve/embeddings.h"
 #include "serve/server_metrics.h"
 
 namespace tokenmill {
@@ -84,6 +85,8 @@ void run_server(ServeConfig config) {
   if (!chat_template_source.empty()) served.chat_template.emplace(chat_template_source);
   served.grammars = std::make_shared<GrammarCache>(tokenizer);
   served.tool_format = detect_tool_format(chat_template_source);
+  served.hidden_size = model.model->config.hidden_size;
+  served.pooling = read_embedding_pooling(model.model->path);
   HttpServer server(engine, served, metrics, config.http);
   const int port = server.bind();
   spdlog::info("serving {} on http://{}:{} (backend {}, {} API key{})", served.id, config.http.host, port,

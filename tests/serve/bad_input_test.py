@@ -182,7 +182,7 @@ class BadInput(unittest.TestCase):
         self.assert_serving()
 
     def test_unknown_routes(self):
-        for method, path in [("GET", "/v2/models"), ("GET", "/v1/engines"), ("POST", "/v1/embeddings"),
+        for method, path in [("GET", "/v2/models"), ("GET", "/v1/engines"), ("POST", "/v1/audio/speech"),
                              ("GET", "/nothing/here"), ("PUT", "/healthz")]:
             with self.subTest(method=method, path=path):
                 status, body, _ = request(method, path, b"{}", AUTH)

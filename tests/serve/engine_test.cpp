@@ -130,6 +130,38 @@ TEST_F(EngineTest, OneRequestMatchesGenerate) {
   EXPECT_EQ(c.text, model_.tokenizer->decode(c.tokens, true));
 }
 
+// An embedding request generates nothing and ends with its last prompt token's final hidden
+// state: the vector whose product with lm_head is the logits a forward pass gives there. Its
+// KV stays in the prefix cache, so a generation with that prompt reuses it.
+TEST_F(EngineTest, AnEmbeddingIsTheHiddenStateBehindTheLastTokensLogits) {
+  load("hf/smollm_chat");
+  Engine engine(model_, *backend_, EngineOptions{});
+  EngineRequest r;
+  r.prompt = random_prompt(37, vocab(), 7);
+  r.embed = true;
+  r.max_tokens = 0;  // ignored
+  const Collected c = collect(*engine.submit(r));
+  EXPECT_EQ(c.finish, FinishReason::Stop);
+  EXPECT_TRUE(c.tokens.empty());
+  EXPECT_EQ(c.last.prompt_tokens, 37);
+  EXPECT_EQ(c.last.completion_tokens, 0);
+  const ModelConfig& config = model_.model->config;
+  ASSERT_EQ(static_cast<int64_t>(c.last.embedding.size()), config.hidden_size);
+
+  Transformer t(*model_.model, *backend_);
+  const Tensor logits = t.forward_last(r.prompt);
+  const Tensor& head = model_.model->weights.lm_head;  // f32 [vocab, hidden]
+  for (int64_t v = 0; v < config.vocab_size; ++v) {
+    double dot = 0;
+    for (int64_t j = 0; j < config.hidden_size; ++j)
+      dot += static_cast<double>(head.as<float>()[v * config.hidden_size + j]) * c.last.embedding[j];
+    ASSERT_NEAR(dot, logits.as<float>()[v], 1e-4) << "token " << v;
+  }
+  const Collected generated = collect(*engine.submit(greedy(r.prompt, 4)));
+  EXPECT_EQ(generated.tokens, solo(greedy(r.prompt, 4)));
+  EXPECT_GT(generated.last.cached_prompt_tokens, 0);
+}
+
 TEST_F(EngineTest, ConcurrentQuantizedRequestsGiveTheirSoloTokens) {
   load("gguf/llama_q4_1.gguf");
   EngineOptions options;
