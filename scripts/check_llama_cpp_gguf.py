@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Check that llama.cpp loads what `tokenmill convert` writes and computes what transformers
+computes from the original model: the GGUF side of the architectures' parity (run by hand,
+and by CTest as convert_llama_cpp_check where llama-cpp-python is installed; CI installs it
+not, so the last output is kept in scripts/check_llama_cpp_gguf.recorded.txt).
+
+Usage:  python3 scripts/check_llama_cpp_gguf.py --tokenmill BUILD/tokenmill
+Needs llama-cpp-python (pip install llama-cpp-python: it builds llama.cpp from source). Exit
+status 0 when every check passes; prints one line per check.
+
+For every tiny Hugging Face fixture in tests/fixtures/hf (every architecture tokenmill
+converts), in a temporary directory: `tokenmill convert --type f32`, then llama.cpp
+(llama_cpp.Llama, logits_all, CPU, one thread) evaluates the fixture's three prompts as token
+ids with an f32 KV cache; its logits at every position must equal expected.json's (what
+transformers computed from the HF directory, float32) to 1e-4 of the largest logit (two
+float32 engines with other summation orders agree to ~1e-6; a wrong tensor name, permutation
+or norm shows as O(1)); GPT-2 to 1e-3, as ggml's CPU GELU is an f16 table.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import llama_cpp
+import numpy as np
+from llama_cpp import Llama
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "hf")
+TOLERANCE = 1e-4
+# GPT-2: ggml's CPU GELU reads a table of f16 values (GGML_GELU_FP16), ~5e-4 relative here.
+GELU_TABLE_TOLERANCE = 1e-3
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok    " if ok else "FAIL  ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def llama_cpp_logits(gguf, ids, context):
+    # An f32 KV cache (llama.cpp's default is f16, which alone moves logits by ~1e-3).
+    model = Llama(model_path=gguf, n_ctx=context, n_threads=1, logits_all=True, verbose=False,
+                  type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32)
+    model.eval(ids)
+    return np.array(model.scores[:len(ids)], dtype=np.float64)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tokenmill", required=True, help="the tokenmill executable")
+    args = ap.parse_args()
+    print(f"llama-cpp-python {llama_cpp.__version__}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in sorted(os.listdir(FIXTURES)):
+            directory = os.path.join(FIXTURES, name)
+            expected = json.load(open(os.path.join(directory, "expected.json")))
+            gguf = os.path.join(tmp, name + ".gguf")
+            converted = subprocess.run([args.tokenmill, "convert", directory, gguf, "--type", "f32"],
+                                       capture_output=True, text=True)
+            if converted.returncode != 0:
+                check(False, f"{name}: tokenmill convert failed: {converted.stderr.strip()}")
+                continue
+            config = json.load(open(os.path.join(directory, "config.json")))
+            context = config.get("max_position_embeddings") or config["n_positions"]
+            worst = 0.0
+            try:
+                for ids, logits in zip(expected["prompts"], expected["logits"]):
+                    theirs = np.array(logits, dtype=np.float64)
+                    ours = llama_cpp_logits(gguf, ids, context)
+                    worst = max(worst, float(np.abs(ours - theirs).max() / np.abs(theirs).max()))
+            except Exception as e:  # llama.cpp refusing the file is a failure of the file
+                check(False, f"{name}: llama.cpp cannot run the converted file: {e}")
+                continue
+            tolerance = GELU_TABLE_TOLERANCE if config.get("model_type") == "gpt2" else TOLERANCE
+            check(worst < tolerance, f"{name}: llama.cpp's logits of the converted GGUF within {worst:.2e} "
+                                     "(relative to the largest) of transformers' from the HF directory")
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
