@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes fuzz/corpus/openai (seed request bodies, first byte = endpoint: 0 completions,
-1 chat, 2 tokenize, 3 detokenize) and fuzz/openai.dict (JSON keys and awkward values).
+1 chat, 2 tokenize, 3 detokenize, 4 embeddings) and fuzz/openai.dict (JSON keys and awkward values).
 Run from the repository root."""
 import json
 seeds = [
@@ -12,11 +12,13 @@ seeds = [
  (2, {"prompt": "Hello <|im_end|> world", "add_special_tokens": True}),
  (2, {"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": False}),
  (3, {"tokens": [1, 2, 3, 100, 49151]}),
+ (4, {"model": "smollm", "input": ["Hello", "world"], "encoding_format": "base64", "dimensions": 32}),
+ (4, {"input": [[1, 2, 3], [4]], "encoding_format": "float", "user": "u"}),
 ]
 for i, (endpoint, body) in enumerate(seeds):
     with open(f"fuzz/corpus/openai/seed{i}", "wb") as f:
         f.write(bytes([endpoint]) + json.dumps(body).encode())
-keys = ["model","prompt","messages","role","content","type","text","max_tokens","max_completion_tokens","temperature","top_p","top_k","min_p","n","stream","stream_options","include_usage","stop","seed","logprobs","top_logprobs","frequency_penalty","presence_penalty","repetition_penalty","ignore_eos","stop_token_ids","skip_special_tokens","add_special_tokens","add_generation_prompt","tokens","echo","best_of","suffix","logit_bias","tools","response_format","system","user","assistant","developer","tool"]
+keys = ["model","prompt","messages","role","content","type","text","max_tokens","max_completion_tokens","temperature","top_p","top_k","min_p","n","stream","stream_options","include_usage","stop","seed","logprobs","top_logprobs","frequency_penalty","presence_penalty","repetition_penalty","ignore_eos","stop_token_ids","skip_special_tokens","add_special_tokens","add_generation_prompt","tokens","echo","best_of","suffix","logit_bias","tools","response_format","system","user","assistant","developer","tool","input","encoding_format","dimensions","base64","float"]
 words = ['"%s"' % k for k in keys] + ["true", "false", "null", "1e308", "-1", "0.5", "9223372036854775808", r'"\ud800"']
 with open("fuzz/openai.dict", "w") as f:
     for w in words:

@@ -1,13 +1,14 @@
 // libFuzzer target for the OpenAI request parser (serve/openai_request.h): arbitrary HTTP
-// bodies for /v1/completions, /v1/chat/completions, /tokenize and /detokenize, against the
-// SmolLM2 fixture tokenizer and its chat template, in a 256-token context.
+// bodies for /v1/completions, /v1/chat/completions, /tokenize, /detokenize and /v1/embeddings,
+// against the SmolLM2 fixture tokenizer and its chat template, in a 256-token context.
 //
-// The first input byte picks the endpoint (value % 4); the rest is the body.
+// The first input byte picks the endpoint (value % 5); the rest is the body.
 // Properties checked: the only exception is ApiException with status 400 or 404 (anything
 // else would be a 500 or a crash in the server); an accepted generation request has n choices
 // per prompt, each with a non-empty prompt of ids in the vocabulary that leaves room for
 // max_tokens >= 1 in the context, stop strings and logprobs within the limits; token ids from
-// /tokenize and /detokenize are in the vocabulary.
+// /tokenize and /detokenize are in the vocabulary; an accepted embeddings request has
+// non-empty inputs of ids in the vocabulary and dimensions within [1, hidden size].
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -22,6 +23,7 @@ namespace {
 using tokenmill::ServedModel;
 
 constexpr int64_t kContext = 256;
+constexpr int64_t kHidden = 64;
 
 const ServedModel& served() {
   static const tokenmill::Tokenizer tokenizer = tokenmill::Tokenizer::from_model_dir(
@@ -31,7 +33,8 @@ const ServedModel& served() {
                                  .chat_template = tokenmill::ChatTemplate(tokenizer.chat_template()),
                                  .context_length = kContext,
                                  .created = 1700000000,
-                                 .limits = {}};
+                                 .limits = {},
+                                 .hidden_size = kHidden};
   return model;
 }
 
@@ -64,6 +67,16 @@ void check_generation(const tokenmill::ParsedRequest& parsed) {
   }
 }
 
+void check_embeddings(const tokenmill::EmbeddingRequest& request) {
+  check(!request.inputs.empty(), "at least one input");
+  for (const std::vector<int32_t>& input : request.inputs) {
+    check(!input.empty(), "non-empty inputs");
+    check_ids(input);
+  }
+  check(!request.dimensions || (*request.dimensions >= 1 && *request.dimensions <= kHidden),
+        "dimensions within [1, hidden size]");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -71,11 +84,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
   try {
     const nlohmann::json json = tokenmill::parse_json_body(body);
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
       case 0: check_generation(tokenmill::parse_completion(json, served())); break;
       case 1: check_generation(tokenmill::parse_chat(json, served())); break;
       case 2: check_ids(tokenmill::parse_tokenize(json, served())); break;
-      default: check_ids(tokenmill::parse_detokenize(json, served())); break;
+      case 3: check_ids(tokenmill::parse_detokenize(json, served())); break;
+      default: check_embeddings(tokenmill::parse_embeddings(json, served())); break;
     }
   } catch (const tokenmill::ApiException& e) {
     check(e.error().status == 400 || e.error().status == 404, "errors are 400 or 404");
