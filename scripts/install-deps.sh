@@ -15,6 +15,7 @@ packages=(
   chromium chromium-driver python3-selenium
   clang-14 libclang-rt-14-dev libomp-14-dev clang-format-14
   libboost-context-dev libssl-dev
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

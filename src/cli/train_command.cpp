@@ -1,6 +1,8 @@
 // train: pretrain from scratch or fine-tune a Hugging Face model on prepared data
 // (train/trainer.h) on --device (runtime/device_choice.h), with one progress line per step,
-// validation, samples and a summary.
+// validation, samples and a summary. Started by mpirun or srun with several ranks, it trains
+// data-parallel (dist/communicator.h): rank 0 prints and writes; each rank takes the GPU of
+// its local rank under --device cuda; a rank that fails stops the whole job.
 #include <csignal>
 #include <memory>
 #include <string>
@@ -12,6 +14,7 @@
 #include "cli/device_flag.h"
 #include "core/error.h"
 #include "core/json_file.h"
+#include "dist/communicator.h"
 #include "measure/roofline.h"
 #include "model/transformer.h"
 #include "runtime/generator.h"
@@ -38,6 +41,8 @@ struct TrainFlags {
   bool lora_flags_given = false;  // --lora-alpha or --lora-targets
   int64_t sample_tokens = 64;
   std::string sample_prompt;
+  double bucket_mb = 25.0;
+  double collective_timeout = 600.0;
 };
 
 std::string duration(double seconds) {
@@ -64,8 +69,23 @@ std::string sample_text(const TrainFlags& f, const Tokenizer& tokenizer, int32_t
   return f.sample_prompt + tokenizer.decode(generate(transformer, request).ids);
 }
 
-void run_train(TrainFlags& f) {
+// The backend of this rank: under a launcher, `cuda` (and `auto` when it chose a GPU) is the
+// GPU of the local rank, so the ranks of one node take one GPU each.
+std::unique_ptr<Backend> open_rank_device(const std::string& device, const Communicator& comm) {
+  Model no_weights;
+  if (comm.world_size() > 1 && device == "cuda")
+    return open_device(fmt::format("cuda:{}", comm.local_rank()), no_weights);
+  std::unique_ptr<Backend> backend = open_device(device, no_weights);
+  if (comm.world_size() > 1 && device == "auto" && !backend->memory().is_host() && comm.local_rank() > 0)
+    return open_device(fmt::format("cuda:{}", comm.local_rank()), no_weights);
+  return backend;
+}
+
+void train_rank(TrainFlags& f, Communicator& comm) {
   TrainOptions& o = f.options;
+  if (!(f.bucket_mb > 0.0) || f.bucket_mb > 1e6)
+    fail("--bucket-mb must be in (0, 1e6] MiB, got {}", f.bucket_mb);
+  o.bucket_bytes = static_cast<int64_t>(f.bucket_mb * (1 << 20));
   o.data_dir = f.data;
   o.run_dir = f.out;
   o.from_model = f.from;
@@ -90,8 +110,7 @@ void run_train(TrainFlags& f) {
   const Tokenizer tokenizer = Tokenizer::from_file(meta.at("tokenizer").get<std::string>());
   // Training makes its weights in the backend's memory itself (train/parameters.h), so there
   // is no model to place: the device is chosen for an empty one.
-  Model no_weights;
-  const std::unique_ptr<Backend> backend = open_device(f.device, no_weights);
+  const std::unique_ptr<Backend> backend = open_rank_device(f.device, comm);
   // The peak for MFU: a short calibration, on the chosen backend, of the GEMM the run's
   // matrices are multiplied with (measure/roofline.h).
   CalibrationOptions calibration;
@@ -101,17 +120,22 @@ void run_train(TrainFlags& f) {
   calibration.min_seconds = 0.1;
   calibration.passes = 2;
   o.peak_flops = measure_ceilings(*backend, calibration).peak_flops;
-  fmt::print("peak for MFU: {:.1f} GFLOP/s ({}-weight {}^3 GEMM, {} backend)\n", o.peak_flops / 1e9,
-             dtype_name(calibration.gemm_weights), calibration.gemm_size, backend->name());
+  if (comm.is_root())
+    fmt::print("peak for MFU: {:.1f} GFLOP/s ({}-weight {}^3 GEMM, {} backend)\n", o.peak_flops / 1e9,
+               dtype_name(calibration.gemm_weights), calibration.gemm_size, backend->name());
   TrainObserver observer;
   observer.on_info = [](const std::string& line) { fmt::print("{}\n", line); };
-  observer.on_step = [&o](const StepReport& r) {
+  observer.on_step = [&o, ranks = comm.world_size()](const StepReport& r) {
     fmt::print(
-        "step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f}{}{} | {:.0f} tok/s | {} elapsed, ETA "
+        "step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f}{}{} | {:.0f} tok/s{} | {} elapsed, ETA "
         "{}\n",
         r.step, r.steps, r.loss, r.lr, r.grad_norm, r.applied ? "" : " (step skipped: non-finite)",
         o.precision == Precision::FP16 ? fmt::format(" | loss scale {}", r.loss_scale) : std::string(),
-        r.tokens_per_second, duration(r.elapsed_seconds), duration(r.eta_seconds));
+        r.tokens_per_second,
+        ranks > 1 ? fmt::format(" ({:.0f} per rank, {:.0f}% in communication)", r.rank_tokens_per_second,
+                                100.0 * r.communication_share)
+                  : std::string(),
+        duration(r.elapsed_seconds), duration(r.eta_seconds));
     std::fflush(stdout);
   };
   observer.on_eval = [](const EvalReport& r) {
@@ -131,9 +155,10 @@ void run_train(TrainFlags& f) {
   observer.on_checkpoint = [](const std::filesystem::path& p) { fmt::print("checkpoint: {}\n", p.string()); };
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
-  const TrainSummary s = train(o, *backend, observer, &g_stop);
+  const TrainSummary s = train(o, *backend, observer, &g_stop, &comm);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  if (!comm.is_root()) return;
   fmt::print("\n== summary ==\n");
   fmt::print("parameters        {} ({} trained)\n", s.parameters, s.trainable_parameters);
   fmt::print("steps             {}..{}{}\n", s.first_step, s.last_step,
@@ -148,6 +173,18 @@ void run_train(TrainFlags& f) {
   fmt::print("checkpoint        {}\n", s.checkpoint.string());
   fmt::print("metrics           {}\n", (o.run_dir / "metrics.jsonl").string());
   fmt::print("loss curve        {}\n", (o.run_dir / "loss.svg").string());
+}
+
+void run_train(TrainFlags& f) {
+  const std::unique_ptr<Communicator> comm = open_communicator({.timeout_seconds = f.collective_timeout});
+  try {
+    train_rank(f, *comm);
+  } catch (const Error& e) {
+    if (comm->world_size() == 1) throw;
+    fmt::print(stderr, "error: rank {} of {}: {}\n", comm->rank(), comm->world_size(), e.what());
+    std::fflush(stderr);
+    comm->abort(1);
+  }
 }
 
 }  // namespace
@@ -204,6 +241,13 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--initial-loss-scale", o.initial_loss_scale, "fp16: the first loss scale");
   cmd->add_option("--loss-scale-growth-interval", o.loss_scale_growth_interval,
                   "fp16: finite steps before the loss scale doubles");
+  cmd->add_option("--bucket-mb", f->bucket_mb,
+                  "Data parallel (under mpirun or srun): MiB of gradients per all-reduce")
+      ->capture_default_str();
+  cmd->add_option("--collective-timeout", f->collective_timeout,
+                  "Data parallel: seconds a collective may take before every rank stops (a rank died or "
+                  "stalled)")
+      ->capture_default_str();
   cmd->add_option("--lora-rank", f->lora_rank, "LoRA: adapter rank r (0: full fine-tuning); needs --from");
   auto* alpha = cmd->add_option("--lora-alpha", f->lora_alpha,
                                 "LoRA: alpha; the update is scaled by alpha / r (default: r)");

@@ -33,8 +33,8 @@ std::span<const int32_t> StepBatch::targets(int64_t m) const {
                                      static_cast<size_t>(micro_tokens_));
 }
 
-double StepBatch::weight(int64_t m, int64_t total) const {
-  return static_cast<double>(scored(m)) / static_cast<double>(total);
+double StepBatch::weight(int64_t m) const {
+  return static_cast<double>(scored(m)) / static_cast<double>(total_);
 }
 
 }  // namespace tokenmill

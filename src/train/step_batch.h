@@ -7,8 +7,9 @@
 // So --batch 8, --batch 4 --grad-accum 2 and --batch 2 --grad-accum 4 give the same loss and
 // gradients also when loss masks (chat data) make n_m differ between micro-batches; a mean
 // of the micro-batches' means would weigh a sparsely scored micro-batch's targets up.
-// With several data-parallel ranks, N is the sum over all ranks' scored() (one all-reduce of
-// an integer before the first backward), passed to weight() in place of this rank's own.
+// With several data-parallel ranks, every rank fills the whole global step (grad_accum x
+// ranks micro-batches) and runs its own share of them, so N is the global count on every
+// rank without communication (train/data_parallel.h).
 #pragma once
 
 #include <cstdint>
@@ -30,12 +31,10 @@ class StepBatch {
   // Micro-batch m's inputs and targets, [batch, seq_len] row-major (targets -1: not scored).
   std::span<const int32_t> inputs(int64_t m) const;
   std::span<const int32_t> targets(int64_t m) const;
-  // The targets micro-batch m scores, and the whole step (on this rank).
+  // The targets micro-batch m scores.
   int64_t scored(int64_t m) const { return scored_[static_cast<size_t>(m)]; }
-  int64_t scored() const { return total_; }
-  // n_m / total: the weight of micro-batch m's mean loss in the step's mean over `total`
-  // scored targets (scored(), or the sum over all ranks).
-  double weight(int64_t m, int64_t total) const;
+  // n_m / N: the weight of micro-batch m's mean loss in the step's mean.
+  double weight(int64_t m) const;
 
  private:
   int64_t micro_tokens_;

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "train/checkpoint.h"
 #include "train/compute_weights.h"
 #include "train/data_loader.h"
+#include "train/data_parallel.h"
 #include "train/lora_parameters.h"
 #include "train/loss_curve.h"
 #include "train/loss_scaler.h"
@@ -50,6 +52,7 @@ void validate(const TrainOptions& o) {
     fail(
         "--initial-loss-scale must be a positive number and --loss-scale-growth-interval >= 1, got {} and {}",
         o.initial_loss_scale, o.loss_scale_growth_interval);
+  if (o.bucket_bytes < 1) fail("--bucket-mb must be positive");
   if (o.lora.enabled() && o.from_model.empty())
     fail(
         "--lora-rank needs --from MODEL_DIR: LoRA adapts a pretrained model, it does not train from scratch");
@@ -98,20 +101,26 @@ void truncate_metrics(const std::filesystem::path& path, int64_t step) {
 
 class Run {
  public:
-  Run(const TrainOptions& o, Backend& backend, const TrainObserver& obs)
-      : o_(o), backend_(backend), obs_(obs) {}
+  Run(const TrainOptions& o, Backend& backend, const TrainObserver& obs, Communicator& comm)
+      : o_(o), backend_(backend), obs_(obs), comm_(comm) {}
   TrainSummary go(const std::atomic<bool>* stop);
 
  private:
+  bool root() const { return comm_.is_root(); }
   void info(const std::string& line) const {
-    if (obs_.on_info) obs_.on_info(line);
+    if (root() && obs_.on_info) obs_.on_info(line);
   }
+  // The weights (and on resume the AdamW state) of rank 0 on every rank.
+  void broadcast_state(bool with_moments);
+  // The micro-batches of this rank's share of the step, and their weighted losses summed.
+  double rank_forward_backward(const StepBatch& batch, double loss_scale);
   void setup_model();
   // The base model with the adapter merged, in the backend's memory (LoRA samples).
   ModelWeights merged_model() const;
   EvalReport evaluate(int64_t step);
   std::string sample(int64_t step);
   void metrics(const nlohmann::json& line) {
+    if (!root()) return;
     metrics_ << line.dump() << "\n";
     metrics_.flush();
   }
@@ -137,6 +146,7 @@ class Run {
   const TrainOptions& o_;
   Backend& backend_;
   const TrainObserver& obs_;
+  Communicator& comm_;
   nlohmann::json dataset_, model_config_json_;
   std::unique_ptr<Model> model_;             // config and the weights samples are drawn from
   std::unique_ptr<ParameterSet> params_;     // full training
@@ -199,15 +209,16 @@ EvalReport Run::evaluate(int64_t step) {
   const int64_t batches = std::min(o_.eval_batches, (val_->windows_per_epoch() + o_.batch - 1) / o_.batch);
   std::vector<int32_t> in(static_cast<size_t>(o_.batch * o_.seq_len)), tgt(in.size());
   double total = 0.0;
-  for (int64_t b = 0; b < batches; ++b) {
+  for (int64_t b = 0; b < batches; ++b) {  // batch b is rank b mod world_size's
     val_->next_batch(o_.batch, in, tgt);
-    total += evaluate_loss(in, tgt);
+    if (b % comm_.world_size() == comm_.rank()) total += evaluate_loss(in, tgt);
   }
+  comm_.all_reduce_sum(std::span(&total, 1), fmt::format("the validation losses of step {}", step));
   EvalReport r{step, total / static_cast<double>(batches), 0.0};
   r.perplexity = std::exp(r.loss);
   val_curve_.push_back({step, r.loss});
   metrics({{"step", step}, {"val_loss", r.loss}, {"val_perplexity", r.perplexity}});
-  if (obs_.on_eval) obs_.on_eval(r);
+  if (root() && obs_.on_eval) obs_.on_eval(r);
   return r;
 }
 
@@ -222,7 +233,7 @@ ModelWeights Run::merged_model() const {
 }
 
 std::string Run::sample(int64_t step) {
-  if (!obs_.sample) return {};
+  if (!root() || !obs_.sample) return {};
   if (adapter_) model_->weights = merged_model();
   std::string text = obs_.sample(*model_, step);
   if (adapter_) model_->weights = ModelWeights();  // frees a placed copy until the next sample
@@ -230,21 +241,47 @@ std::string Run::sample(int64_t step) {
 }
 
 std::filesystem::path Run::checkpoint(int64_t step) {
-  CheckpointState state;
-  state.step = step;
-  state.tokens = tokens_;
-  state.optimizer_steps = optimizer_->steps_taken();
-  state.loader = train_->position();
-  state.model_config = model_config_json_;
-  state.options = o_.to_json();
-  state.lora = lora_json(o_);
-  state.loss_scale = scaler_.scale();
-  state.scaler_growth_tracker = scaler_.growth_tracker();
-  const auto path = save_checkpoint(o_.run_dir / "checkpoints", state, *trainable_, o_.keep_checkpoints);
-  write_loss_curve(o_.run_dir / "loss.svg", train_curve_, val_curve_);
-  if (obs_.on_checkpoint) obs_.on_checkpoint(path);
+  check_replicas_agree(*trainable_, comm_, fmt::format("the weights at step {}", step));
+  std::filesystem::path path;
+  if (root()) {
+    CheckpointState state;
+    state.step = step;
+    state.tokens = tokens_;
+    state.optimizer_steps = optimizer_->steps_taken();
+    state.loader = train_->position();
+    state.model_config = model_config_json_;
+    state.options = o_.to_json(comm_.world_size());
+    state.lora = lora_json(o_);
+    state.loss_scale = scaler_.scale();
+    state.scaler_growth_tracker = scaler_.growth_tracker();
+    path = save_checkpoint(o_.run_dir / "checkpoints", state, *trainable_, o_.keep_checkpoints);
+    write_loss_curve(o_.run_dir / "loss.svg", train_curve_, val_curve_);
+    if (obs_.on_checkpoint) obs_.on_checkpoint(path);
+  }
+  // No rank runs ahead of a checkpoint that is not complete.
+  comm_.barrier(fmt::format("the checkpoint of step {}", step));
   last_checkpoint_ = Clock::now();
   return path;
+}
+
+void Run::broadcast_state(bool with_moments) {
+  if (comm_.world_size() == 1) return;
+  broadcast_from_root(*trainable_, trainable_->values(), comm_, o_.bucket_bytes, "the initial weights");
+  if (!with_moments) return;
+  broadcast_from_root(*trainable_, trainable_->first_moments(), comm_, o_.bucket_bytes, "the AdamW state");
+  broadcast_from_root(*trainable_, trainable_->second_moments(), comm_, o_.bucket_bytes, "the AdamW state");
+}
+
+double Run::rank_forward_backward(const StepBatch& batch, double loss_scale) {
+  // Each micro-batch's weight is its share of every target the global step scores
+  // (train/step_batch.h).
+  double loss = 0.0;
+  for (int64_t micro = comm_.rank() * o_.grad_accum; micro < (comm_.rank() + 1) * o_.grad_accum; ++micro) {
+    const double weight = batch.weight(micro);
+    loss += weight * forward_backward(batch.inputs(micro), batch.targets(micro),
+                                      static_cast<float>(loss_scale * weight));
+  }
+  return loss;
 }
 
 TrainSummary Run::go(const std::atomic<bool>* stop) {
@@ -275,16 +312,19 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
                         .init_scale = o_.initial_loss_scale,
                         .growth_interval = o_.loss_scale_growth_interval});
   std::error_code ec;
-  std::filesystem::create_directories(o_.run_dir, ec);
-  if (ec) fail("{}: cannot create the run directory ({})", o_.run_dir.string(), ec.message());
-  check_checkpoint_dir(o_.run_dir / "checkpoints");  // now, not at the first save
+  if (root()) {
+    std::filesystem::create_directories(o_.run_dir, ec);
+    if (ec) fail("{}: cannot create the run directory ({})", o_.run_dir.string(), ec.message());
+    check_checkpoint_dir(o_.run_dir / "checkpoints");  // now, not at the first save
+    for (const auto& stale : remove_stale_temporaries(o_.run_dir / "checkpoints"))
+      info(fmt::format("removed {}, left by a checkpoint save that did not finish", stale.string()));
+  }
+  comm_.barrier("the run directory's preparation");
 
   TrainSummary summary;
   summary.parameters = parameter_count(config);
   summary.trainable_parameters = trainable_->count();
   int64_t first_step = 1;
-  for (const auto& stale : remove_stale_temporaries(o_.run_dir / "checkpoints"))
-    info(fmt::format("removed {}, left by a checkpoint save that did not finish", stale.string()));
   const auto metrics_path = o_.run_dir / "metrics.jsonl";
   if (o_.resume) {
     const auto latest = newest_valid_checkpoint(
@@ -301,7 +341,7 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     const CheckpointState state = load_checkpoint(latest, *trainable_);
     if (state.model_config != model_config_json_)
       fail("{}: the checkpoint is of another model configuration than this run's", latest.string());
-    check_resume_options(latest, state.step, state.options, o_.to_json());
+    check_resume_options(latest, state.step, state.options, o_.to_json(comm_.world_size()));
     optimizer_->restore(state.optimizer_steps);
     const std::string saved_precision = state.options.value("precision", "fp32");
     if (saved_precision != precision_name(o_.precision))
@@ -314,17 +354,23 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     train_->restore(state.loader);
     tokens_ = state.tokens;
     first_step = state.step + 1;
-    truncate_metrics(metrics_path, state.step);
-    LossCurves history = read_loss_curves(metrics_path);  // loss.svg draws the whole run
-    train_curve_ = std::move(history.train);
-    val_curve_ = std::move(history.val);
-    info(fmt::format("resumed from {} (step {})", latest.string(), state.step));
-  } else {
+    if (root()) {
+      truncate_metrics(metrics_path, state.step);
+      LossCurves history = read_loss_curves(metrics_path);  // loss.svg draws the whole run
+      train_curve_ = std::move(history.train);
+      val_curve_ = std::move(history.val);
+    }
+    info(fmt::format("resumed from {} (step {}; saved by {} rank(s))", latest.string(), state.step,
+                     state.options.value("world_size", 1)));
+  } else if (root()) {
     std::filesystem::remove(metrics_path, ec);
   }
+  broadcast_state(o_.resume);
   setup_precision();
-  metrics_.open(metrics_path, std::ios::app);
-  if (!metrics_) fail("{}: cannot open for writing", metrics_path.string());
+  if (root()) {
+    metrics_.open(metrics_path, std::ios::app);
+    if (!metrics_) fail("{}: cannot open for writing", metrics_path.string());
+  }
   info(fmt::format(
       "model: {} parameters, {} layers, hidden {}, vocab {}; data: {} train windows of {} tokens; "
       "activations {:.1f} MB{}",
@@ -339,6 +385,13 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
                             static_cast<double>(summary.parameters),
                         o_.lora.rank, o_.lora.alpha, o_.lora.targets_string())
           : fmt::format("trainable: {} parameters (all)", summary.trainable_parameters));
+  info(fmt::format(
+      "global batch: {} sequences of {} tokens per step (--batch {} x --grad-accum {} x {} rank(s)){}",
+      o_.batch * o_.grad_accum * comm_.world_size(), o_.seq_len, o_.batch, o_.grad_accum, comm_.world_size(),
+      comm_.world_size() > 1
+          ? fmt::format("; data parallel over {}, gradients summed in buckets of {:.1f} MiB",
+                        comm_.describe(), static_cast<double>(o_.bucket_bytes) / (1 << 20))
+          : std::string()));
   if (!o_.resume)
     metrics({{"step", 0},
              {"parameters", summary.parameters},
@@ -348,7 +401,7 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
   schedule.total_steps = o_.steps;
   summary.first_step = first_step;
   if (o_.eval_every > 0 && first_step == 1) summary.first_eval = evaluate(0);
-  StepBatch batch(o_.grad_accum, o_.batch, o_.seq_len);
+  StepBatch batch(o_.grad_accum * comm_.world_size(), o_.batch, o_.seq_len);
   const auto start = Clock::now();
   last_checkpoint_ = start;
   // LoRA: no gradient of the frozen matrices (2 N of the 6 N per token), plus the adapter's
@@ -364,21 +417,19 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     const auto step_start = Clock::now();
     trainable_->zero_grads();
     const double loss_scale = scaler_.scale();
-    // The mean over every target the step scores (train/step_batch.h): one rank, so its own
-    // count is the step's.
     batch.fill(*train_);
-    const int64_t scored = batch.scored();
-    double loss = 0.0;
-    for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
-      const double weight = batch.weight(micro, scored);
-      loss += weight * forward_backward(batch.inputs(micro), batch.targets(micro),
-                                        static_cast<float>(loss_scale * weight));
-    }
+    double loss = rank_forward_backward(batch, loss_scale);
+    const auto communication_start = Clock::now();
+    const std::string at_step = fmt::format("step {}", step);
+    sum_gradients(*trainable_, comm_, o_.bucket_bytes, "the gradients of " + at_step);
+    // The step's loss: the sum of the ranks' weighted losses.
+    comm_.all_reduce_sum(std::span(&loss, 1), "the loss of " + at_step);
+    const double communication_seconds = seconds_since(communication_start);
     const double lr = schedule.at(step);
     const AdamWOptimizer::StepResult r = optimizer_->step(*trainable_, backend_, lr, loss_scale);
     scaler_.update(!r.applied);
     if (r.applied && compute_ && !adapter_) compute_->refresh();
-    const int64_t step_tokens = o_.grad_accum * o_.batch * o_.seq_len;
+    const int64_t step_tokens = o_.grad_accum * o_.batch * o_.seq_len * comm_.world_size();
     tokens_ += step_tokens;
     summary.tokens += step_tokens;
     StepReport report;
@@ -392,6 +443,9 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     report.loss_scale = loss_scale;
     const double step_seconds = seconds_since(step_start);
     report.tokens_per_second = static_cast<double>(step_tokens) / step_seconds;
+    report.rank_tokens_per_second = report.tokens_per_second / comm_.world_size();
+    report.communication_share = communication_seconds / step_seconds;
+    // This rank's flops against this rank's device.
     if (o_.peak_flops > 0.0)
       report.mfu = mfu(flops_per_sequence * static_cast<double>(o_.grad_accum * o_.batch) / step_seconds,
                        o_.peak_flops);
@@ -406,8 +460,12 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
                            {"tokens", tokens_},
                            {"tokens_per_s", report.tokens_per_second}};
     if (o_.precision == Precision::FP16) line["loss_scale"] = loss_scale;
+    if (comm_.world_size() > 1) {
+      line["rank_tokens_per_s"] = report.rank_tokens_per_second;
+      line["communication_share"] = report.communication_share;
+    }
     metrics(line);
-    if (obs_.on_step) obs_.on_step(report);
+    if (root() && obs_.on_step) obs_.on_step(report);
     // fp16: overflowing gradients are the loss scaler's to handle, down to a scale of 1; a
     // non-finite loss is not (the scale does not enter the forward pass).
     const bool diverged =
@@ -416,10 +474,14 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     const bool last = step == o_.steps;
     if (o_.eval_every > 0 && (step % o_.eval_every == 0 || last)) summary.last_eval = evaluate(step);
     if (o_.sample_every > 0 && step % o_.sample_every == 0 && !last) sample(step);
-    const bool stopping = stop != nullptr && stop->load();
+    // Agreed by every rank: a stop raised on any rank, and rank 0's clock for checkpoints by time.
+    const bool due_by_time = root() && o_.checkpoint_minutes > 0.0 &&
+                             seconds_since(last_checkpoint_) >= 60.0 * o_.checkpoint_minutes;
+    std::array<double, 2> agreed = {stop != nullptr && stop->load() ? 1.0 : 0.0, due_by_time ? 1.0 : 0.0};
+    comm_.all_reduce_sum(agreed, "the stop and checkpoint flags of " + at_step);
+    const bool stopping = agreed[0] > 0.0;
     const bool checkpoint_due =
-        (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) ||
-        (o_.checkpoint_minutes > 0.0 && seconds_since(last_checkpoint_) >= 60.0 * o_.checkpoint_minutes);
+        (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || agreed[1] > 0.0;
     if (last || stopping || checkpoint_due) summary.checkpoint = checkpoint(step);
     if (stopping && !last) {
       summary.stopped_early = true;
@@ -436,12 +498,14 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
 
 }  // namespace
 
-nlohmann::json TrainOptions::to_json() const {
+nlohmann::json TrainOptions::to_json(int world_size) const {
   return {{"data_dir", absolute_path(data_dir)},
           {"from_model", absolute_path(from_model)},
           {"batch", batch},
           {"seq_len", seq_len},
           {"grad_accum", grad_accum},
+          {"world_size", world_size},
+          {"global_batch", batch * grad_accum * world_size},
           {"steps", steps},
           {"lr", schedule.max_lr},
           {"min_lr", schedule.min_lr},
@@ -463,8 +527,10 @@ nlohmann::json TrainOptions::to_json() const {
 }
 
 TrainSummary train(const TrainOptions& options, Backend& backend, const TrainObserver& observer,
-                   const std::atomic<bool>* stop) {
-  Run run(options, backend, observer);
+                   const std::atomic<bool>* stop, Communicator* comm) {
+  std::unique_ptr<Communicator> single;
+  if (comm == nullptr) single = single_process_communicator();
+  Run run(options, backend, observer, comm != nullptr ? *comm : *single);
   return run.go(stop);
 }
 

@@ -32,6 +32,17 @@
 // same numbers bit for bit), so a run may resume with the other setting. The MFU counts the
 // model's flops only, not the recomputation.
 //
+// Data parallel (a Communicator of several ranks, dist/communicator.h; train/data_parallel.h):
+// every rank reads the same global step (grad_accum x world_size micro-batches: the loader
+// position is global, so a checkpoint resumes on any number of ranks with the same global
+// batch) and computes micro-batches [rank x grad_accum, (rank + 1) x grad_accum) of it; the
+// gradients are summed over the ranks before the optimizer step, so every rank applies the
+// same update. The step's loss, and then a raised `stop` and a checkpoint due by time, are
+// agreed in two small all-reduces per step; evaluation batches are shared out and their losses summed.
+// Rank 0 alone writes the run directory (metrics, checkpoints, loss.svg), draws samples
+// and reports through the observer; a checkpoint is followed by a barrier. The model and,
+// on resume, the AdamW state are broadcast from rank 0 at the start.
+//
 // LoRA (options.lora enabled, from_model required): the pretrained model stays as loaded
 // (frozen, never copied, never checkpointed); only the adapter (train/lora_parameters.h,
 // PEFT's initialisation seeded by `seed`) is trained, and AdamW's state exists for it alone.
@@ -49,6 +60,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "dist/communicator.h"
 #include "model/lora.h"
 #include "model/model.h"
 #include "train/lr_schedule.h"
@@ -78,14 +90,19 @@ struct TrainOptions {
   int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps before the scale doubles
   // The device's peak FLOP/s (measure/roofline.h), for the MFU of each step; 0: not reported.
   double peak_flops = 0.0;
+  int64_t bucket_bytes = int64_t{25} << 20;  // data parallel: gradients summed in pieces of this size
 
-  nlohmann::json to_json() const;
+  // The options that define the run, as checkpoints record them, with the data-parallel
+  // world size and the global batch (sequences per step) of the run.
+  nlohmann::json to_json(int world_size = 1) const;
 };
 
 struct StepReport {
   int64_t step = 0, steps = 0;
   double loss = 0.0, lr = 0.0, grad_norm = 0.0;
-  double tokens_per_second = 0.0;
+  double tokens_per_second = 0.0;       // of the whole job (every rank's tokens)
+  double rank_tokens_per_second = 0.0;  // of this rank's micro-batches
+  double communication_share = 0.0;     // of the step's time, in collectives (waiting included)
   double mfu = 0.0;  // model FLOPs (measure/flops.h, training = 3 x forward) / peak; 0 if unknown
   double elapsed_seconds = 0.0, eta_seconds = 0.0;
   bool applied = true;
@@ -117,10 +134,10 @@ struct TrainObserver {
   std::function<void(const std::filesystem::path&)> on_checkpoint;
 };
 
-// Throws Error on bad options, data or model; a raised `stop` ends the run after the
-// current step with a checkpoint.
+// Throws Error on bad options, data or model; a raised `stop` (on any rank) ends the run
+// after the current step with a checkpoint. `comm` null: a single process.
 TrainSummary train(const TrainOptions& options, Backend& backend, const TrainObserver& observer,
-                   const std::atomic<bool>* stop = nullptr);
+                   const std::atomic<bool>* stop = nullptr, Communicator* comm = nullptr);
 
 // config.json of a Llama-style model (RMSNorm, SwiGLU, RoPE) for training from scratch.
 nlohmann::json scratch_llama_config(int64_t vocab, int64_t layers, int64_t hidden, int64_t heads,

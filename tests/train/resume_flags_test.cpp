@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "support/expect_error.h"
 #include "support/temp_dir.h"
+#include "train/resume_check.h"
 #include "train/tiny_run.h"
 #include "train/trainer.h"
 
@@ -51,11 +52,29 @@ TEST_F(ResumeFlags, ALongerScheduleIsRefusedWithTheWayToExtendTheRun) {
   expect_error([&] { train(options_, *backend_, {}); }, {"--lr-decay is \"linear\""});
   options_.schedule.decay = LrDecay::Cosine;
   options_.grad_accum = 2;
-  expect_error([&] { train(options_, *backend_, {}); }, {"--grad-accum is 2"});
+  expect_error([&] { train(options_, *backend_, {}); },
+               {"a step is now 8 sequences (--batch 4 x --grad-accum 2 x 1 rank(s))", "took 4 a step",
+                "keeps its global batch", "tokenmill export"});
+}
+
+// Checkpoints written before data parallelism recorded no global batch: --batch x
+// --grad-accum stands in for it.
+TEST_F(ResumeFlags, ACheckpointWithoutAGlobalBatchKeepsBatchTimesGradAccum) {
+  nlohmann::json saved = options_.to_json();
+  saved.erase("global_batch");
+  saved.erase("world_size");
+  options_.batch = 2;
+  options_.grad_accum = 2;
+  EXPECT_NO_THROW(check_resume_options("old.tmckpt", 3, saved, options_.to_json()));
+  options_.grad_accum = 1;
+  expect_error([&] { check_resume_options("old.tmckpt", 3, saved, options_.to_json()); },
+               {"a step is now 2 sequences", "took 4 a step"});
 }
 
 TEST_F(ResumeFlags, FlagsThatChangeNoResultAreFree) {
   interrupted_run();
+  options_.batch = 2;  // the same global batch, split in two micro-batches
+  options_.grad_accum = 2;
   options_.recompute_activations = true;
   options_.eval_every = 2;
   options_.checkpoint_every = 1;

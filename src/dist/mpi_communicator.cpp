@@ -1,0 +1,163 @@
+#include "dist/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace tokenmill {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kMaxPiece = size_t{1} << 30;  // elements per MPI call (counts are int)
+
+std::string library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  std::string version(text, static_cast<size_t>(std::max(length, 0)));
+  return version.substr(0, version.find_first_of(",\n"));  // "Open MPI v4.1.4"
+}
+
+int mpi_count(size_t n, std::string_view collective) {
+  if (n > kMaxPiece) fail("{}: {} elements per rank; at most {} in one call", collective, n, kMaxPiece);
+  return static_cast<int>(n);
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(const LaunchEnv& env, const CommunicatorOptions& options)
+      : Communicator(env), launcher_(env.launcher), timeout_(options.timeout_seconds) {
+    if (!(options.timeout_seconds > 0.0))
+      fail("--collective-timeout must be a positive number of seconds, got {}", options.timeout_seconds);
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized != 0) fail("MPI is already initialised in this process: one communicator per process");
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    int rank = 0, size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank != env.rank || size != env.world_size) {
+      MPI_Finalize();
+      fail("MPI says rank {} of {}, but the {} environment says rank {} of {}: one launcher per job", rank,
+           size, env.launcher, env.rank, env.world_size);
+    }
+    version_ = library_version();
+  }
+
+  ~MpiCommunicator() override {
+    // A rank unwinding from a failure must not wait in MPI_Finalize for ranks that wait for it.
+    if (std::uncaught_exceptions() > 0) {
+      fmt::print(stderr, "rank {}: failed; stopping every rank of the job\n", rank());
+      abort(1);
+    }
+    MPI_Finalize();
+  }
+
+  std::string describe() const override {
+    return fmt::format("MPI ({}), launched by {}", version_, launcher_);
+  }
+
+  void all_reduce_sum(std::span<float> data, std::string_view what) override {
+    all_reduce(data.data(), data.size(), MPI_FLOAT, what);
+  }
+  void all_reduce_sum(std::span<double> data, std::string_view what) override {
+    all_reduce(data.data(), data.size(), MPI_DOUBLE, what);
+  }
+
+  void all_gather(std::span<const float> mine, std::span<float> all, std::string_view what) override {
+    check_blocks(mine.size(), all.size(), "all-gather");
+    MPI_Request request;
+    MPI_Iallgather(mine.data(), mpi_count(mine.size(), "all-gather"), MPI_FLOAT, all.data(),
+                   mpi_count(mine.size(), "all-gather"), MPI_FLOAT, MPI_COMM_WORLD, &request);
+    wait(request, "all-gather", what);
+  }
+
+  void reduce_scatter_sum(std::span<const float> all, std::span<float> mine, std::string_view what) override {
+    check_blocks(mine.size(), all.size(), "reduce-scatter");
+    MPI_Request request;
+    MPI_Ireduce_scatter_block(all.data(), mine.data(), mpi_count(mine.size(), "reduce-scatter"), MPI_FLOAT,
+                              MPI_SUM, MPI_COMM_WORLD, &request);
+    wait(request, "reduce-scatter", what);
+  }
+
+  void broadcast(std::span<std::byte> data, int root, std::string_view what) override {
+    if (root < 0 || root >= world_size()) fail("broadcast from rank {} in a world of {}", root, world_size());
+    for (size_t at = 0; at < data.size(); at += kMaxPiece) {
+      const size_t n = std::min(kMaxPiece, data.size() - at);
+      MPI_Request request;
+      MPI_Ibcast(data.data() + at, static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD, &request);
+      wait(request, "broadcast", what);
+    }
+  }
+
+  void barrier(std::string_view what) override {
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    wait(request, "barrier", what);
+  }
+
+  [[noreturn]] void abort(int status) override {
+    MPI_Abort(MPI_COMM_WORLD, status);
+    std::_Exit(status);  // MPI_Abort does not return; this is for the compiler
+  }
+
+ private:
+  void all_reduce(void* data, size_t n, MPI_Datatype type, std::string_view what) {
+    int element = 0;
+    MPI_Type_size(type, &element);
+    for (size_t at = 0; at < n; at += kMaxPiece) {
+      MPI_Request request;
+      MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(data) + at * static_cast<size_t>(element),
+                     static_cast<int>(std::min(kMaxPiece, n - at)), type, MPI_SUM, MPI_COMM_WORLD, &request);
+      wait(request, "all-reduce", what);
+    }
+  }
+
+  // Polls `request` to completion: busy for the first ~50 microseconds (a collective between
+  // ranks in step), then every 100 microseconds; past the timeout, stops the job.
+  void wait(MPI_Request& request, std::string_view collective, std::string_view what) {
+    const auto start = Clock::now();
+    const auto deadline =
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
+    for (;;) {
+      int done = 0;
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (done != 0) return;
+      const auto now = Clock::now();
+      if (now >= deadline) {
+        fmt::print(
+            stderr,
+            "error: rank {}: the {} of {} did not complete within {} s (--collective-timeout): another "
+            "rank died, stalled or left the job; stopping every rank\n",
+            rank(), collective, what, timeout_);
+        std::fflush(stderr);
+        abort(3);
+      }
+      if (now - start > std::chrono::microseconds(50))
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+  std::string launcher_, version_;
+  double timeout_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> open_mpi_communicator(const LaunchEnv& env,
+                                                    const CommunicatorOptions& options) {
+  return std::make_unique<MpiCommunicator>(env, options);
+}
+
+}  // namespace tokenmill

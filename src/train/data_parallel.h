@@ -1,0 +1,41 @@
+// Data parallelism over a Communicator (dist/communicator.h) for the training loop: every
+// rank holds the whole model and its AdamW state (DDP), computes the gradients of its own
+// share of the step's micro-batches, and the ranks sum them before the optimizer step.
+//
+// The sum, not the mean: each micro-batch's loss enters with its share of the whole global
+// step's scored targets (train/step_batch.h), so the sum over the ranks is the gradient of
+// the global batch's mean loss, exactly as one process with grad_accum x ranks micro-batches
+// computes it (up to the order of the float additions).
+//
+// After the sum every rank holds the same gradients, so the global-norm clipping, the fp16
+// loss scaler's skip decision and the AdamW update are the same on every rank without
+// further communication, and the weights stay identical (check_replicas_agree verifies it).
+//
+// Buckets: the flat gradient buffer is summed in pieces of `bucket_bytes` (PyTorch DDP's
+// bucket_cap_mb, 25 MiB by default): one collective per piece, each a bounded staging copy
+// when the buffers are in a GPU's memory (summed on the host over MPI; the GPU's own
+// collectives are not used yet). The sum runs after the backward, not overlapped with it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "dist/communicator.h"
+#include "train/parameters.h"
+
+namespace tokenmill {
+
+// params' gradients := their sum over the ranks (nothing in a world of one).
+void sum_gradients(ParameterBuffers& params, Communicator& comm, int64_t bucket_bytes, std::string_view what);
+
+// Throws Error on every rank unless every rank's weights (params.values()) are the same
+// bytes as rank 0's (an FNV-1a hash of them, compared): the replicas must never drift apart
+// silently. Checked before each checkpoint.
+void check_replicas_agree(const ParameterBuffers& params, Communicator& comm, std::string_view what);
+
+// `buffer` (one of params' four) := root's (rank 0's) buffer, in pieces of bucket_bytes.
+void broadcast_from_root(ParameterBuffers& params, std::span<float> buffer, Communicator& comm,
+                         int64_t bucket_bytes, std::string_view what);
+
+}  // namespace tokenmill
