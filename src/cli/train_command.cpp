@@ -244,6 +244,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--bucket-mb", f->bucket_mb,
                   "Data parallel (under mpirun or srun): MiB of gradients per all-reduce")
       ->capture_default_str();
+  cmd->add_option("--zero", o.zero_stage,
+                  "Data parallel: 1 shards the AdamW state over the ranks (ZeRO-1: 1/ranks of it per rank; "
+                  "the same results as 0)")
+      ->capture_default_str();
   cmd->add_option("--collective-timeout", f->collective_timeout,
                   "Data parallel: seconds a collective may take before every rank stops (a rank died or "
                   "stalled)")

@@ -1,7 +1,6 @@
 #include "train/checkpoint.h"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <regex>
 
@@ -28,11 +27,6 @@ nlohmann::json parameter_list(const ParameterBuffers& params) {
   for (const Parameter& p : params.parameters())
     list.push_back({{"name", p.name}, {"shape", p.shape}, {"offset", p.offset}, {"numel", p.numel}});
   return list;
-}
-
-// The three arrays as the file stores them, in order.
-std::array<std::span<const float>, 3> arrays(const ParameterBuffers& params) {
-  return {params.values(), params.first_moments(), params.second_moments()};
 }
 
 std::string step_name(int64_t step) { return fmt::format("step_{:08}.tmckpt", step); }
@@ -117,7 +111,9 @@ Parsed parse(std::span<const std::byte> bytes, const std::filesystem::path& path
 }  // namespace
 
 std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const CheckpointState& state,
-                                      const ParameterBuffers& params, int keep) {
+                                      const ParameterBuffers& params, int keep, const MomentSource& moments) {
+  if (!moments && params.moments_end() - params.moments_begin() != params.count())
+    fail("training: a checkpoint of sharded moments needs their source");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail("{}: cannot create the checkpoint directory ({})", dir.string(), ec.message());
@@ -148,8 +144,14 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const Ch
   write(text.data(), text.size());
   const std::vector<char> pad((kAlign - (kPreambleBytes + text.size()) % kAlign) % kAlign, '\0');
   write(pad.data(), pad.size());
-  for (const auto& a : arrays(params))
-    params.read_chunks(a, [&](std::span<const float> chunk) { write(chunk.data(), chunk.size_bytes()); });
+  const auto write_floats = [&](std::span<const float> chunk) { write(chunk.data(), chunk.size_bytes()); };
+  params.read_chunks(params.values(), write_floats);
+  for (const int which : {0, 1}) {
+    if (moments)
+      moments(which, write_floats);
+    else
+      params.read_chunks(which == 0 ? params.first_moments() : params.second_moments(), write_floats);
+  }
   file.write(&hash, sizeof hash);
   file.commit();
   const auto all = checkpoints_in(dir);
@@ -171,10 +173,11 @@ CheckpointState load_checkpoint(const std::filesystem::path& path, ParameterBuff
          path.string());
   // The arrays start 64-byte aligned in the mapping, so they can be read as floats.
   const auto* data = reinterpret_cast<const float*>(file.bytes().data() + parsed.data_offset);
-  for (const std::span<float> a : {params.values(), params.first_moments(), params.second_moments()}) {
-    params.upload(a, {data, a.size()});
-    data += a.size();
-  }
+  const auto count = static_cast<size_t>(params.count());
+  const auto part = static_cast<size_t>(params.moments_begin());
+  params.upload(params.values(), {data, count});
+  params.upload(params.first_moments(), {data + count + part, params.first_moments().size()});
+  params.upload(params.second_moments(), {data + 2 * count + part, params.second_moments().size()});
   return parsed.state;
 }
 

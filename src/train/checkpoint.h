@@ -42,13 +42,20 @@ struct CheckpointState {
   nlohmann::json lora;          // null: full model; else {rank, alpha, targets, base_model}
 };
 
+// Passes moment array `which` (0: first, 1: second) of every parameter to `write`, in order
+// and in pieces: where params holds only its ZeRO part of the moments (train/zero.h).
+using MomentSource = std::function<void(int which, const std::function<void(std::span<const float>)>& write)>;
+
 // Writes dir/step_<step>.tmckpt and removes all but the newest `keep` checkpoints there.
+// The moments come from `moments` when given, else from params, which must hold them all.
 std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const CheckpointState& state,
-                                      const ParameterBuffers& params, int keep);
+                                      const ParameterBuffers& params, int keep,
+                                      const MomentSource& moments = {});
 
 // The header of a checkpoint file (validated), without its arrays.
 CheckpointState read_checkpoint_state(const std::filesystem::path& path);
-// Fills params (values and moments) from the file; its parameter list must equal params'.
+// Fills params (values, and the moments of params' part: all, or its ZeRO part) from the
+// file; its parameter list must equal params'.
 CheckpointState load_checkpoint(const std::filesystem::path& path, ParameterBuffers& params);
 
 // The newest checkpoint in dir (highest step), or empty when there is none.

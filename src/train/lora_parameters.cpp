@@ -25,8 +25,9 @@ std::vector<Parameter> adapter_parameters(const ModelConfig& config, const LoraC
 
 }  // namespace
 
-LoraParameters::LoraParameters(const ModelConfig& config, const LoraConfig& lora, Backend* backend)
-    : ParameterBuffers(adapter_parameters(config, lora), backend), lora_(lora) {
+LoraParameters::LoraParameters(const ModelConfig& config, const LoraConfig& lora, Backend* backend,
+                               MomentShard shard)
+    : ParameterBuffers(adapter_parameters(config, lora), backend, shard), lora_(lora) {
   for (LoraWeights* views : {&weights_, &grads_}) {
     views->scale = lora.scale();
     views->layers.resize(static_cast<size_t>(config.num_hidden_layers));

@@ -18,7 +18,8 @@ class LoraParameters : public ParameterBuffers {
  public:
   // Zero-filled, in `backend`'s memory (host memory when null). Throws Error if `lora` does
   // not fit `config` (check_lora_config).
-  LoraParameters(const ModelConfig& config, const LoraConfig& lora, Backend* backend = nullptr);
+  LoraParameters(const ModelConfig& config, const LoraConfig& lora, Backend* backend = nullptr,
+                 MomentShard shard = {});
 
   // PEFT's default initialisation (init_lora_weights=True): A by
   // torch.nn.init.kaiming_uniform_(a=sqrt(5)), i.e. uniform(-1/sqrt(in), 1/sqrt(in)) (gain

@@ -33,11 +33,15 @@ void AdamWOptions::validate() const {
 AdamWOptimizer::AdamWOptimizer(const AdamWOptions& options) : options_(options) { options.validate(); }
 
 AdamWOptimizer::StepResult AdamWOptimizer::step(ParameterBuffers& params, Backend& backend, double lr,
-                                                double loss_scale) {
+                                                double loss_scale, Communicator* comm) {
   // The parameters tile the gradient buffer: one reduction over all of it (one round trip
-  // to a GPU, not one per parameter).
-  const double sum =
-      params.count() == 0 ? 0.0 : backend.sum_squares(flat(params.gradients(), {0, params.count()}));
+  // to a GPU, not one per parameter), or over this rank's part and then over the ranks.
+  const Range part{params.moments_begin(), params.moments_end() - params.moments_begin()};
+  const bool sharded = part.count != params.count();
+  if (sharded && comm == nullptr)
+    fail("training: sharded AdamW moments need the communicator of their ranks");
+  double sum = part.count == 0 ? 0.0 : backend.sum_squares(flat(params.gradients(), part));
+  if (sharded) comm->all_reduce_sum(std::span(&sum, 1), "the gradient norm");
   StepResult result;
   result.grad_norm = std::sqrt(sum) / loss_scale;
   if (!std::isfinite(result.grad_norm)) return result;
@@ -52,14 +56,17 @@ AdamWOptimizer::StepResult AdamWOptimizer::step(ParameterBuffers& params, Backen
   hyper.step = steps_;
   hyper.grad_scale = static_cast<float>(clip / loss_scale);
   // The update is elementwise: each run of consecutive parameters with the same decay flag
-  // (one range of the buffers) is one step.
+  // (one range of the buffers), cut to the part whose moments params holds, is one step.
   const std::vector<Parameter>& all = params.parameters();
   for (size_t first = 0, end = 0; first < all.size(); first = end) {
     for (end = first + 1; end < all.size() && all[end].decay == all[first].decay;) ++end;
-    const Range run{all[first].offset, all[end - 1].offset + all[end - 1].numel - all[first].offset};
+    const int64_t begin = std::max(all[first].offset, part.offset);
+    const int64_t stop = std::min(all[end - 1].offset + all[end - 1].numel, part.offset + part.count);
+    if (begin >= stop) continue;
+    const Range run{begin, stop - begin}, moments{begin - part.offset, stop - begin};
     hyper.weight_decay = all[first].decay ? static_cast<float>(options_.weight_decay) : 0.0f;
     backend.adamw_step(flat(params.values(), run), flat(params.gradients(), run),
-                       flat(params.first_moments(), run), flat(params.second_moments(), run), hyper);
+                       flat(params.first_moments(), moments), flat(params.second_moments(), moments), hyper);
   }
   result.applied = true;
   return result;

@@ -5,6 +5,9 @@
 //   then Backend::adamw_step with grad_scale = clip / loss_scale over every parameter, and
 //   the weight decay only where Parameter::decay says so (one step per run of consecutive
 //   parameters with the same decay flag; the norm is one sum_squares over all gradients).
+// ZeRO-1 (params holding a MomentShard): the gradients are valid on this rank's part only
+// (train/zero.h); the norm is the sum of every rank's part (one all-reduce over `comm`), and
+// the update touches this rank's part of the values only.
 // A step whose gradients are not finite is not applied (the caller's LossScaler decides
 // what happens next); the step counter (bias correction) advances only on applied steps.
 #pragma once
@@ -12,6 +15,7 @@
 #include <cstdint>
 
 #include "backend/backend.h"
+#include "dist/communicator.h"
 #include "train/parameters.h"
 
 namespace tokenmill {
@@ -32,8 +36,10 @@ class AdamWOptimizer {
     double grad_norm = 0.0;  // before clipping, of the unscaled gradients (inf/nan if not finite)
     bool applied = false;
   };
-  // Applies one step at learning rate lr, unless the gradients are not finite.
-  StepResult step(ParameterBuffers& params, Backend& backend, double lr, double loss_scale);
+  // Applies one step at learning rate lr, unless the gradients are not finite. `comm`: the
+  // ranks whose parts make up the norm of sharded moments (unused when params holds them all).
+  StepResult step(ParameterBuffers& params, Backend& backend, double lr, double loss_scale,
+                  Communicator* comm = nullptr);
 
   int64_t steps_taken() const { return steps_; }
   void restore(int64_t steps_taken);

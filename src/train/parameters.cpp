@@ -90,25 +90,42 @@ int64_t total_numel(const std::vector<Parameter>& parameters) {
   return parameters.empty() ? 0 : parameters.back().offset + parameters.back().numel;
 }
 
-// Bytes of the four buffers of `count` floats, plus the zeros that clear them in memory the
-// host cannot write (when `with_zeros`).
-size_t storage_bytes(int64_t count, bool with_zeros) {
+// Bytes of the values and gradients (`count` floats each) and the two moments (`moments`
+// floats each), plus the zeros that clear them in memory the host cannot write (when
+// `with_zeros`).
+size_t storage_bytes(int64_t count, int64_t moments, bool with_zeros) {
   const auto n = static_cast<size_t>(count);
   const size_t zeros =
       with_zeros ? Arena::footprint(std::min(n, ParameterBuffers::kChunkFloats) * sizeof(float)) : 0;
-  return 4 * Arena::footprint(n * sizeof(float)) + zeros;
+  return 2 * Arena::footprint(n * sizeof(float)) +
+         2 * Arena::footprint(static_cast<size_t>(moments) * sizeof(float)) + zeros;
 }
 
 }  // namespace
 
-ParameterBuffers::ParameterBuffers(std::vector<Parameter> parameters, Backend* backend)
+std::pair<int64_t, int64_t> ParameterBuffers::shard_range(int64_t count, MomentShard shard) {
+  if (shard.of < 1 || shard.index < 0 || shard.index >= shard.of)
+    fail("training: moment shard {} of {} does not exist", shard.index, shard.of);
+  const int64_t per_part = (count + shard.of - 1) / shard.of;
+  const int64_t begin = std::min(count, per_part * shard.index);
+  return {begin, std::min(count, begin + per_part)};
+}
+
+ParameterBuffers::ParameterBuffers(std::vector<Parameter> parameters, Backend* backend, MomentShard shard)
     : parameters_(laid_out(std::move(parameters))),
       backend_(backend != nullptr && !backend->memory().is_host() ? backend : nullptr),
-      storage_(storage_bytes(total_numel(parameters_), backend_ != nullptr),
+      storage_(storage_bytes(total_numel(parameters_),
+                             shard_range(total_numel(parameters_), shard).second -
+                                 shard_range(total_numel(parameters_), shard).first,
+                             backend_ != nullptr),
                backend_ != nullptr ? backend_->memory() : host_memory()) {
   const int64_t count = total_numel(parameters_);
-  for (std::span<float>* buffer : {&values_, &gradients_, &m_, &v_})
+  const auto [begin, end] = shard_range(count, shard);
+  moments_begin_ = begin;
+  for (std::span<float>* buffer : {&values_, &gradients_})
     *buffer = {storage_.allocate(DType::F32, {count}).as<float>(), static_cast<size_t>(count)};
+  for (std::span<float>* buffer : {&m_, &v_})
+    *buffer = {storage_.allocate(DType::F32, {end - begin}).as<float>(), static_cast<size_t>(end - begin)};
   if (backend_ == nullptr) {
     for (const std::span<float> buffer : {values_, gradients_, m_, v_})
       std::fill(buffer.begin(), buffer.end(), 0.0f);
@@ -180,8 +197,8 @@ void ParameterBuffers::read_chunks(std::span<const float> buffer,
   }
 }
 
-ParameterSet::ParameterSet(const ModelConfig& config, Backend* backend)
-    : ParameterBuffers(model_parameters(config), backend), config_(config) {
+ParameterSet::ParameterSet(const ModelConfig& config, Backend* backend, MomentShard shard)
+    : ParameterBuffers(model_parameters(config), backend, shard), config_(config) {
   const auto make_views = [&](ModelWeights& views, bool gradients) {
     size_t index = 0;
     visit_slots(config_, views, [&](Tensor& slot, const std::string&, std::vector<int64_t>, bool, Init) {

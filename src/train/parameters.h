@@ -30,6 +30,12 @@
 
 namespace tokenmill {
 
+// ZeRO-1 (train/zero.h): hold the AdamW moments of part `index` of `of` equal parts of the
+// flat buffers only (the last part may be shorter or empty); {0, 1}: all of them.
+struct MomentShard {
+  int index = 0, of = 1;
+};
+
 struct Parameter {
   std::string name;
   std::vector<int64_t> shape;
@@ -51,8 +57,14 @@ class ParameterBuffers {
 
   std::span<float> values() { return values_; }
   std::span<float> gradients() { return gradients_; }
+  // The moments of floats [moments_begin(), moments_end()) of the flat buffers (all of them
+  // unless constructed with a MomentShard): index i is the moment of float moments_begin() + i.
   std::span<float> first_moments() { return m_; }
   std::span<float> second_moments() { return v_; }
+  int64_t moments_begin() const { return moments_begin_; }
+  int64_t moments_end() const { return moments_begin_ + static_cast<int64_t>(m_.size()); }
+  // [begin, end) of part `shard.index` of a count-float buffer cut in shard.of equal parts.
+  static std::pair<int64_t, int64_t> shard_range(int64_t count, MomentShard shard);
   std::span<const float> values() const { return values_; }
   std::span<const float> gradients() const { return gradients_; }
   std::span<const float> first_moments() const { return m_; }
@@ -74,8 +86,9 @@ class ParameterBuffers {
 
  protected:
   // Zero-filled buffers for `parameters` (name, shape, decay given; offsets and numel are
-  // assigned here, in order), in `backend`'s memory, or in host memory when it is null.
-  ParameterBuffers(std::vector<Parameter> parameters, Backend* backend);
+  // assigned here, in order), in `backend`'s memory, or in host memory when it is null, with
+  // the moments of `shard` only.
+  ParameterBuffers(std::vector<Parameter> parameters, Backend* backend, MomentShard shard);
   // A parameter's values or gradients as a [n] or [rows, cols] tensor.
   Tensor value_view(const Parameter& p) const { return view(values_, p); }
   Tensor gradient_view(const Parameter& p) const { return view(gradients_, p); }
@@ -89,6 +102,7 @@ class ParameterBuffers {
   Backend* backend_;  // null: host memory
   Arena storage_;     // the four buffers, and zeros_ when not in host memory
   std::span<float> values_, gradients_, m_, v_;
+  int64_t moments_begin_ = 0;
   Tensor zeros_;  // up to kChunkFloats zeros in backend memory (the source zero_grads copies)
 };
 
@@ -96,7 +110,7 @@ class ParameterSet : public ParameterBuffers {
  public:
   // All parameters of `config`'s architecture, zero-filled, in `backend`'s memory (host
   // memory when null); both views' ModelWeights::memory say where.
-  explicit ParameterSet(const ModelConfig& config, Backend* backend = nullptr);
+  explicit ParameterSet(const ModelConfig& config, Backend* backend = nullptr, MomentShard shard = {});
 
   // GPT-2 initialisation, seeded (mt19937_64, Box-Muller normals): matrices and embeddings
   // N(0, 0.02), the residual output projections (o, down) N(0, 0.02 / sqrt(2 * layers)),

@@ -10,9 +10,17 @@ namespace tokenmill {
 namespace {
 
 // The options TrainOptions::to_json() holds that a resume may change (see the header).
-constexpr const char* kFreeToChange[] = {
-    "batch",      "grad_accum", "world_size",         "global_batch",          "data_dir",
-    "from_model", "precision",  "initial_loss_scale", "recompute_activations", "loss_scale_growth_interval"};
+constexpr const char* kFreeToChange[] = {"batch",
+                                         "grad_accum",
+                                         "world_size",
+                                         "zero_stage",
+                                         "global_batch",
+                                         "data_dir",
+                                         "from_model",
+                                         "precision",
+                                         "initial_loss_scale",
+                                         "recompute_activations",
+                                         "loss_scale_growth_interval"};
 
 // Sequences per optimizer step; a checkpoint written before data parallelism lacks the key
 // (one process: --batch x --grad-accum).

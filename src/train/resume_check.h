@@ -3,7 +3,7 @@
 // would silently become another run, and resuming a finished run has nothing to continue.
 // The global batch (sequences per step: --batch x --grad-accum x data-parallel ranks) is
 // what must stay; how it is split is free, so a run saved by N ranks resumes on M ranks with
-// --batch and --grad-accum that multiply out to the same step.
+// --batch and --grad-accum that multiply out to the same step, with or without --zero.
 // Both are refused with a message naming the flag and how to train further instead (export
 // the run and fine-tune --from the export with the new flags). Free to change: --precision,
 // --recompute-activations, the fp16 loss-scale flags, evaluation, samples and checkpoints,

@@ -24,6 +24,7 @@
 #include "train/prepare.h"
 #include "train/resume_check.h"
 #include "train/step_batch.h"
+#include "train/zero.h"
 
 namespace tokenmill {
 
@@ -53,6 +54,8 @@ void validate(const TrainOptions& o) {
         "--initial-loss-scale must be a positive number and --loss-scale-growth-interval >= 1, got {} and {}",
         o.initial_loss_scale, o.loss_scale_growth_interval);
   if (o.bucket_bytes < 1) fail("--bucket-mb must be positive");
+  if (o.zero_stage != 0 && o.zero_stage != 1)
+    fail("--zero must be 0 (every rank holds the AdamW state) or 1 (each rank a part), got {}", o.zero_stage);
   if (o.lora.enabled() && o.from_model.empty())
     fail(
         "--lora-rank needs --from MODEL_DIR: LoRA adapts a pretrained model, it does not train from scratch");
@@ -107,6 +110,14 @@ class Run {
 
  private:
   bool root() const { return comm_.is_root(); }
+  bool zero() const { return o_.zero_stage == 1; }
+  // The AdamW moments this rank holds: its ZeRO-1 part, or all of them.
+  MomentShard moment_shard() const { return zero() ? zero_shard(comm_) : MomentShard{}; }
+  // Every rank's gradients summed (DDP: all of them; ZeRO-1: this rank's part), then the
+  // optimizer step, then (ZeRO-1) every rank's updated part gathered. Adds the time spent in
+  // the gradients' and weights' collectives to `communication_seconds`.
+  AdamWOptimizer::StepResult synchronized_step(int64_t step, double lr, double loss_scale,
+                                               double& communication_seconds);
   void info(const std::string& line) const {
     if (root() && obs_.on_info) obs_.on_info(line);
   }
@@ -172,7 +183,7 @@ void Run::setup_model() {
     model_config_json_ = read_json_file(o_.from_model / "config.json");
     model_->config = loaded->config;
     if (o_.lora.enabled()) {
-      adapter_ = std::make_unique<LoraParameters>(loaded->config, o_.lora, &backend_);
+      adapter_ = std::make_unique<LoraParameters>(loaded->config, o_.lora, &backend_, moment_shard());
       adapter_->init(o_.seed);
       base_ = std::move(loaded);
       host_base_ = view_weights(base_->weights);
@@ -180,12 +191,12 @@ void Run::setup_model() {
       trainable_ = adapter_.get();
       return;  // samples merge the adapter when they are drawn
     }
-    params_ = std::make_unique<ParameterSet>(loaded->config, &backend_);
+    params_ = std::make_unique<ParameterSet>(loaded->config, &backend_, moment_shard());
     params_->load(loaded->weights);
   } else {
     model_config_json_ = o_.scratch_config;
     model_->config = parse_model_config(model_config_json_, "the training model configuration");
-    params_ = std::make_unique<ParameterSet>(model_->config, &backend_);
+    params_ = std::make_unique<ParameterSet>(model_->config, &backend_, moment_shard());
     params_->init_gpt2(o_.seed);
   }
   trainable_ = params_.get();
@@ -254,9 +265,16 @@ std::filesystem::path Run::checkpoint(int64_t step) {
     state.lora = lora_json(o_);
     state.loss_scale = scaler_.scale();
     state.scaler_growth_tracker = scaler_.growth_tracker();
-    path = save_checkpoint(o_.run_dir / "checkpoints", state, *trainable_, o_.keep_checkpoints);
+    MomentSource moments;
+    if (zero())
+      moments = [this](int which, const std::function<void(std::span<const float>)>& write) {
+        gather_moments(*trainable_, comm_, which, o_.bucket_bytes, &write);
+      };
+    path = save_checkpoint(o_.run_dir / "checkpoints", state, *trainable_, o_.keep_checkpoints, moments);
     write_loss_curve(o_.run_dir / "loss.svg", train_curve_, val_curve_);
     if (obs_.on_checkpoint) obs_.on_checkpoint(path);
+  } else if (zero()) {  // rank 0's save gathers the moments: every rank takes part
+    for (const int which : {0, 1}) gather_moments(*trainable_, comm_, which, o_.bucket_bytes, nullptr);
   }
   // No rank runs ahead of a checkpoint that is not complete.
   comm_.barrier(fmt::format("the checkpoint of step {}", step));
@@ -264,10 +282,28 @@ std::filesystem::path Run::checkpoint(int64_t step) {
   return path;
 }
 
+AdamWOptimizer::StepResult Run::synchronized_step(int64_t step, double lr, double loss_scale,
+                                                  double& communication_seconds) {
+  const std::string what = fmt::format("step {}", step);
+  auto start = Clock::now();
+  if (zero())
+    reduce_scatter_gradients(*trainable_, comm_, o_.bucket_bytes, "the gradients of " + what);
+  else
+    sum_gradients(*trainable_, comm_, o_.bucket_bytes, "the gradients of " + what);
+  communication_seconds += seconds_since(start);
+  const AdamWOptimizer::StepResult r = optimizer_->step(*trainable_, backend_, lr, loss_scale, &comm_);
+  if (zero() && r.applied) {
+    start = Clock::now();
+    all_gather_values(*trainable_, comm_, o_.bucket_bytes, "the weights of " + what);
+    communication_seconds += seconds_since(start);
+  }
+  return r;
+}
+
 void Run::broadcast_state(bool with_moments) {
   if (comm_.world_size() == 1) return;
   broadcast_from_root(*trainable_, trainable_->values(), comm_, o_.bucket_bytes, "the initial weights");
-  if (!with_moments) return;
+  if (!with_moments || zero()) return;  // ZeRO-1: each rank read its own part
   broadcast_from_root(*trainable_, trainable_->first_moments(), comm_, o_.bucket_bytes, "the AdamW state");
   broadcast_from_root(*trainable_, trainable_->second_moments(), comm_, o_.bucket_bytes, "the AdamW state");
 }
@@ -392,6 +428,12 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
           ? fmt::format("; data parallel over {}, gradients summed in buckets of {:.1f} MiB",
                         comm_.describe(), static_cast<double>(o_.bucket_bytes) / (1 << 20))
           : std::string()));
+  if (zero())
+    info(fmt::format(
+        "ZeRO-1: this rank holds the AdamW state of parameters [{}, {}): {:.1f} MB of the whole {:.1f} MB",
+        trainable_->moments_begin(), trainable_->moments_end(),
+        8e-6 * static_cast<double>(trainable_->moments_end() - trainable_->moments_begin()),
+        8e-6 * static_cast<double>(trainable_->count())));
   if (!o_.resume)
     metrics({{"step", 0},
              {"parameters", summary.parameters},
@@ -419,14 +461,13 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     const double loss_scale = scaler_.scale();
     batch.fill(*train_);
     double loss = rank_forward_backward(batch, loss_scale);
-    const auto communication_start = Clock::now();
-    const std::string at_step = fmt::format("step {}", step);
-    sum_gradients(*trainable_, comm_, o_.bucket_bytes, "the gradients of " + at_step);
-    // The step's loss: the sum of the ranks' weighted losses.
-    comm_.all_reduce_sum(std::span(&loss, 1), "the loss of " + at_step);
-    const double communication_seconds = seconds_since(communication_start);
     const double lr = schedule.at(step);
-    const AdamWOptimizer::StepResult r = optimizer_->step(*trainable_, backend_, lr, loss_scale);
+    double communication_seconds = 0.0;
+    const AdamWOptimizer::StepResult r = synchronized_step(step, lr, loss_scale, communication_seconds);
+    // The step's loss: the sum of the ranks' weighted losses.
+    const auto loss_start = Clock::now();
+    comm_.all_reduce_sum(std::span(&loss, 1), fmt::format("the loss of step {}", step));
+    communication_seconds += seconds_since(loss_start);
     scaler_.update(!r.applied);
     if (r.applied && compute_ && !adapter_) compute_->refresh();
     const int64_t step_tokens = o_.grad_accum * o_.batch * o_.seq_len * comm_.world_size();
@@ -478,7 +519,7 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     const bool due_by_time = root() && o_.checkpoint_minutes > 0.0 &&
                              seconds_since(last_checkpoint_) >= 60.0 * o_.checkpoint_minutes;
     std::array<double, 2> agreed = {stop != nullptr && stop->load() ? 1.0 : 0.0, due_by_time ? 1.0 : 0.0};
-    comm_.all_reduce_sum(agreed, "the stop and checkpoint flags of " + at_step);
+    comm_.all_reduce_sum(agreed, fmt::format("the stop and checkpoint flags of step {}", step));
     const bool stopping = agreed[0] > 0.0;
     const bool checkpoint_due =
         (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || agreed[1] > 0.0;
@@ -506,6 +547,7 @@ nlohmann::json TrainOptions::to_json(int world_size) const {
           {"grad_accum", grad_accum},
           {"world_size", world_size},
           {"global_batch", batch * grad_accum * world_size},
+          {"zero_stage", zero_stage},
           {"steps", steps},
           {"lr", schedule.max_lr},
           {"min_lr", schedule.min_lr},

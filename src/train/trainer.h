@@ -39,6 +39,7 @@
 // gradients are summed over the ranks before the optimizer step, so every rank applies the
 // same update. The step's loss, and then a raised `stop` and a checkpoint due by time, are
 // agreed in two small all-reduces per step; evaluation batches are shared out and their losses summed.
+// With zero_stage 1 each rank holds 1/world_size of the AdamW state (train/zero.h).
 // Rank 0 alone writes the run directory (metrics, checkpoints, loss.svg), draws samples
 // and reports through the observer; a checkpoint is followed by a barrier. The model and,
 // on resume, the AdamW state are broadcast from rank 0 at the start.
@@ -91,6 +92,7 @@ struct TrainOptions {
   // The device's peak FLOP/s (measure/roofline.h), for the MFU of each step; 0: not reported.
   double peak_flops = 0.0;
   int64_t bucket_bytes = int64_t{25} << 20;  // data parallel: gradients summed in pieces of this size
+  int zero_stage = 0;  // data parallel: 1 shards the AdamW state over the ranks (train/zero.h)
 
   // The options that define the run, as checkpoints record them, with the data-parallel
   // world size and the global batch (sequences per step) of the run.

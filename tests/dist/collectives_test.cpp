@@ -1,10 +1,11 @@
-// The communicator's collectives on the ranks of the job this program runs in: without a
-// launcher, the world of one; under `mpirun -np N`, MPI over N processes (CTest runs 1, 3 and
-// 4). Each rank contributes values that tell the ranks apart, and every rank checks the whole
-// result; the exit status is a failure when any rank's test failed.
+// The communicator's collectives, and data parallelism's and ZeRO-1's uses of them, on the ranks of the job
+// this program runs in: without a launcher, the world of one; under `mpirun -np N`, MPI over N processes
+// (CTest runs 1, 3 and 4). Each rank contributes values that tell the ranks apart, and every rank checks the
+// whole result; the exit status is a failure when any rank's test failed.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "train/data_parallel.h"
 #include "train/parameters.h"
 #include "train/trainer.h"
+#include "train/zero.h"
 
 namespace tokenmill {
 namespace {
@@ -104,6 +106,52 @@ TEST(DataParallel, ReplicasThatDriftApartAreCaughtOnEveryRank) {
     ADD_FAILURE() << "rank " << g_comm->rank() << ": no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("the weights of 1 of the"), std::string::npos) << e.what();
+  }
+}
+
+// ZeRO-1's collectives on a buffer that the ranks do not divide evenly, in pieces smaller
+// than a part.
+TEST(Zero, PartsOfGradientsAndWeightsAndTheWholeMomentsReachTheirRanks) {
+  const ModelConfig config =
+      parse_model_config(scratch_llama_config(61, 1, 8, 2, 1, 16, 16, 0), "a test model");
+  ParameterSet params(config, nullptr, zero_shard(*g_comm));
+  const int64_t count = params.count();
+  const auto [begin, end] = ParameterBuffers::shard_range(count, zero_shard(*g_comm));
+  ASSERT_EQ(params.moments_begin(), begin);
+  ASSERT_EQ(params.moments_end(), end);
+  std::vector<float> host(static_cast<size_t>(count));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = value(g_comm->rank(), i);
+  params.upload(params.gradients(), host);
+  reduce_scatter_gradients(params, *g_comm, 4 * 37, "the test's gradients");
+  for (int64_t i = begin; i < end; ++i)
+    ASSERT_EQ(params.gradients()[static_cast<size_t>(i)], sum_over_ranks(static_cast<size_t>(i))) << i;
+
+  // Each rank writes its part of the values (its rank + the index); the gather fills the rest.
+  for (int64_t i = begin; i < end; ++i)
+    params.values()[static_cast<size_t>(i)] =
+        static_cast<float>(g_comm->rank()) + 0.001f * static_cast<float>(i);
+  all_gather_values(params, *g_comm, 4 * 37, "the test's weights");
+  for (int r = 0; r < g_comm->world_size(); ++r) {
+    const auto [b, e] = ParameterBuffers::shard_range(count, {r, g_comm->world_size()});
+    for (int64_t i = b; i < e; ++i)
+      ASSERT_EQ(params.values()[static_cast<size_t>(i)],
+                static_cast<float>(r) + 0.001f * static_cast<float>(i))
+          << i;
+  }
+
+  for (size_t i = 0; i < params.first_moments().size(); ++i) {
+    params.first_moments()[i] = static_cast<float>(begin + static_cast<int64_t>(i));
+    params.second_moments()[i] = -static_cast<float>(begin + static_cast<int64_t>(i));
+  }
+  for (const int which : {0, 1}) {
+    std::vector<float> whole;
+    const std::function<void(std::span<const float>)> write = [&](std::span<const float> piece) {
+      whole.insert(whole.end(), piece.begin(), piece.end());
+    };
+    gather_moments(params, *g_comm, which, 4 * 29, &write);
+    ASSERT_EQ(whole.size(), host.size());
+    for (size_t i = 0; i < whole.size(); ++i)
+      ASSERT_EQ(whole[i], (which == 0 ? 1.0f : -1.0f) * static_cast<float>(i));
   }
 }
 

@@ -9,10 +9,11 @@ tokenizer), every run a global batch of 8 sequences over 14 steps:
      gradient norm within 1e-5 relative, and every final weight tensor within 1e-5 relative
      in norm (||a - b|| / ||b||; elementwise, AdamW's division by sqrt(v) turns the last-bit
      differences of a near-zero gradient into differences of up to lr, so the largest
-     element difference is printed, not bounded).
+     element difference is printed, not bounded). 2 ranks with --zero 1 (the AdamW state
+     sharded) likewise.
   2. A checkpoint resumes across world sizes: the 2-rank run's step-7 checkpoint on 1 process
-     (--grad-accum 2), and the 1-process run's on 4 ranks, continue with the losses of the
-     uninterrupted reference.
+     (--grad-accum 2), the 1-process run's on 4 ranks, and the ZeRO-1 run's on 4 ranks with
+     ZeRO-1, continue with the losses of the uninterrupted reference.
   3. Faults: `kill -9` of rank 1 mid-run makes mpirun and every rank exit non-zero within 60 s
      with rank 1 named, and the last checkpoint loads (export); a stalled rank (SIGSTOP) makes
      the others stop at --collective-timeout naming the collective; a diverging loss stops
@@ -193,7 +194,8 @@ def main():
         want = metrics(reference)
         want_weights = final_weights(binary, reference, f"step_{STEPS:08d}.tmckpt")
         for name, ranks, flags in [("two_ranks_4", 2, ["--batch", "4"]), ("four_ranks_2", 4, ["--batch", "2"]),
-                                   ("one_2x4", 1, ["--batch", "2", "--grad-accum", "4"])]:
+                                   ("one_2x4", 1, ["--batch", "2", "--grad-accum", "4"]),
+                                   ("zero_two_ranks_4", 2, ["--batch", "4", "--zero", "1"])]:
             run_dir, output = job.train(name, ranks, *flags)
             if ranks > 1 and f"x {ranks} rank(s)" not in output:
                 fail(f"{name}: the global batch line is missing:\n{output}")
@@ -205,7 +207,8 @@ def main():
 
         # 2. Resume across world sizes, from step 7 (the later checkpoint removed).
         for name, source, ranks, flags in [("resume_2_to_1", "two_ranks_4", 1, ["--batch", "4", "--grad-accum", "2"]),
-                                           ("resume_1_to_4", "one_4x2", 4, ["--batch", "2"])]:
+                                           ("resume_1_to_4", "one_4x2", 4, ["--batch", "2"]),
+                                           ("resume_zero_2_to_4", "zero_two_ranks_4", 4, ["--batch", "2", "--zero", "1"])]:
             run_dir = os.path.join(work, name)
             subprocess.run(["cp", "-r", os.path.join(work, source), run_dir], check=True)
             os.remove(os.path.join(run_dir, "checkpoints", f"step_{STEPS:08d}.tmckpt"))

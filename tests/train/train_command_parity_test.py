@@ -10,7 +10,7 @@ metrics.jsonl with the PyTorch references there, within their tolerances (relati
 step). Prints the worst relative difference per case and reference; exits 1 naming the
 case, split, step and values on a mismatch. With MPIRUN (Open MPI's mpirun), every case also
 runs data-parallel (DATA_PARALLEL: 2 and 4 ranks, one thread each, splitting the same global
-batch of 8 sequences) against the same references: the chat data's loss masks make the
+batch of 8 sequences, with and without ZeRO-1) against the same references: the chat data's loss masks make the
 ranks' micro-batches score different numbers of targets. Needs only the standard library (the
 references were computed by make_train_command_golden.py, see its README).
 """
@@ -25,8 +25,8 @@ import tempfile
 # Data-parallel splits of each case's global batch: (ranks, flags).
 DATA_PARALLEL = {
     "full_fp32": [(2, ["--batch", "4"]), (4, ["--batch", "2"]), (2, ["--batch", "2", "--grad-accum", "2"])],
-    "lora": [(2, ["--batch", "4"])],
-    "bf16": [(2, ["--batch", "2", "--grad-accum", "2"])],
+    "lora": [(2, ["--batch", "4"]), (2, ["--batch", "4", "--zero", "1"])],
+    "bf16": [(2, ["--batch", "2", "--grad-accum", "2"]), (4, ["--batch", "2", "--zero", "1"])],
 }
 
 

@@ -1,0 +1,93 @@
+#include "train/zero.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tokenmill {
+
+namespace {
+
+// The parts of a ZeRO-1 run: part r is [r x per_part, (r + 1) x per_part) of the flat
+// buffers, cut at count(); collectives go in rounds of `piece` floats of every part.
+struct Parts {
+  Parts(const ParameterBuffers& params, const Communicator& comm, int64_t bucket_bytes)
+      : count(params.count()),
+        ranks(comm.world_size()),
+        per_part((count + ranks - 1) / ranks),
+        piece(std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)) / ranks)) {
+    if (bucket_bytes < 1) fail("--bucket-mb must be positive");
+  }
+  // Floats [at, at + n) of part r that exist (the last part may end early).
+  std::pair<int64_t, int64_t> slice(int r, int64_t at, int64_t n) const {
+    const int64_t begin = std::min(count, r * per_part + at);
+    return {begin, std::min(count, begin + n) - begin};
+  }
+  int64_t count;
+  int ranks;
+  int64_t per_part, piece;
+};
+
+}  // namespace
+
+void reduce_scatter_gradients(ParameterBuffers& params, Communicator& comm, int64_t bucket_bytes,
+                              std::string_view what) {
+  const Parts parts(params, comm, bucket_bytes);
+  std::vector<float> all, mine;
+  for (int64_t at = 0; at < parts.per_part; at += parts.piece) {
+    const int64_t n = std::min(parts.piece, parts.per_part - at);
+    all.assign(static_cast<size_t>(n * parts.ranks), 0.0f);
+    mine.resize(static_cast<size_t>(n));
+    for (int r = 0; r < parts.ranks; ++r) {
+      const auto [begin, size] = parts.slice(r, at, n);
+      params.download(params.gradients().subspan(static_cast<size_t>(begin), static_cast<size_t>(size)),
+                      std::span(all).subspan(static_cast<size_t>(r * n), static_cast<size_t>(size)));
+    }
+    comm.reduce_scatter_sum(all, mine, what);
+    const auto [begin, size] = parts.slice(comm.rank(), at, n);
+    params.upload(params.gradients().subspan(static_cast<size_t>(begin), static_cast<size_t>(size)),
+                  std::span(mine).first(static_cast<size_t>(size)));
+  }
+}
+
+void all_gather_values(ParameterBuffers& params, Communicator& comm, int64_t bucket_bytes,
+                       std::string_view what) {
+  const Parts parts(params, comm, bucket_bytes);
+  std::vector<float> all, mine;
+  for (int64_t at = 0; at < parts.per_part; at += parts.piece) {
+    const int64_t n = std::min(parts.piece, parts.per_part - at);
+    mine.assign(static_cast<size_t>(n), 0.0f);
+    all.resize(static_cast<size_t>(n * parts.ranks));
+    const auto [begin, size] = parts.slice(comm.rank(), at, n);
+    params.download(params.values().subspan(static_cast<size_t>(begin), static_cast<size_t>(size)),
+                    std::span(mine).first(static_cast<size_t>(size)));
+    comm.all_gather(mine, all, what);
+    for (int r = 0; r < parts.ranks; ++r) {
+      const auto [b, s] = parts.slice(r, at, n);
+      params.upload(params.values().subspan(static_cast<size_t>(b), static_cast<size_t>(s)),
+                    std::span(all).subspan(static_cast<size_t>(r * n), static_cast<size_t>(s)));
+    }
+  }
+}
+
+void gather_moments(const ParameterBuffers& params, Communicator& comm, int which, int64_t bucket_bytes,
+                    const std::function<void(std::span<const float>)>* write) {
+  const std::span<const float> moments = which == 0 ? params.first_moments() : params.second_moments();
+  const int64_t piece = std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)));
+  std::vector<float> buffer;
+  for (int r = 0; r < comm.world_size(); ++r) {
+    const auto [begin, end] = ParameterBuffers::shard_range(params.count(), {r, comm.world_size()});
+    if (r == comm.rank() && (begin != params.moments_begin() || end != params.moments_end()))
+      fail("training: this rank holds moments [{}, {}), not its ZeRO part [{}, {})", params.moments_begin(),
+           params.moments_end(), begin, end);
+    for (int64_t at = 0; at < end - begin; at += piece) {
+      buffer.resize(static_cast<size_t>(std::min(piece, end - begin - at)));
+      if (r == comm.rank()) params.download(moments.subspan(static_cast<size_t>(at), buffer.size()), buffer);
+      comm.broadcast(std::as_writable_bytes(std::span(buffer)), r, "the AdamW state for a checkpoint");
+      if (write != nullptr) (*write)(buffer);
+    }
+  }
+}
+
+}  // namespace tokenmill
