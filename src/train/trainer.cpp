@@ -125,6 +125,17 @@ class Run {
   void broadcast_state(bool with_moments);
   // The micro-batches of this rank's share of the step, and their weighted losses summed.
   double rank_forward_backward(const StepBatch& batch, double loss_scale);
+  // go()'s parts, in order: the loaders; the run directory (rank 0) and its stale
+  // temporaries; the checkpoint to resume (returns the first step: 1 on a fresh run); the
+  // run's description; each step (forward/backward, the synchronized optimizer step, the
+  // metrics line and report; Error on divergence) and what follows it (evaluation, samples,
+  // the agreed stop and checkpoint decisions; true when a stop ends the run early).
+  void open_data();
+  void prepare_run_dir();
+  int64_t resume();
+  void describe(const TrainSummary& summary);
+  StepReport step(int64_t step, StepBatch& batch);
+  bool finish_step(int64_t step, TrainSummary& summary, const std::atomic<bool>* stop);
   void setup_model();
   // The base model with the adapter merged, in the backend's memory (LoRA samples).
   ModelWeights merged_model() const;
@@ -158,7 +169,7 @@ class Run {
   Backend& backend_;
   const TrainObserver& obs_;
   Communicator& comm_;
-  nlohmann::json dataset_, model_config_json_;
+  nlohmann::json model_config_json_;
   std::unique_ptr<Model> model_;             // config and the weights samples are drawn from
   std::unique_ptr<ParameterSet> params_;     // full training
   std::unique_ptr<Model> base_;              // LoRA: the frozen pretrained model, placed
@@ -173,6 +184,10 @@ class Run {
   std::ofstream metrics_;
   std::vector<LossPoint> train_curve_, val_curve_;
   int64_t tokens_ = 0;
+  LrSchedule schedule_;
+  double flops_per_sequence_ = 0.0;  // of the model (and adapter) per trained sequence
+  int64_t first_step_ = 1;
+  Clock::time_point start_ = Clock::now();            // of the steps
   Clock::time_point last_checkpoint_ = Clock::now();  // or the run's start
 };
 
@@ -320,9 +335,7 @@ double Run::rank_forward_backward(const StepBatch& batch, double loss_scale) {
   return loss;
 }
 
-TrainSummary Run::go(const std::atomic<bool>* stop) {
-  validate(o_);
-  dataset_ = read_json_file(o_.data_dir / "meta.json");
+void Run::open_data() {
   train_ = std::make_unique<DataLoader>(dataset_shards(o_.data_dir, "train"), o_.seq_len, true, o_.seed);
   if (o_.eval_every > 0) {  // without evaluation, a dataset needs no validation split
     const auto val_shards = dataset_shards(o_.data_dir, "val");
@@ -333,22 +346,11 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
           o_.data_dir.string());
     val_ = std::make_unique<DataLoader>(val_shards, o_.seq_len, false, o_.seed);
   }
-  setup_model();
-  const ModelConfig& config = model_->config;
-  if (train_->vocab_size() > config.vocab_size)
-    fail(
-        "{}: the data's vocabulary ({}) is larger than the model's ({}): prepare it with the model's "
-        "tokenizer",
-        o_.data_dir.string(), train_->vocab_size(), config.vocab_size);
-  pass_ = std::make_unique<TrainingPass>(
-      config, backend_, o_.batch, o_.seq_len, o_.lora,
-      o_.recompute_activations ? TrainingPass::Activations::Recomputed : TrainingPass::Activations::Kept);
-  optimizer_ = std::make_unique<AdamWOptimizer>(o_.adamw);
-  scaler_ = LossScaler({.enabled = o_.precision == Precision::FP16,
-                        .init_scale = o_.initial_loss_scale,
-                        .growth_interval = o_.loss_scale_growth_interval});
-  std::error_code ec;
+}
+
+void Run::prepare_run_dir() {
   if (root()) {
+    std::error_code ec;
     std::filesystem::create_directories(o_.run_dir, ec);
     if (ec) fail("{}: cannot create the run directory ({})", o_.run_dir.string(), ec.message());
     check_checkpoint_dir(o_.run_dir / "checkpoints");  // now, not at the first save
@@ -356,57 +358,54 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
       info(fmt::format("removed {}, left by a checkpoint save that did not finish", stale.string()));
   }
   comm_.barrier("the run directory's preparation");
+}
 
-  TrainSummary summary;
-  summary.parameters = parameter_count(config);
-  summary.trainable_parameters = trainable_->count();
-  int64_t first_step = 1;
+int64_t Run::resume() {
   const auto metrics_path = o_.run_dir / "metrics.jsonl";
-  if (o_.resume) {
-    const auto latest = newest_valid_checkpoint(
-        o_.run_dir / "checkpoints", [this](const std::filesystem::path& path, const std::string& why) {
-          info(fmt::format("warning: skipping checkpoint {}: {}", path.string(), why));
-        });
-    if (latest.empty())
-      fail("--resume: no checkpoint that verifies in {}", (o_.run_dir / "checkpoints").string());
-    const CheckpointState header = read_checkpoint_state(latest);
-    if (header.lora != lora_json(o_))
-      fail("{}: the checkpoint is {} but this run is {}: resume with the run's own --from and --lora-* flags",
-           latest.string(), header.lora.is_null() ? "a full model" : "the LoRA adapter " + header.lora.dump(),
-           o_.lora.enabled() ? "the LoRA adapter " + lora_json(o_).dump() : "a full model");
-    const CheckpointState state = load_checkpoint(latest, *trainable_);
-    if (state.model_config != model_config_json_)
-      fail("{}: the checkpoint is of another model configuration than this run's", latest.string());
-    check_resume_options(latest, state.step, state.options, o_.to_json(comm_.world_size()));
-    optimizer_->restore(state.optimizer_steps);
-    const std::string saved_precision = state.options.value("precision", "fp32");
-    if (saved_precision != precision_name(o_.precision))
-      info(fmt::format("the checkpoint's run trained in {}; this one continues in {} (--precision)",
-                       saved_precision, precision_name(o_.precision)));
-    // The scale carries over between fp16 runs; the growth count up to this run's interval.
-    if (o_.precision == Precision::FP16 && saved_precision == "fp16")
-      scaler_.restore(state.loss_scale,
-                      std::min(state.scaler_growth_tracker, o_.loss_scale_growth_interval - 1));
-    train_->restore(state.loader);
-    tokens_ = state.tokens;
-    first_step = state.step + 1;
-    if (root()) {
-      truncate_metrics(metrics_path, state.step);
-      LossCurves history = read_loss_curves(metrics_path);  // loss.svg draws the whole run
-      train_curve_ = std::move(history.train);
-      val_curve_ = std::move(history.val);
-    }
-    info(fmt::format("resumed from {} (step {}; saved by {} rank(s))", latest.string(), state.step,
-                     state.options.value("world_size", 1)));
-  } else if (root()) {
-    std::filesystem::remove(metrics_path, ec);
+  if (!o_.resume) {
+    std::error_code ec;
+    if (root()) std::filesystem::remove(metrics_path, ec);
+    return 1;
   }
-  broadcast_state(o_.resume);
-  setup_precision();
+  const auto latest = newest_valid_checkpoint(
+      o_.run_dir / "checkpoints", [this](const std::filesystem::path& path, const std::string& why) {
+        info(fmt::format("warning: skipping checkpoint {}: {}", path.string(), why));
+      });
+  if (latest.empty())
+    fail("--resume: no checkpoint that verifies in {}", (o_.run_dir / "checkpoints").string());
+  const CheckpointState header = read_checkpoint_state(latest);
+  if (header.lora != lora_json(o_))
+    fail("{}: the checkpoint is {} but this run is {}: resume with the run's own --from and --lora-* flags",
+         latest.string(), header.lora.is_null() ? "a full model" : "the LoRA adapter " + header.lora.dump(),
+         o_.lora.enabled() ? "the LoRA adapter " + lora_json(o_).dump() : "a full model");
+  const CheckpointState state = load_checkpoint(latest, *trainable_);
+  if (state.model_config != model_config_json_)
+    fail("{}: the checkpoint is of another model configuration than this run's", latest.string());
+  check_resume_options(latest, state.step, state.options, o_.to_json(comm_.world_size()));
+  optimizer_->restore(state.optimizer_steps);
+  const std::string saved_precision = state.options.value("precision", "fp32");
+  if (saved_precision != precision_name(o_.precision))
+    info(fmt::format("the checkpoint's run trained in {}; this one continues in {} (--precision)",
+                     saved_precision, precision_name(o_.precision)));
+  // The scale carries over between fp16 runs; the growth count up to this run's interval.
+  if (o_.precision == Precision::FP16 && saved_precision == "fp16")
+    scaler_.restore(state.loss_scale,
+                    std::min(state.scaler_growth_tracker, o_.loss_scale_growth_interval - 1));
+  train_->restore(state.loader);
+  tokens_ = state.tokens;
   if (root()) {
-    metrics_.open(metrics_path, std::ios::app);
-    if (!metrics_) fail("{}: cannot open for writing", metrics_path.string());
+    truncate_metrics(metrics_path, state.step);
+    LossCurves history = read_loss_curves(metrics_path);  // loss.svg draws the whole run
+    train_curve_ = std::move(history.train);
+    val_curve_ = std::move(history.val);
   }
+  info(fmt::format("resumed from {} (step {}; saved by {} rank(s))", latest.string(), state.step,
+                   state.options.value("world_size", 1)));
+  return state.step + 1;
+}
+
+void Run::describe(const TrainSummary& summary) {
+  const ModelConfig& config = model_->config;
   info(fmt::format(
       "model: {} parameters, {} layers, hidden {}, vocab {}; data: {} train windows of {} tokens; "
       "activations {:.1f} MB{}",
@@ -438,99 +437,138 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
     metrics({{"step", 0},
              {"parameters", summary.parameters},
              {"trainable_parameters", summary.trainable_parameters}});
+}
 
-  LrSchedule schedule = o_.schedule;
-  schedule.total_steps = o_.steps;
-  summary.first_step = first_step;
-  if (o_.eval_every > 0 && first_step == 1) summary.first_eval = evaluate(0);
-  StepBatch batch(o_.grad_accum * comm_.world_size(), o_.batch, o_.seq_len);
-  const auto start = Clock::now();
-  last_checkpoint_ = start;
+StepReport Run::step(int64_t step, StepBatch& batch) {
+  const auto step_start = Clock::now();
+  trainable_->zero_grads();
+  const double loss_scale = scaler_.scale();
+  batch.fill(*train_);
+  double loss = rank_forward_backward(batch, loss_scale);
+  const double lr = schedule_.at(step);
+  double communication_seconds = 0.0;
+  const AdamWOptimizer::StepResult r = synchronized_step(step, lr, loss_scale, communication_seconds);
+  // The step's loss: the sum of the ranks' weighted losses.
+  const auto loss_start = Clock::now();
+  comm_.all_reduce_sum(std::span(&loss, 1), fmt::format("the loss of step {}", step));
+  communication_seconds += seconds_since(loss_start);
+  scaler_.update(!r.applied);
+  if (r.applied && compute_ && !adapter_) compute_->refresh();
+  const int64_t step_tokens = o_.grad_accum * o_.batch * o_.seq_len * comm_.world_size();
+  tokens_ += step_tokens;
+  StepReport report;
+  report.step = step;
+  report.steps = o_.steps;
+  report.loss = loss;
+  report.lr = lr;
+  report.grad_norm = r.grad_norm;
+  report.elapsed_seconds = seconds_since(start_);
+  report.applied = r.applied;
+  report.loss_scale = loss_scale;
+  const double step_seconds = seconds_since(step_start);
+  report.tokens_per_second = static_cast<double>(step_tokens) / step_seconds;
+  report.rank_tokens_per_second = report.tokens_per_second / comm_.world_size();
+  report.communication_share = communication_seconds / step_seconds;
+  // This rank's flops against this rank's device.
+  if (o_.peak_flops > 0.0)
+    report.mfu = mfu(flops_per_sequence_ * static_cast<double>(o_.grad_accum * o_.batch) / step_seconds,
+                     o_.peak_flops);
+  report.eta_seconds = report.elapsed_seconds / static_cast<double>(step - first_step_ + 1) *
+                       static_cast<double>(o_.steps - step);
+  train_curve_.push_back({step, loss});
+  nlohmann::json line = {{"step", step},
+                         {"loss", loss},
+                         {"lr", lr},
+                         {"grad_norm", r.grad_norm},
+                         {"applied", r.applied},
+                         {"tokens", tokens_},
+                         {"tokens_per_s", report.tokens_per_second}};
+  if (o_.precision == Precision::FP16) line["loss_scale"] = loss_scale;
+  if (comm_.world_size() > 1) {
+    line["rank_tokens_per_s"] = report.rank_tokens_per_second;
+    line["communication_share"] = report.communication_share;
+  }
+  metrics(line);
+  if (root() && obs_.on_step) obs_.on_step(report);
+  // fp16: overflowing gradients are the loss scaler's to handle, down to a scale of 1; a
+  // non-finite loss is not (the scale does not enter the forward pass).
+  const bool diverged =
+      !std::isfinite(loss) || (!r.applied && (o_.precision != Precision::FP16 || loss_scale <= 1.0));
+  if (diverged) fail_diverged(o_, step, loss, lr, loss_scale, r.applied);
+  return report;
+}
+
+bool Run::finish_step(int64_t step, TrainSummary& summary, const std::atomic<bool>* stop) {
+  const bool last = step == o_.steps;
+  if (o_.eval_every > 0 && (step % o_.eval_every == 0 || last)) summary.last_eval = evaluate(step);
+  if (o_.sample_every > 0 && step % o_.sample_every == 0 && !last) sample(step);
+  // Agreed by every rank: a stop raised on any rank, and rank 0's clock for checkpoints by time.
+  const bool due_by_time = root() && o_.checkpoint_minutes > 0.0 &&
+                           seconds_since(last_checkpoint_) >= 60.0 * o_.checkpoint_minutes;
+  std::array<double, 2> agreed = {stop != nullptr && stop->load() ? 1.0 : 0.0, due_by_time ? 1.0 : 0.0};
+  comm_.all_reduce_sum(agreed, fmt::format("the stop and checkpoint flags of step {}", step));
+  const bool stopping = agreed[0] > 0.0;
+  const bool checkpoint_due = (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || agreed[1] > 0.0;
+  if (last || stopping || checkpoint_due) summary.checkpoint = checkpoint(step);
+  return stopping && !last;
+}
+
+TrainSummary Run::go(const std::atomic<bool>* stop) {
+  validate(o_);
+  open_data();
+  setup_model();
+  const ModelConfig& config = model_->config;
+  if (train_->vocab_size() > config.vocab_size)
+    fail(
+        "{}: the data's vocabulary ({}) is larger than the model's ({}): prepare it with the model's "
+        "tokenizer",
+        o_.data_dir.string(), train_->vocab_size(), config.vocab_size);
+  pass_ = std::make_unique<TrainingPass>(
+      config, backend_, o_.batch, o_.seq_len, o_.lora,
+      o_.recompute_activations ? TrainingPass::Activations::Recomputed : TrainingPass::Activations::Kept);
+  optimizer_ = std::make_unique<AdamWOptimizer>(o_.adamw);
+  scaler_ = LossScaler({.enabled = o_.precision == Precision::FP16,
+                        .init_scale = o_.initial_loss_scale,
+                        .growth_interval = o_.loss_scale_growth_interval});
+  prepare_run_dir();
+  first_step_ = resume();
+  broadcast_state(o_.resume);
+  setup_precision();
+  if (root()) {
+    const auto metrics_path = o_.run_dir / "metrics.jsonl";
+    metrics_.open(metrics_path, std::ios::app);
+    if (!metrics_) fail("{}: cannot open for writing", metrics_path.string());
+  }
+  TrainSummary summary;
+  summary.parameters = parameter_count(config);
+  summary.trainable_parameters = trainable_->count();
+  describe(summary);
+
+  schedule_ = o_.schedule;
+  schedule_.total_steps = o_.steps;
   // LoRA: no gradient of the frozen matrices (2 N of the 6 N per token), plus the adapter's
   // own matmuls (6 per trainable parameter and token).
-  const double flops_per_sequence =
-      training_flops(config, o_.seq_len) +
-      (o_.lora.enabled()
-           ? static_cast<double>(o_.seq_len) * (6.0 * static_cast<double>(trainable_->count()) -
-                                                2.0 * static_cast<double>(matmul_parameters(config)))
-           : 0.0);
-  int64_t step = first_step;
+  flops_per_sequence_ = training_flops(config, o_.seq_len) +
+                        (o_.lora.enabled() ? static_cast<double>(o_.seq_len) *
+                                                 (6.0 * static_cast<double>(trainable_->count()) -
+                                                  2.0 * static_cast<double>(matmul_parameters(config)))
+                                           : 0.0);
+  summary.first_step = first_step_;
+  if (o_.eval_every > 0 && first_step_ == 1) summary.first_eval = evaluate(0);
+  StepBatch batch(o_.grad_accum * comm_.world_size(), o_.batch, o_.seq_len);
+  start_ = last_checkpoint_ = Clock::now();
+  const int64_t tokens_before = tokens_;
+  int64_t step = first_step_;
   for (; step <= o_.steps; ++step) {
-    const auto step_start = Clock::now();
-    trainable_->zero_grads();
-    const double loss_scale = scaler_.scale();
-    batch.fill(*train_);
-    double loss = rank_forward_backward(batch, loss_scale);
-    const double lr = schedule.at(step);
-    double communication_seconds = 0.0;
-    const AdamWOptimizer::StepResult r = synchronized_step(step, lr, loss_scale, communication_seconds);
-    // The step's loss: the sum of the ranks' weighted losses.
-    const auto loss_start = Clock::now();
-    comm_.all_reduce_sum(std::span(&loss, 1), fmt::format("the loss of step {}", step));
-    communication_seconds += seconds_since(loss_start);
-    scaler_.update(!r.applied);
-    if (r.applied && compute_ && !adapter_) compute_->refresh();
-    const int64_t step_tokens = o_.grad_accum * o_.batch * o_.seq_len * comm_.world_size();
-    tokens_ += step_tokens;
-    summary.tokens += step_tokens;
-    StepReport report;
-    report.step = step;
-    report.steps = o_.steps;
-    report.loss = loss;
-    report.lr = lr;
-    report.grad_norm = r.grad_norm;
-    report.elapsed_seconds = seconds_since(start);
-    report.applied = r.applied;
-    report.loss_scale = loss_scale;
-    const double step_seconds = seconds_since(step_start);
-    report.tokens_per_second = static_cast<double>(step_tokens) / step_seconds;
-    report.rank_tokens_per_second = report.tokens_per_second / comm_.world_size();
-    report.communication_share = communication_seconds / step_seconds;
-    // This rank's flops against this rank's device.
-    if (o_.peak_flops > 0.0)
-      report.mfu = mfu(flops_per_sequence * static_cast<double>(o_.grad_accum * o_.batch) / step_seconds,
-                       o_.peak_flops);
-    report.eta_seconds = report.elapsed_seconds / static_cast<double>(step - first_step + 1) *
-                         static_cast<double>(o_.steps - step);
-    train_curve_.push_back({step, loss});
-    nlohmann::json line = {{"step", step},
-                           {"loss", loss},
-                           {"lr", lr},
-                           {"grad_norm", r.grad_norm},
-                           {"applied", r.applied},
-                           {"tokens", tokens_},
-                           {"tokens_per_s", report.tokens_per_second}};
-    if (o_.precision == Precision::FP16) line["loss_scale"] = loss_scale;
-    if (comm_.world_size() > 1) {
-      line["rank_tokens_per_s"] = report.rank_tokens_per_second;
-      line["communication_share"] = report.communication_share;
-    }
-    metrics(line);
-    if (root() && obs_.on_step) obs_.on_step(report);
-    // fp16: overflowing gradients are the loss scaler's to handle, down to a scale of 1; a
-    // non-finite loss is not (the scale does not enter the forward pass).
-    const bool diverged =
-        !std::isfinite(loss) || (!r.applied && (o_.precision != Precision::FP16 || loss_scale <= 1.0));
-    if (diverged) fail_diverged(o_, step, loss, lr, loss_scale, r.applied);
-    const bool last = step == o_.steps;
-    if (o_.eval_every > 0 && (step % o_.eval_every == 0 || last)) summary.last_eval = evaluate(step);
-    if (o_.sample_every > 0 && step % o_.sample_every == 0 && !last) sample(step);
-    // Agreed by every rank: a stop raised on any rank, and rank 0's clock for checkpoints by time.
-    const bool due_by_time = root() && o_.checkpoint_minutes > 0.0 &&
-                             seconds_since(last_checkpoint_) >= 60.0 * o_.checkpoint_minutes;
-    std::array<double, 2> agreed = {stop != nullptr && stop->load() ? 1.0 : 0.0, due_by_time ? 1.0 : 0.0};
-    comm_.all_reduce_sum(agreed, fmt::format("the stop and checkpoint flags of step {}", step));
-    const bool stopping = agreed[0] > 0.0;
-    const bool checkpoint_due =
-        (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || agreed[1] > 0.0;
-    if (last || stopping || checkpoint_due) summary.checkpoint = checkpoint(step);
-    if (stopping && !last) {
+    this->step(step, batch);
+    if (finish_step(step, summary, stop)) {
       summary.stopped_early = true;
       break;
     }
   }
   summary.last_step = std::min(step, o_.steps);
-  summary.seconds = seconds_since(start);
+  summary.tokens = tokens_ - tokens_before;
+  summary.seconds = seconds_since(start_);
   summary.tokens_per_second =
       summary.seconds > 0 ? static_cast<double>(summary.tokens) / summary.seconds : 0.0;
   if (!summary.stopped_early) summary.final_sample = sample(summary.last_step);
