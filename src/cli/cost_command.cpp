@@ -50,10 +50,9 @@ void add_cost_command(CLI::App& app) {
       ->check(CLI::IsMember({"train", "prefill", "decode"}));
   cmd->add_option("--job-hours", r.job_hours, "Price a job of this many hours");
   cmd->add_option("--job-tokens", r.job_tokens, "Price a job of this many tokens (at the first throughput)");
-  cmd->add_flag(
-      "--example", f->example,
-      "The worked example of issue #7 (180 h of fine-tuning, 700 W, 0.6 per kWh, 3 years, H100 SXM); "
-      "other flags change it");
+  cmd->add_flag("--example", f->example,
+                "The worked example: a month of fine-tuning (180 h, 700 W, 0.6 per kWh, 3 years, H100 SXM); "
+                "other flags change it");
   cmd->add_flag("--json", f->json, "Print one JSON object");
   cmd->callback([f] {
     const CostRequest request = f->example ? with_defaults(f->request, worked_example_request()) : f->request;

@@ -5,7 +5,7 @@ namespace tokenmill {
 CostRequest worked_example_request() {
   CostRequest r;
   r.title =
-      "worked example (issue #7): a month of fine-tuning at 6 h/day (180 h), 700 W at 0.6 per kWh, "
+      "worked example: a month of fine-tuning at 6 h/day (180 h), 700 W at 0.6 per kWh, "
       "3-year amortisation, owned vs rented H100 SXM";
   r.preset = "h100-sxm";
   r.power_watts = 700;

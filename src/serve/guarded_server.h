@@ -22,9 +22,17 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string_view>
 
 #include "serve/client_stream.h"
 #include "serve/request_gate.h"
+
+// GuardedServer re-implements cpp-httplib 0.11's per-connection loop through its protected
+// members (guarded_server.cpp): another release may change them silently, so the build
+// refuses any other version until the loop is checked against it.
+static_assert(std::string_view(CPPHTTPLIB_VERSION).starts_with("0.11."),
+              "GuardedServer is written against cpp-httplib 0.11's Server internals: check "
+              "guarded_server.cpp against this version's process_and_close_socket before allowing it");
 
 namespace tokenmill {
 

@@ -32,8 +32,6 @@ const Tables& tables() {
 
 }  // namespace
 
-std::string_view char_for_byte(unsigned char byte) { return tables().utf8_of_byte[byte]; }
-
 int byte_for_char(char32_t cp) { return cp < 512 ? tables().byte_of_char[cp] : -1; }
 
 void encode(std::string_view bytes, std::string& out) {

@@ -10,9 +10,6 @@
 
 namespace tokenmill::byte_level {
 
-// The UTF-8 encoding of the character that stands for `byte`.
-std::string_view char_for_byte(unsigned char byte);
-
 // The byte that character `cp` stands for, or -1 if `cp` is not in the map.
 int byte_for_char(char32_t cp);
 

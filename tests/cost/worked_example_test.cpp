@@ -1,4 +1,4 @@
-// The worked example of issue #7, every number checked by hand: a month of fine-tuning at
+// The worked example of `cost --example`, every number checked by hand: a month of fine-tuning at
 // 6 h/day (180 h) on a 700 W machine at 0.6 per kWh, three-year amortisation, owned vs a
 // rented GPU, with the H100 SXM preset's purchase price (30000) and cloud price (3.78/GPU-h).
 #include <gmock/gmock.h>
