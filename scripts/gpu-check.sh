@@ -73,16 +73,17 @@ prepare_run() {
   if [[ -f "$bundle.txz" ]]; then rm -rf "$bundle" && tar xJf "$bundle.txz" -C "$(dirname "$bundle")"; fi
   [[ -x "$bundle/bin/gpu_ops_bench" ]] || { echo "no $bundle: run 'scripts/gpu-check.sh bundle' first (here, not on the GPU machine)" >&2; exit 2; }
   mkdir -p "$logs"
-  # cuBLASLt from the CUDA toolkit or from PyTorch's wheels, whichever the image has.
-  local cublas
+  # cuBLASLt and NCCL from the CUDA toolkit or from PyTorch's wheels, whichever the image has.
+  local cublas nccl
   cublas=$(find -H /usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib /opt /usr/lib /usr/local/lib -name 'libcublasLt.so.13' 2>/dev/null | head -1 || true)
-  lib_path="$PWD/$bundle/lib${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  nccl=$(find -H /usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib /opt /usr/lib /usr/local/lib -name 'libnccl.so.2' 2>/dev/null | head -1 || true)
+  lib_path="$PWD/$bundle/lib${cublas:+:$(dirname "$cublas")}${nccl:+:$(dirname "$nccl")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # The test binaries read fixtures by the path they were built in: make it lead here.
   local built_in
   built_in=$(cat "$bundle/source_dir")
   if [[ ! -e "$built_in" ]]; then mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in"; fi
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$logs/gpu.txt" || true
-  echo "bundle of commit $(cat "$bundle/commit"), cuBLASLt from ${cublas:-?}"
+  echo "bundle of commit $(cat "$bundle/commit"), cuBLASLt from ${cublas:-?}, NCCL from ${nccl:-?}"
 }
 
 # Copies what must come back into $OUT (when the device tool set it).

@@ -15,6 +15,9 @@
 #include "core/error.h"
 #include "core/json_file.h"
 #include "dist/communicator.h"
+#ifdef TOKENMILL_HAS_NCCL
+#include "backend/cuda/nccl_collectives.h"
+#endif
 #include "measure/roofline.h"
 #include "model/transformer.h"
 #include "runtime/generator.h"
@@ -111,6 +114,16 @@ void train_rank(TrainFlags& f, Communicator& comm) {
   // Training makes its weights in the backend's memory itself (train/parameters.h), so there
   // is no model to place: the device is chosen for an empty one.
   const std::unique_ptr<Backend> backend = open_rank_device(f.device, comm);
+#ifdef TOKENMILL_HAS_NCCL
+  // Gradients in a GPU's memory are summed by NCCL, not through the host.
+  if (comm.world_size() > 1 && !backend->memory().is_host())
+    comm.attach(cuda::make_nccl_collectives(*backend, comm, f.collective_timeout));
+#endif
+  // The device collectives use the backend: detached before it goes.
+  struct Detach {
+    Communicator& comm;
+    ~Detach() { comm.attach(nullptr); }
+  } detach{comm};
   // The peak for MFU: a short calibration, on the chosen backend, of the GEMM the run's
   // matrices are multiplied with (measure/roofline.h).
   CalibrationOptions calibration;

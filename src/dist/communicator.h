@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "dist/device_collectives.h"
 #include "dist/launch_env.h"
 
 namespace tokenmill {
@@ -52,6 +53,11 @@ class Communicator {
   // has failed; the caller printed why). A world of one exits the process.
   [[noreturn]] virtual void abort(int status) = 0;
 
+  // The same ranks' collectives on a GPU's memory (NCCL), when the training backend has
+  // them: attached once the device is chosen; null before, on the CPU, and in a world of one.
+  DeviceCollectives* device() const { return device_.get(); }
+  void attach(std::unique_ptr<DeviceCollectives> device) { device_ = std::move(device); }
+
  protected:
   explicit Communicator(const LaunchEnv& env) : env_(env) {}
   // Throws Error unless all.size() == world_size() * mine.size().
@@ -59,6 +65,7 @@ class Communicator {
 
  private:
   LaunchEnv env_;
+  std::unique_ptr<DeviceCollectives> device_;
 };
 
 struct CommunicatorOptions {

@@ -32,11 +32,30 @@ void visit_host_pieces(ParameterBuffers& params, std::span<float> buffer, int64_
   }
 }
 
+// Calls `visit` on consecutive pieces of at most bucket_bytes of `buffer` where it lies (a
+// GPU's memory), for the device collectives.
+void visit_device_pieces(std::span<float> buffer, int64_t bucket_bytes,
+                         const std::function<void(std::span<float>)>& visit) {
+  const size_t piece = std::max<size_t>(1, static_cast<size_t>(bucket_bytes) / sizeof(float));
+  for (size_t at = 0; at < buffer.size(); at += piece)
+    visit(buffer.subspan(at, std::min(piece, buffer.size() - at)));
+}
+
+// The device collectives for params' memory, or null: through the host.
+DeviceCollectives* on_device(const ParameterBuffers& params, const Communicator& comm) {
+  return params.memory().is_host() ? nullptr : comm.device();
+}
+
 }  // namespace
 
 void sum_gradients(ParameterBuffers& params, Communicator& comm, int64_t bucket_bytes,
                    std::string_view what) {
   if (comm.world_size() == 1) return;
+  if (DeviceCollectives* device = on_device(params, comm)) {
+    visit_device_pieces(params.gradients(), bucket_bytes,
+                        [&](std::span<float> bucket) { device->all_reduce_sum(bucket, what); });
+    return;
+  }
   visit_host_pieces(params, params.gradients(), bucket_bytes,
                     [&](std::span<float> bucket) { comm.all_reduce_sum(bucket, what); });
 }
@@ -44,6 +63,11 @@ void sum_gradients(ParameterBuffers& params, Communicator& comm, int64_t bucket_
 void broadcast_from_root(ParameterBuffers& params, std::span<float> buffer, Communicator& comm,
                          int64_t bucket_bytes, std::string_view what) {
   if (comm.world_size() == 1) return;
+  if (DeviceCollectives* device = on_device(params, comm)) {
+    visit_device_pieces(buffer, bucket_bytes,
+                        [&](std::span<float> piece) { device->broadcast_from_root(piece, what); });
+    return;
+  }
   visit_host_pieces(params, buffer, bucket_bytes,
                     [&](std::span<float> piece) { comm.broadcast(std::as_writable_bytes(piece), 0, what); });
 }

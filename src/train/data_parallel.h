@@ -12,9 +12,10 @@
 // further communication, and the weights stay identical (check_replicas_agree verifies it).
 //
 // Buckets: the flat gradient buffer is summed in pieces of `bucket_bytes` (PyTorch DDP's
-// bucket_cap_mb, 25 MiB by default): one collective per piece, each a bounded staging copy
-// when the buffers are in a GPU's memory (summed on the host over MPI; the GPU's own
-// collectives are not used yet). The sum runs after the backward, not overlapped with it.
+// bucket_cap_mb, 25 MiB by default): one collective per piece. Buffers in a GPU's memory go
+// through the Communicator's device collectives (NCCL) when attached, else through a bounded
+// staging copy summed on the host over MPI. The sum runs after the backward, not overlapped
+// with it.
 #pragma once
 
 #include <cstdint>

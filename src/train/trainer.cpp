@@ -424,8 +424,11 @@ void Run::describe(const TrainSummary& summary) {
       "global batch: {} sequences of {} tokens per step (--batch {} x --grad-accum {} x {} rank(s)){}",
       o_.batch * o_.grad_accum * comm_.world_size(), o_.seq_len, o_.batch, o_.grad_accum, comm_.world_size(),
       comm_.world_size() > 1
-          ? fmt::format("; data parallel over {}, gradients summed in buckets of {:.1f} MiB",
-                        comm_.describe(), static_cast<double>(o_.bucket_bytes) / (1 << 20))
+          ? fmt::format("; data parallel over {}, gradients summed in buckets of {:.1f} MiB{}",
+                        comm_.describe(), static_cast<double>(o_.bucket_bytes) / (1 << 20),
+                        comm_.device() != nullptr && !trainable_->memory().is_host()
+                            ? " by " + comm_.device()->describe()
+                            : std::string())
           : std::string()));
   if (zero())
     info(fmt::format(

@@ -547,6 +547,19 @@ cudaError_t cudaStreamSynchronize(cudaStream_t handle) {
   return answer(cudaSuccess);
 }
 
+// The emulated GPU does queued work when asked about it: a query runs the stream's work
+// (as if the GPU had had the time to finish it) and answers cudaSuccess, or the fault it hit.
+// A polling loop therefore ends; it never sees cudaErrorNotReady.
+cudaError_t cudaStreamQuery(cudaStream_t handle) {
+  const Lock lock(runtime().mutex);
+  CUstream_st* stream = runtime().streams.resolve(handle);
+  if (stream == nullptr) return refuse(cudaErrorInvalidResourceHandle, "cudaStreamQuery: not a live stream");
+  if (const cudaError_t status = cuda_emu::refuse_in_capture("cudaStreamQuery"); status != cudaSuccess)
+    return status;
+  runtime().streams.run_until(stream);
+  return answer(cudaSuccess);
+}
+
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   const Lock lock(runtime().mutex);
   *event = new CUevent_st{flags, nullptr, 0, std::nullopt};

@@ -1,6 +1,6 @@
 """Data-parallel `tokenmill train` under Open MPI's mpirun, against one process.
 
-    python3 tests/train/data_parallel_test.py BUILD/tokenmill MPIRUN tests/fixtures
+    python3 tests/train/data_parallel_test.py BUILD/tokenmill MPIRUN tests/fixtures [--cuda]
 
 From scratch on data/tinyshakespeare.txt (a slice, tokenized with hf/smollm_chat's
 tokenizer), every run a global batch of 8 sequences over 14 steps:
@@ -18,6 +18,9 @@ tokenizer), every run a global batch of 8 sequences over 14 steps:
      with rank 1 named, and the last checkpoint loads (export); a stalled rank (SIGSTOP) makes
      the others stop at --collective-timeout naming the collective; a diverging loss stops
      every rank with the divergence message.
+  4. With --cuda (a build whose --device cuda is the CUDA emulation): 2 ranks on the emulated
+     GPU 0 sum their gradients with NCCL (emulated over MPI) and equal 1 process on it (a
+     shorter run: the emulation is slow).
 Needs only the standard library. Exits 1 with the first failure.
 """
 
@@ -50,9 +53,9 @@ class Job:
     def __init__(self, binary, mpirun, data, work):
         self.binary, self.mpirun, self.data, self.work = binary, mpirun, data, work
 
-    def command(self, ranks, run_dir, *flags, steps=STEPS, lr="3e-3"):
+    def command(self, ranks, run_dir, *flags, steps=STEPS, lr="3e-3", device="cpu"):
         launch = [self.binary] if ranks == 1 else [self.mpirun, "--oversubscribe", "-np", str(ranks), self.binary]
-        return [*launch, "-t", "1", "train", "--data", self.data, "--out", run_dir, "--device", "cpu",
+        return [*launch, "-t", "1", "train", "--data", self.data, "--out", run_dir, "--device", device,
                 "--layers", "2", "--hidden", "32", "--heads", "4", "--kv-heads", "2", "--seq-len", "32",
                 "--steps", str(steps), "--lr", lr, "--warmup-steps", "2", "--eval-every", "0",
                 "--sample-tokens", "1", "--checkpoint-minutes", "0", "--seed", "7", *flags]
@@ -177,7 +180,7 @@ def expect_job_stops(process, within, *needles):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5) or sys.argv[4:] not in ([], ["--cuda"]):
         sys.exit(__doc__)
     binary, mpirun, fixtures = os.path.abspath(sys.argv[1]), sys.argv[2], os.path.abspath(sys.argv[3])
     corpus = os.path.join(os.path.dirname(fixtures), "..", "data", "tinyshakespeare.txt")
@@ -244,6 +247,22 @@ def main():
         if result.returncode == 0 or "training diverged" not in result.stdout:
             fail(f"a diverging 2-rank run exited {result.returncode}:\n{result.stdout}")
         print("a diverging loss stopped both ranks with the divergence message")
+
+        if sys.argv[4:] == ["--cuda"]:
+            steps, flags = 4, ["--checkpoint-every", "4"]
+            one = os.path.join(work, "cuda_one")
+            run(job.command(1, one, "--batch", "2", "--grad-accum", "2", *flags, steps=steps, device="cuda"))
+            two = os.path.join(work, "cuda_two")
+            # Both ranks on GPU 0 (the emulation has one; --device cuda would give rank 1 GPU 1).
+            output = run(job.command(2, two, "--batch", "2", *flags, steps=steps, device="cuda:0"))
+            if "by NCCL" not in output:
+                fail(f"the 2-rank run on --device cuda did not sum with NCCL:\n{output}")
+            worst = compare_steps("cuda_two", metrics(two), metrics(one), range(1, steps + 1))
+            name = f"step_{steps:08d}.tmckpt"
+            weights, largest = compare_weights("cuda_two", final_weights(binary, two, name),
+                                               final_weights(binary, one, name))
+            print(f"--device cuda, 2 ranks with NCCL vs 1 process: steps {worst:.3g}, final weights {weights:.3g} "
+                  f"in norm (largest element difference {largest:.3g})")
     print("OK")
 
 

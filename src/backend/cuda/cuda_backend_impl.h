@@ -41,6 +41,11 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return name_; }
   DeviceMemory& memory() override { return device_memory(device_); }
   cudaStream_t stream() const { return stream_; }
+  int device() const { return device_; }
+  // Makes device_ the calling thread's current GPU. Every op starts with it: ops may come
+  // from any thread (the server's engine runs on its own), and a kernel launch or cuBLASLt
+  // call on a stream of a GPU other than the thread's current one fails.
+  void make_current() const;
   DevicePool& pool() { return *pool_; }
 
   // A device copy of a host span, queued on stream() (the span may be reused at once).
@@ -97,10 +102,6 @@ class CudaBackend final : public Backend {
 
  private:
   DeviceBuffer copy_to_device(const void* host, size_t bytes, const char* what);
-  // Makes device_ the calling thread's current GPU. Every op starts with it: ops may come
-  // from any thread (the server's engine runs on its own), and a kernel launch or cuBLASLt
-  // call on a stream of a GPU other than the thread's current one fails.
-  void make_current() const;
 
   int device_;
   // Declared before everything that queues work on the stream: destroyed after all of it.
