@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
+#include <string>
 #include <thread>
 
 #include <fmt/format.h>
@@ -33,6 +36,68 @@ int mpi_count(size_t n, std::string_view collective) {
   return static_cast<int>(n);
 }
 
+// Ends the process when a collective outlives the timeout: armed before each blocking MPI
+// call, disarmed after it, on a thread of its own (the waiting thread is inside MPI). Exiting
+// non-zero makes mpirun (or srun) stop every other rank of the job.
+class Watchdog {
+ public:
+  Watchdog(int rank, double timeout_seconds)
+      : rank_(rank), timeout_(timeout_seconds), thread_([this] { watch(); }) {}
+  ~Watchdog() {
+    {
+      const std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_one();
+    thread_.join();
+  }
+  void arm(std::string_view collective, std::string_view what) {
+    {
+      const std::lock_guard lock(mutex_);
+      armed_ = true;
+      deadline_ =
+          Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
+      collective_ = collective;
+      what_ = what;
+    }
+    changed_.notify_one();
+  }
+  void disarm() {
+    const std::lock_guard lock(mutex_);
+    armed_ = false;
+  }
+
+ private:
+  void watch() {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+      if (!armed_) {
+        changed_.wait(lock);
+        continue;
+      }
+      if (changed_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ &&
+          Clock::now() >= deadline_) {
+        fmt::print(
+            stderr,
+            "error: rank {}: the {} of {} did not complete within {} s (--collective-timeout): another "
+            "rank died, stalled or left the job; stopping every rank\n",
+            rank_, collective_, what_, timeout_);
+        std::fflush(stderr);
+        std::_Exit(3);
+      }
+    }
+  }
+
+  int rank_;
+  double timeout_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool armed_ = false, stopping_ = false;
+  Clock::time_point deadline_;
+  std::string collective_, what_;
+  std::thread thread_;  // last: starts once the rest is initialised
+};
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(const LaunchEnv& env, const CommunicatorOptions& options)
@@ -53,6 +118,7 @@ class MpiCommunicator final : public Communicator {
            size, env.launcher, env.rank, env.world_size);
     }
     version_ = library_version();
+    watchdog_ = std::make_unique<Watchdog>(rank, timeout_);
   }
 
   ~MpiCommunicator() override {
@@ -61,6 +127,7 @@ class MpiCommunicator final : public Communicator {
       fmt::print(stderr, "rank {}: failed; stopping every rank of the job\n", rank());
       abort(1);
     }
+    watchdog_.reset();
     MPI_Finalize();
   }
 
@@ -77,34 +144,30 @@ class MpiCommunicator final : public Communicator {
 
   void all_gather(std::span<const float> mine, std::span<float> all, std::string_view what) override {
     check_blocks(mine.size(), all.size(), "all-gather");
-    MPI_Request request;
-    MPI_Iallgather(mine.data(), mpi_count(mine.size(), "all-gather"), MPI_FLOAT, all.data(),
-                   mpi_count(mine.size(), "all-gather"), MPI_FLOAT, MPI_COMM_WORLD, &request);
-    wait(request, "all-gather", what);
+    const Watched watched(*watchdog_, "all-gather", what);
+    MPI_Allgather(mine.data(), mpi_count(mine.size(), "all-gather"), MPI_FLOAT, all.data(),
+                  mpi_count(mine.size(), "all-gather"), MPI_FLOAT, MPI_COMM_WORLD);
   }
 
   void reduce_scatter_sum(std::span<const float> all, std::span<float> mine, std::string_view what) override {
     check_blocks(mine.size(), all.size(), "reduce-scatter");
-    MPI_Request request;
-    MPI_Ireduce_scatter_block(all.data(), mine.data(), mpi_count(mine.size(), "reduce-scatter"), MPI_FLOAT,
-                              MPI_SUM, MPI_COMM_WORLD, &request);
-    wait(request, "reduce-scatter", what);
+    const Watched watched(*watchdog_, "reduce-scatter", what);
+    MPI_Reduce_scatter_block(all.data(), mine.data(), mpi_count(mine.size(), "reduce-scatter"), MPI_FLOAT,
+                             MPI_SUM, MPI_COMM_WORLD);
   }
 
   void broadcast(std::span<std::byte> data, int root, std::string_view what) override {
     if (root < 0 || root >= world_size()) fail("broadcast from rank {} in a world of {}", root, world_size());
     for (size_t at = 0; at < data.size(); at += kMaxPiece) {
       const size_t n = std::min(kMaxPiece, data.size() - at);
-      MPI_Request request;
-      MPI_Ibcast(data.data() + at, static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD, &request);
-      wait(request, "broadcast", what);
+      const Watched watched(*watchdog_, "broadcast", what);
+      MPI_Bcast(data.data() + at, static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD);
     }
   }
 
   void barrier(std::string_view what) override {
-    MPI_Request request;
-    MPI_Ibarrier(MPI_COMM_WORLD, &request);
-    wait(request, "barrier", what);
+    const Watched watched(*watchdog_, "barrier", what);
+    MPI_Barrier(MPI_COMM_WORLD);
   }
 
   [[noreturn]] void abort(int status) override {
@@ -117,40 +180,24 @@ class MpiCommunicator final : public Communicator {
     int element = 0;
     MPI_Type_size(type, &element);
     for (size_t at = 0; at < n; at += kMaxPiece) {
-      MPI_Request request;
-      MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(data) + at * static_cast<size_t>(element),
-                     static_cast<int>(std::min(kMaxPiece, n - at)), type, MPI_SUM, MPI_COMM_WORLD, &request);
-      wait(request, "all-reduce", what);
+      const Watched watched(*watchdog_, "all-reduce", what);
+      MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + at * static_cast<size_t>(element),
+                    static_cast<int>(std::min(kMaxPiece, n - at)), type, MPI_SUM, MPI_COMM_WORLD);
     }
   }
 
-  // Polls `request` to completion: busy for the first ~50 microseconds (a collective between
-  // ranks in step), then every 100 microseconds; past the timeout, stops the job.
-  void wait(MPI_Request& request, std::string_view collective, std::string_view what) {
-    const auto start = Clock::now();
-    const auto deadline =
-        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
-    for (;;) {
-      int done = 0;
-      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-      if (done != 0) return;
-      const auto now = Clock::now();
-      if (now >= deadline) {
-        fmt::print(
-            stderr,
-            "error: rank {}: the {} of {} did not complete within {} s (--collective-timeout): another "
-            "rank died, stalled or left the job; stopping every rank\n",
-            rank(), collective, what, timeout_);
-        std::fflush(stderr);
-        abort(3);
-      }
-      if (now - start > std::chrono::microseconds(50))
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
+  // The watchdog armed for the lifetime of one blocking collective.
+  struct Watched {
+    Watched(Watchdog& dog, std::string_view collective, std::string_view what) : watchdog(dog) {
+      watchdog.arm(collective, what);
     }
-  }
+    ~Watched() { watchdog.disarm(); }
+    Watchdog& watchdog;
+  };
 
   std::string launcher_, version_;
   double timeout_;
+  std::unique_ptr<Watchdog> watchdog_;
 };
 
 }  // namespace

@@ -1,10 +1,9 @@
 // The Communicator of a job of several processes, over MPI (Open MPI from Debian; any MPI-3
 // library): MPI_Init_thread (funneled: only the calling thread talks to MPI) at open,
-// MPI_Finalize at destruction, each collective one non-blocking MPI call (Iallreduce,
-// Iallgather, Ireduce_scatter_block, Ibcast, Ibarrier) on MPI_COMM_WORLD, waited for with
-// MPI_Test against the timeout (dist/communicator.h "Faults": MPI_Abort ends the job).
-// While waiting, the rank polls for a few microseconds and then sleeps between polls, so a
-// rank sharing its core with others (mpirun --oversubscribe) does not steal their time.
+// MPI_Finalize at destruction, each collective one blocking MPI call on MPI_COMM_WORLD (the
+// library's tuned algorithms: its non-blocking ones, polled, measured 2-6x slower here), timed
+// by a watchdog thread: past the timeout it prints which collective and exits the process
+// non-zero, and the launcher stops every other rank (dist/communicator.h "Faults").
 // Buffers of more than 2^30 elements are reduced or broadcast in pieces (MPI counts are int).
 #pragma once
 
