@@ -52,6 +52,7 @@ class Watchdog {
     thread_.join();
   }
   void arm(std::string_view collective, std::string_view what) {
+    bool wake = false;
     {
       const std::lock_guard lock(mutex_);
       armed_ = true;
@@ -59,8 +60,9 @@ class Watchdog {
           Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
       collective_ = collective;
       what_ = what;
+      wake = idle_;  // else the watch thread waits for an earlier deadline and finds this one then
     }
-    changed_.notify_one();
+    if (wake) changed_.notify_one();
   }
   void disarm() {
     const std::lock_guard lock(mutex_);
@@ -72,7 +74,9 @@ class Watchdog {
     std::unique_lock lock(mutex_);
     while (!stopping_) {
       if (!armed_) {
+        idle_ = true;
         changed_.wait(lock);
+        idle_ = false;
         continue;
       }
       if (changed_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ &&
@@ -93,6 +97,7 @@ class Watchdog {
   std::mutex mutex_;
   std::condition_variable changed_;
   bool armed_ = false, stopping_ = false;
+  bool idle_ = false;  // the watch thread waits unarmed: arm() must wake it
   Clock::time_point deadline_;
   std::string collective_, what_;
   std::thread thread_;  // last: starts once the rest is initialised
