@@ -55,6 +55,14 @@ class Backend {
   // Throws Error if an id is outside [0, vocab).
   virtual void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) = 0;
 
+  // Weighted sums of gathered rows (a mixture of experts' combine step): with k =
+  // rows.size() / y.rows(),
+  //   y[r, :] = sum_{j < k} scales[r k + j] * x[rows[r k + j], :]
+  // summed in f32 in ascending j. x [m, d] f32, y [n, d] f32 disjoint from x; rows and scales
+  // hold n k entries (n > 0), every row in [0, m). Throws Error otherwise.
+  virtual void combine_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scales,
+                            const Tensor& y) = 0;
+
   // y[n, m] = x[n, k] . w[m, k]^T (+ bias[m]).  x, y f32; w f32/bf16/f16; bias f32/bf16/f16
   // (a quantized bias is refused) or null. Accumulation in f32 (or wider).
   // A quantized w is multiplied as ggml does it: each row of x is quantized to

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <numbers>
 #include <optional>
 
@@ -26,8 +27,23 @@ enum class Transform { None, PermuteHeads, Transpose };
 struct Mapping {
   std::string name;
   Transform transform = Transform::None;
-  int64_t heads = 0;  // PermuteHeads: the number of heads the rows are grouped in
+  int64_t heads = 0;    // PermuteHeads: the number of heads the rows are grouped in
+  int64_t expert = -1;  // an expert's matrix: its index in the stacked tensor `name`
 };
+
+// The N of `name` when it is `pattern` with its {} replaced by a number N.
+std::optional<int64_t> expert_index(std::string_view name, std::string_view pattern) {
+  const size_t at = pattern.find("{}");
+  if (at == std::string_view::npos) return std::nullopt;
+  const std::string_view head = pattern.substr(0, at), tail = pattern.substr(at + 2);
+  if (!name.starts_with(head) || !name.ends_with(tail) || name.size() <= head.size() + tail.size())
+    return std::nullopt;
+  const std::string_view digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+  if (digits.size() > 6 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return std::stoll(std::string(digits));
+}
 
 // "model.layers.12.rest" -> (12, "rest") when `hf` starts with `prefix` + a layer number.
 std::optional<std::pair<int64_t, std::string>> split_layer(const std::string& hf, const std::string& prefix) {
@@ -74,6 +90,14 @@ std::optional<Mapping> map_tensor(const std::string& hf, const ModelConfig& c, c
     if (rest.ends_with("rotary_emb.inv_freq") || rest == "attn.bias" || rest == "attn.masked_bias")
       return std::nullopt;
     const auto [module, suffix] = split_suffix(rest);
+    for (const ModuleName m : {layout.expert_gate, layout.expert_up, layout.expert_down}) {
+      const auto expert = m.present() && suffix == ".weight" ? expert_index(module, m.hf) : std::nullopt;
+      if (!expert) continue;
+      if (*expert >= c.num_experts)
+        fail("tensor {}: expert {} is beyond the {} experts of config.json", hf, *expert, c.num_experts);
+      return Mapping{.name = layer_module_name(layout, WeightFormat::Gguf, index, m) + suffix,
+                     .expert = *expert};
+    }
     for (const TensorLayout::LayerModule& lm : layout.layer_modules()) {
       if (!lm.name.present() || module != lm.name.hf || suffix.empty()) continue;
       Mapping m{layer_module_name(layout, WeightFormat::Gguf, index, lm.name) + suffix};
@@ -152,6 +176,34 @@ SourceTensor source_tensor(const StoredTensor& stored, const Mapping& m) {
   return t;
 }
 
+// One GGUF tensor of a layer's experts, ne = [cols, rows, experts], from the Hugging Face
+// matrix of each expert (`parts`, by expert index), which must all be there, with one shape
+// and one dtype.
+SourceTensor stacked_experts(const std::string& name, const std::vector<std::optional<StoredTensor>>& parts,
+                             int64_t experts) {
+  for (size_t e = 0; e < parts.size(); ++e)
+    if (!parts[e]) fail("{}: the checkpoint lacks expert {}'s matrix (of {} experts)", name, e, experts);
+  const SafetensorsEntry& first = *parts.front()->entry;
+  for (const std::optional<StoredTensor>& p : parts) {
+    const SafetensorsEntry& e = *p->entry;
+    if (e.shape != first.shape || e.dtype != first.dtype || e.shape.size() != 2)
+      fail("{}: tensor {} is not a matrix of the shape and dtype of {}", p->file->string(), e.name,
+           first.name);
+  }
+  SourceTensor t = source_tensor(*parts.front(), Mapping{name});
+  const int64_t rows = first.shape[0], cols = first.shape[1];
+  t.shape = {cols, rows, experts};
+  t.nbytes = first.nbytes * static_cast<uint64_t>(experts);
+  t.raw = {};
+  std::vector<std::function<void(int64_t, float*)>> readers;
+  for (const std::optional<StoredTensor>& p : parts)
+    readers.push_back(source_tensor(*p, Mapping{name}).read_row);
+  t.read_row = [readers = std::move(readers), rows](int64_t row, float* out) {
+    readers[static_cast<size_t>(row / rows)](row % rows, out);
+  };
+  return t;
+}
+
 // convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors: per-frequency llama3 factors.
 std::vector<float> llama3_rope_factors(const ModelConfig& c) {
   const RopeScaling& s = c.rope_scaling;
@@ -199,6 +251,13 @@ void set_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string&
   w.set_f32(key("rope.freq_base"), static_cast<float>(c.rope_theta));
   u32("rope.dimension_count", c.head_dim);
   if (arch == "phi3" && c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
+  if (c.mixture_of_experts()) {
+    u32("expert_count", c.num_experts);
+    u32("expert_used_count", c.experts_per_token);
+    if (c.expert_intermediate_size != c.intermediate_size)
+      u32("expert_feed_forward_length", c.expert_intermediate_size);
+    w.set_bool(key("expert_weights_norm"), c.normalize_expert_weights);
+  }
   if (c.rope_scaling.rope_type == "linear") {
     w.set_string(key("rope.scaling.type"), "linear");
     w.set_f32(key("rope.scaling.factor"), static_cast<float>(c.rope_scaling.factor));
@@ -239,11 +298,29 @@ ModelSource hf_model_source(const std::filesystem::path& dir, const LogFn& log) 
     t.read_row = [&f](int64_t, float* out) { std::memcpy(out, f.data(), f.size() * 4); };
     source.tensors.push_back(std::move(t));
   }
+  std::map<std::string, std::vector<std::optional<StoredTensor>>> expert_parts;  // stacked name -> by expert
   for (const std::string& hf : files->archive.names()) {
     const auto mapping = map_tensor(hf, config, arch);
     if (!mapping) continue;
+    if (mapping->expert >= 0) {
+      auto& parts = expert_parts[mapping->name];
+      parts.resize(static_cast<size_t>(config.num_experts));
+      parts[static_cast<size_t>(mapping->expert)] = files->archive.find(hf);
+      continue;
+    }
     source.tensors.push_back(source_tensor(*files->archive.find(hf), *mapping));
   }
+  const TensorLayout& layout = tensor_layout(config);
+  for (int64_t l = 0; l < (config.mixture_of_experts() ? config.num_hidden_layers : 0); ++l)
+    for (const ModuleName m : {layout.expert_gate, layout.expert_up, layout.expert_down}) {
+      const std::string stacked = layer_module_name(layout, WeightFormat::Gguf, l, m) + ".weight";
+      const auto parts = expert_parts.find(stacked);
+      source.tensors.push_back(stacked_experts(
+          stacked,
+          parts != expert_parts.end() ? parts->second
+                                      : std::vector<std::optional<StoredTensor>>(config.num_experts),
+          config.num_experts));
+    }
   // Layer order (blk.2 before blk.10), as convert_hf_to_gguf.py writes them.
   std::stable_sort(source.tensors.begin(), source.tensors.end(),
                    [](const SourceTensor& a, const SourceTensor& b) {

@@ -57,7 +57,10 @@ class TypePlanner {
   // The ggml type `t` is written in.
   uint32_t plan(const SourceTensor& t) {
     if (!is_quantizable(t)) {
-      if (ggml_dims(t.shape) == 1) return quant::ggml_type_of(DType::F32);
+      // Routers are f32, as convert_hf_to_gguf.py writes them (a bf16 one would make
+      // llama.cpp round the activations it scores to bf16).
+      if (ggml_dims(t.shape) == 1 || contains(t.name, "ffn_gate_inp.weight"))
+        return quant::ggml_type_of(DType::F32);
       return t.ggml_type;
     }
     DType type = options_.type;

@@ -5,7 +5,8 @@
 // Which type each tensor gets follows llama.cpp's llama_model_quantize (llama-quant.cpp):
 // - only weight matrices are (re)quantized: >= 2 dimensions (ggml_n_dims), name ending in
 //   "weight", not a norm, not position_embd / token_types / ffn_gate_inp; 1-D tensors
-//   (norms, biases, rope_freqs) are written as f32, other kept tensors in their own type;
+//   (norms, biases, rope_freqs) and mixture-of-experts routers (ffn_gate_inp, as
+//   convert_hf_to_gguf.py writes them) are written as f32, other kept tensors in their own type;
 // - unless `pure`, a quantized file type uses llama.cpp's default mix: output.weight (the
 //   token embedding when tied) becomes q6_k (q8_0 stays q8_0), and for q4_k ("Q4_K_M")
 //   attn_v and ffn_down of the layers use_more_bits() picks become q6_k;

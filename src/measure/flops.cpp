@@ -1,5 +1,7 @@
 #include "measure/flops.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace tokenmill {
@@ -9,12 +11,18 @@ namespace {
 // Matrices of one MLP: up and down, plus gate for SwiGLU.
 int64_t mlp_matrices(const ModelConfig& c) { return c.mlp == MlpKind::SwiGlu ? 3 : 2; }
 
-// Multiply-adds per token of one layer's weight matmuls: q, k, v, o and the MLP.
-int64_t layer_matmul_parameters(const ModelConfig& c) {
+// One layer's matrix parameters: q, k, v, o, the router, and `mlps` MLPs (a dense layer's
+// one, or experts: all of them, or the k a token runs).
+int64_t layer_matrix_parameters(const ModelConfig& c, int64_t mlps) {
   const int64_t q_width = c.num_attention_heads * c.head_dim;
   const int64_t kv_width = c.num_key_value_heads * c.head_dim;
   return c.hidden_size * q_width + 2 * c.hidden_size * kv_width + q_width * c.hidden_size +
-         mlp_matrices(c) * c.hidden_size * c.intermediate_size;
+         c.num_experts * c.hidden_size + mlps * mlp_matrices(c) * c.hidden_size * c.mlp_width();
+}
+
+// Multiply-adds per token of one layer's weight matmuls.
+int64_t layer_matmul_parameters(const ModelConfig& c) {
+  return layer_matrix_parameters(c, c.mixture_of_experts() ? c.experts_per_token : 1);
 }
 
 // Norm parameters: weight, plus bias for LayerNorm.
@@ -37,8 +45,8 @@ int64_t parameter_count(const ModelConfig& c) {
   const int64_t positions =
       c.positions == PositionKind::Learned ? c.max_position_embeddings * c.hidden_size : 0;
   const int64_t head_norms = c.q_norm_width() + c.k_norm_width();
-  const int64_t layer =
-      layer_matmul_parameters(c) + layer_bias_parameters(c) + 2 * norm_parameters(c) + head_norms;
+  const int64_t layer = layer_matrix_parameters(c, std::max<int64_t>(1, c.num_experts)) +
+                        layer_bias_parameters(c) + 2 * norm_parameters(c) + head_norms;
   const int64_t lm_head = c.tie_word_embeddings ? 0 : embedding;
   return embedding + positions + c.num_hidden_layers * layer + norm_parameters(c) + lm_head;
 }

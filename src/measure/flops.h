@@ -6,8 +6,10 @@
 //   2 x (multiply-adds of the weight matmuls) + 4 H d a per layer (attention)
 //
 //  - weight matmuls per layer: q h.Hd; k and v h.Kd each (GQA: K < H makes them smaller);
-//    o Hd.h; MLP 2 h.I for GELU (up, down) or 3 h.I for SwiGLU (gate, up, down). Their sum
-//    over the layers is matmul_parameters() without the lm_head.
+//    o Hd.h; MLP 2 h.I for GELU (up, down) or 3 h.I for SwiGLU (gate, up, down); with a
+//    mixture of E experts the router h.E and the k experts the token runs, 3 h.I each (I an
+//    expert's width; the E - k others cost nothing). Their sum over the layers is
+//    matmul_parameters() without the lm_head.
 //  - lm_head h.V, also when tied to the token embedding (the matrix is then multiplied as the
 //    logits matrix); only for the tokens whose logits are computed (`logits_rows`): an
 //    inference prefill needs the last token's logits only, training needs every token's.

@@ -15,8 +15,14 @@ uint64_t bytes_of(const Tensor& t) { return t.data != nullptr ? t.nbytes() : 0; 
 WeightTraffic weight_traffic(const Model& model, DType kv_dtype) {
   const ModelWeights& w = model.weights;
   WeightTraffic traffic;
-  for (const LayerWeights& l : w.layers)
+  for (const LayerWeights& l : w.layers) {
     for_each_layer_tensor(l, [&](const Tensor& t) { traffic.layer_bytes += bytes_of(t); });
+    const uint64_t experts = bytes_of(l.expert_gate) + bytes_of(l.expert_up) + bytes_of(l.expert_down);
+    traffic.layer_bytes -= experts;
+    if (model.config.mixture_of_experts()) traffic.expert_bytes += experts / model.config.num_experts;
+  }
+  traffic.experts = model.config.num_experts;
+  traffic.experts_per_token = model.config.experts_per_token;
   traffic.logits_bytes = bytes_of(w.final_norm_weight) + bytes_of(w.final_norm_bias) + bytes_of(w.lm_head);
   const auto row_bytes = [](const Tensor& table) {
     return table.data != nullptr ? dtype_row_bytes(table.dtype, table.cols()) : 0;
@@ -27,6 +33,12 @@ WeightTraffic weight_traffic(const Model& model, DType kv_dtype) {
   return traffic;
 }
 
+double step_layer_bytes(const WeightTraffic& traffic, int64_t tokens) {
+  const int64_t experts_read = std::min(traffic.experts, tokens * traffic.experts_per_token);
+  return static_cast<double>(traffic.layer_bytes) +
+         static_cast<double>(traffic.expert_bytes) * static_cast<double>(experts_read);
+}
+
 double forward_bytes(const WeightTraffic& traffic, int64_t first_position, int64_t tokens, int64_t chunk) {
   if (tokens < 1 || chunk < 1 || first_position < 0)
     fail("forward_bytes: needs tokens >= 1, chunk >= 1, first_position >= 0 (got {}, {}, {})", tokens, chunk,
@@ -35,7 +47,7 @@ double forward_bytes(const WeightTraffic& traffic, int64_t first_position, int64
                  static_cast<double>(traffic.embedding_row_bytes) * static_cast<double>(tokens);
   for (int64_t begin = 0; begin < tokens; begin += chunk) {
     const int64_t end = first_position + std::min(tokens, begin + chunk);
-    bytes += static_cast<double>(traffic.layer_bytes) +
+    bytes += step_layer_bytes(traffic, std::min(chunk, tokens - begin)) +
              static_cast<double>(traffic.kv_bytes_per_position) * static_cast<double>(end);
   }
   return bytes;
@@ -47,7 +59,7 @@ double batched_decode_bytes(const WeightTraffic& traffic, int64_t position, int6
   const double per_sequence =
       static_cast<double>(traffic.embedding_row_bytes) +
       static_cast<double>(traffic.kv_bytes_per_position) * static_cast<double>(position + 1);
-  return static_cast<double>(traffic.layer_bytes + traffic.logits_bytes) +
+  return step_layer_bytes(traffic, batch) + static_cast<double>(traffic.logits_bytes) +
          per_sequence * static_cast<double>(batch);
 }
 

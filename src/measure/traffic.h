@@ -10,6 +10,9 @@
 //  - per chunk, the K and V rows of the cache its tokens attend: positions [0, chunk end).
 // Activations are left out (they stay in cache at these sizes). A decode step is a call of
 // one token, so it reads every weight and the whole cache once: its bytes per token.
+// With a mixture of experts a layer's experts are read only where a token is routed to them:
+// a step of t tokens reads at most min(experts, t k) of each layer's experts (exactly k for
+// one token); that bound is what is counted.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +23,12 @@
 namespace tokenmill {
 
 struct WeightTraffic {
-  uint64_t layer_bytes = 0;            // all layers' tensors
+  uint64_t layer_bytes = 0;            // all layers' tensors but the experts'
   uint64_t logits_bytes = 0;           // final norm + lm_head
   uint64_t embedding_row_bytes = 0;    // one token row (+ one position row)
   uint64_t kv_bytes_per_position = 0;  // K and V of one position over all layers
+  uint64_t expert_bytes = 0;           // one expert's matrices over all layers (0: no experts)
+  int64_t experts = 0, experts_per_token = 0;
 };
 
 // The traffic of `model`'s weights as loaded, with a KV cache of `kv_dtype`.
@@ -32,6 +37,10 @@ WeightTraffic weight_traffic(const Model& model, DType kv_dtype);
 // Minimum bytes one forward_last call of `tokens` tokens at `first_position` reads, in
 // chunks of `chunk` tokens (see above).
 double forward_bytes(const WeightTraffic& traffic, int64_t first_position, int64_t tokens, int64_t chunk);
+
+// The bytes of the layers a step of `tokens` tokens reads: layer_bytes and the experts they
+// can be routed to (see above).
+double step_layer_bytes(const WeightTraffic& traffic, int64_t tokens);
 
 // Minimum bytes one PagedTransformer step decoding `batch` sequences, each one token at
 // `position`, reads: the weights once for the whole step (layers, final norm, lm_head), and per

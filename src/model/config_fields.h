@@ -18,6 +18,7 @@ inline constexpr int64_t kMaxLayers = 1024;
 inline constexpr int64_t kMaxDimension = int64_t{1} << 20;
 inline constexpr int64_t kMaxVocab = int64_t{1} << 24;
 inline constexpr int64_t kMaxPositions = int64_t{1} << 24;
+inline constexpr int64_t kMaxExperts = 4096;
 
 // Typed, validated access to the fields of one JSON object; errors name source and field.
 class FieldReader {

@@ -62,6 +62,13 @@ void put_llama_family(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json
   if (auto theta = keys.find_number("rope.freq_base")) hf["rope_theta"] = *theta;
   put_rope_scaling(gguf, keys, hf);
   hf["tie_word_embeddings"] = gguf.find_tensor("output.weight") == nullptr;
+  if (auto experts = keys.find_integer("expert_count"); experts && *experts > 0) {
+    hf["num_local_experts"] = hf["num_experts"] = *experts;
+    hf["num_experts_per_tok"] = keys.integer("expert_used_count");
+    if (auto width = keys.find_integer("expert_feed_forward_length")) hf["moe_intermediate_size"] = *width;
+    // llama.cpp renormalises the chosen experts' weights of these families unless told otherwise.
+    hf["norm_topk_prob"] = gguf.find_bool(keys.key("expert_weights_norm")).value_or(true);
+  }
 }
 
 void put_gpt2(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json& hf) {
@@ -86,6 +93,13 @@ class GgufWeightSource final : public WeightSource {
   Tensor matrix(const std::string& name, int64_t rows, int64_t cols) const override {
     const GgufTensorInfo& info = find(name, {cols, rows});
     return Tensor(const_cast<std::byte*>(gguf_.tensor_data(info).data()), weight_dtype(info), {rows, cols});
+  }
+
+  // GGUF stacks a layer's experts in one tensor: ne = [cols, rows, count].
+  Tensor experts(const std::string& name, int64_t count, int64_t rows, int64_t cols) const override {
+    const GgufTensorInfo& info = find(name, {cols, rows, count});
+    return Tensor(const_cast<std::byte*>(gguf_.tensor_data(info).data()), weight_dtype(info),
+                  {count * rows, cols});
   }
 
   Tensor vector_f32(const std::string& name, int64_t n) const override {
@@ -127,7 +141,8 @@ ModelConfig gguf_model_config(const GgufFile& gguf) {
   const std::string arch = gguf.get_string("general.architecture");
   const GgufKeys keys(gguf, arch);
   nlohmann::json hf;
-  const Architecture* architecture = find_gguf_architecture(arch);
+  const Architecture* architecture =
+      find_gguf_architecture(arch, keys.find_integer("expert_count").value_or(0) > 0);
   if (architecture == nullptr)
     fail("{}: general.architecture '{}' is not supported (supported: {})", gguf.label(), arch,
          supported_gguf_architectures());

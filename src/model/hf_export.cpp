@@ -137,6 +137,8 @@ void export_hf_model(const ModelConfig& config, nlohmann::json config_json, cons
                      DType dtype, const std::filesystem::path& dir) {
   if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
     fail("export: --dtype must be f32, bf16 or f16, got {}", dtype_name(dtype));
+  if (config.mixture_of_experts())
+    fail("export: mixture-of-experts models ({}) are not exported", config.architecture);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail("{}: cannot create the export directory ({})", dir.string(), ec.message());

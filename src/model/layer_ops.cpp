@@ -6,39 +6,56 @@
 
 namespace tokenmill {
 
-size_t StepBuffers::bytes(const ModelConfig& c, int64_t rows) {
+namespace {
+
+// The step's buffers as [rows, width] pairs, in allocation order (the residual stream
+// first), after the rotary frequencies.
+struct BufferShape {
+  Tensor StepBuffers::*field;
+  int64_t rows, width;
+};
+
+std::vector<BufferShape> buffer_shapes(const ModelConfig& c, int64_t rows) {
   const int64_t q_width = c.num_attention_heads * c.head_dim;
   const int64_t kv_width = c.num_key_value_heads * c.head_dim;
-  const int64_t widths[] = {
-      c.hidden_size, c.hidden_size,       c.hidden_size,      q_width, q_width, kv_width,
-      kv_width,      c.intermediate_size, c.intermediate_size};
+  const int64_t mlp_rows = c.mixture_of_experts() ? rows * c.experts_per_token : rows;
+  std::vector<BufferShape> shapes = {
+      {&StepBuffers::residual, rows, c.hidden_size},  {&StepBuffers::normed, rows, c.hidden_size},
+      {&StepBuffers::projected, rows, c.hidden_size}, {&StepBuffers::query, rows, q_width},
+      {&StepBuffers::attended, rows, q_width},        {&StepBuffers::new_keys, rows, kv_width},
+      {&StepBuffers::new_values, rows, kv_width},     {&StepBuffers::mlp_a, mlp_rows, c.mlp_width()},
+      {&StepBuffers::mlp_b, mlp_rows, c.mlp_width()}};
+  if (c.mixture_of_experts()) {
+    shapes.push_back({&StepBuffers::router_scores, rows, c.num_experts});
+    shapes.push_back({&StepBuffers::expert_inputs, mlp_rows, c.hidden_size});
+    shapes.push_back({&StepBuffers::expert_outputs, mlp_rows, c.hidden_size});
+  }
+  return shapes;
+}
+
+}  // namespace
+
+size_t StepBuffers::bytes(const ModelConfig& c, int64_t rows) {
   size_t total = Arena::footprint(static_cast<size_t>(c.head_dim / 2) * sizeof(float));
-  for (int64_t w : widths)
-    total += Arena::footprint(static_cast<size_t>(
-        checked_mul(checked_mul(static_cast<uint64_t>(rows), static_cast<uint64_t>(w), "step activations"),
-                    sizeof(float), "step activations")));
+  for (const BufferShape& s : buffer_shapes(c, rows))
+    total += Arena::footprint(static_cast<size_t>(checked_mul(
+        checked_mul(static_cast<uint64_t>(s.rows), static_cast<uint64_t>(s.width), "step activations"),
+        sizeof(float), "step activations")));
   return total;
 }
 
 StepBuffers StepBuffers::allocate(Arena& arena, const Model& model, int64_t rows) {
   const ModelConfig& c = model.config;
-  const int64_t q_width = c.num_attention_heads * c.head_dim;
-  const int64_t kv_width = c.num_key_value_heads * c.head_dim;
   StepBuffers b;
   if (c.positions == PositionKind::Rotary) {
     const std::vector<float> inv_freq = model_rope_frequencies(c, model.weights);
     b.inv_freq = arena.allocate(DType::F32, {c.head_dim / 2});
     arena.memory().copy_from_host(b.inv_freq.data, inv_freq.data(), b.inv_freq.nbytes());
   }
-  b.residual = arena.allocate(DType::F32, {rows, c.hidden_size});
-  b.normed = arena.allocate(DType::F32, {rows, c.hidden_size});
-  b.projected = arena.allocate(DType::F32, {rows, c.hidden_size});
-  b.query = arena.allocate(DType::F32, {rows, q_width});
-  b.attended = arena.allocate(DType::F32, {rows, q_width});
-  b.new_keys = arena.allocate(DType::F32, {rows, kv_width});
-  b.new_values = arena.allocate(DType::F32, {rows, kv_width});
-  b.mlp_a = arena.allocate(DType::F32, {rows, c.intermediate_size});
-  b.mlp_b = arena.allocate(DType::F32, {rows, c.intermediate_size});
+  for (const BufferShape& s : buffer_shapes(c, rows))
+    b.*s.field = arena.allocate(DType::F32, {s.rows, s.width});
+  if (c.mixture_of_experts() && !arena.memory().is_host())
+    b.host_scores.resize(static_cast<size_t>(rows * c.num_experts));
   return b;
 }
 
@@ -104,10 +121,52 @@ void attention_delta(Backend& backend, const Model& model, const LayerWeights& w
     apply_norm(backend, model.config, delta, w.attn_norm_weight, w.attn_norm_bias, delta);
 }
 
-void mlp_delta(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x, const Tensor& h,
-               const Tensor& a, const Tensor& b, const Tensor& delta) {
+namespace {
+
+// delta = sum_j weight_j SwiGLU_{expert_j}(h) of every row of h [n, hidden] (mlp_delta).
+void experts_delta(Backend& backend, const ModelConfig& c, const LayerWeights& w, const Tensor& h,
+                   StepBuffers& b, const Tensor& delta) {
+  const int64_t n = h.rows(), slots = n * c.experts_per_token;
+  const Tensor scores = b.router_scores.slice_rows(0, n);
+  backend.matmul(h, w.router, nullptr, scores);
+  std::span<const float> host_scores(scores.as<const float>(), static_cast<size_t>(scores.numel()));
+  if (!b.host_scores.empty()) {  // backend memory the host cannot read
+    backend.memory().copy_to_host(b.host_scores.data(), scores.data, scores.nbytes());
+    host_scores = std::span<const float>(b.host_scores).first(static_cast<size_t>(scores.numel()));
+  }
+  ExpertRouting& r = b.routing;
+  route_to_experts(host_scores, n, c.num_experts, c.experts_per_token, c.normalize_expert_weights, r);
+  if (b.routing_observer) b.routing_observer(r);
+  const Tensor inputs = b.expert_inputs.slice_rows(0, slots), outputs = b.expert_outputs.slice_rows(0, slots);
+  backend.embedding(h, r.slot_tokens, inputs);  // each expert's tokens together
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    const int64_t first = r.expert_begin[static_cast<size_t>(e)];
+    const int64_t count = r.expert_begin[static_cast<size_t>(e) + 1] - first;
+    if (count == 0) continue;  // its weights are not read
+    const Tensor gate = expert_matrix(w.expert_gate, e, c.num_experts);
+    const Tensor up = expert_matrix(w.expert_up, e, c.num_experts);
+    const Tensor a = b.mlp_a.slice_rows(first, count), up_out = b.mlp_b.slice_rows(first, count);
+    const Backend::MatmulTarget gate_up[] = {{&gate, nullptr, &a}, {&up, nullptr, &up_out}};
+    backend.matmul_shared(inputs.slice_rows(first, count), gate_up);
+    backend.swiglu(a, up_out, a);
+    backend.matmul(a, expert_matrix(w.expert_down, e, c.num_experts), nullptr,
+                   outputs.slice_rows(first, count));
+  }
+  backend.combine_rows(outputs, r.slots, r.weights, delta);
+}
+
+}  // namespace
+
+void mlp_delta(Backend& backend, const Model& model, const LayerWeights& w, StepBuffers& buffers, int64_t n) {
   const ModelConfig& c = model.config;
+  const Tensor x = buffers.residual.slice_rows(0, n), delta = buffers.projected.slice_rows(0, n);
+  const Tensor h = buffers.normed.slice_rows(0, n);
   const Tensor& input = block_input(backend, c, x, &delta, w.mlp_norm_weight, w.mlp_norm_bias, h);
+  if (c.mixture_of_experts()) {
+    experts_delta(backend, c, w, input, buffers, delta);
+    return;
+  }
+  const Tensor a = buffers.mlp_a.slice_rows(0, n), b = buffers.mlp_b.slice_rows(0, n);
   if (c.mlp == MlpKind::SwiGlu) {
     const Backend::MatmulTarget gate_up[] = {{&w.gate, optional_tensor(w.gate_bias), &a},
                                              {&w.up, optional_tensor(w.up_bias), &b}};

@@ -3,10 +3,13 @@
 // one sequence or to many: every op here is row-wise or a matmul over rows).
 #pragma once
 
+#include <functional>
 #include <span>
+#include <vector>
 
 #include "backend/backend.h"
 #include "core/arena.h"
+#include "model/expert_routing.h"
 #include "model/model.h"
 
 namespace tokenmill {
@@ -14,13 +17,19 @@ namespace tokenmill {
 // The activations of one step over up to `rows` tokens, all f32: the residual stream, the
 // pending delta (`projected`, see below), the scratch the functions below read and clobber,
 // and the rotary frequencies. Sized once, so steps never allocate; they live in the arena's
-// memory (the backend's).
+// memory (the backend's). With a mixture of experts, the MLP runs over the rows x k slots of
+// the experts' inputs (model/expert_routing.h), routed on the host.
 struct StepBuffers {
-  Tensor inv_freq;                     // [head_dim / 2] (rotary models; empty otherwise)
-  Tensor residual, normed, projected;  // [rows, hidden]
-  Tensor query, attended;              // [rows, heads * head_dim]
-  Tensor new_keys, new_values;         // [rows, kv_heads * head_dim]
-  Tensor mlp_a, mlp_b;                 // [rows, intermediate]
+  Tensor inv_freq;                       // [head_dim / 2] (rotary models; empty otherwise)
+  Tensor residual, normed, projected;    // [rows, hidden]
+  Tensor query, attended;                // [rows, heads * head_dim]
+  Tensor new_keys, new_values;           // [rows, kv_heads * head_dim]
+  Tensor mlp_a, mlp_b;                   // [rows, intermediate]; experts: [rows * k, expert width]
+  Tensor router_scores;                  // experts: [rows, experts]
+  Tensor expert_inputs, expert_outputs;  // experts: [rows * k, hidden]
+  std::vector<float> host_scores;        // experts: router_scores where the host reads them
+  ExpertRouting routing;                 // experts: the step's routing
+  std::function<void(const ExpertRouting&)> routing_observer;  // experts: told each layer's routing
 
   static size_t bytes(const ModelConfig& config, int64_t rows);  // what `arena` needs for them
   static StepBuffers allocate(Arena& arena, const Model& model, int64_t rows);
@@ -51,12 +60,12 @@ void attention_inputs(Backend& backend, const Model& model, const LayerWeights& 
 void attention_delta(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& attended,
                      const Tensor& delta);
 
-// x += delta (the attention's); then delta = MLP(norm_2(x)) (post-norms: norm_2(MLP(x))),
-// the layer's MLP delta: SwiGLU
-// (silu(h W_gate) * h W_up) W_down, or GELU (gelu(h W_up + b) W_down + b).
-// Scratch: h [n, hidden], a, b [n, intermediate].
-void mlp_delta(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x, const Tensor& h,
-               const Tensor& a, const Tensor& b, const Tensor& delta);
+// Over the first n rows of b's buffers, x = residual and delta = projected: x += delta (the
+// attention's); then delta = MLP(norm_2(x)) (post-norms: norm_2(MLP(x))), the layer's MLP
+// delta: SwiGLU (silu(h W_gate) * h W_up) W_down, or GELU (gelu(h W_up + b) W_down + b), or
+// with a mixture of experts sum_j weight_j SwiGLU_{expert_j}(h) (model_config.h), each
+// expert one matmul per projection over the rows routed to it. Scratch: the rest of b.
+void mlp_delta(Backend& backend, const Model& model, const LayerWeights& w, StepBuffers& b, int64_t n);
 
 // After the last layer: x += delta, then out = norm_f(x), over the same rows of each.
 void add_final_norm(Backend& backend, const Model& model, const Tensor& x, const Tensor& delta,

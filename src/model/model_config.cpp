@@ -42,6 +42,14 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
     fail("{}: rotary embeddings need an even head_dim, got {}", source, c.head_dim);
   if (c.rope_scaling.rope_type == "llama3" && c.rope_scaling.factor < 1.0)
     fail("{}: llama3 rope_scaling factor must be >= 1", source);
+  if (c.mixture_of_experts()) {
+    if (c.experts_per_token < 1 || c.experts_per_token > c.num_experts)
+      fail("{}: {} experts per token is not within the {} experts", source, c.experts_per_token,
+           c.num_experts);
+    if (c.expert_intermediate_size < 1) fail("{}: the experts' intermediate size must be >= 1", source);
+    if (c.mlp != MlpKind::SwiGlu || c.post_norms || c.mlp_bias)
+      fail("{}: experts are SwiGLU MLPs without biases after a pre-norm", source);
+  }
 
   const auto bos = f.integer_list("bos_token_id");
   if (!bos.empty()) c.bos_token_id = bos.front();

@@ -3,8 +3,7 @@
 //
 // The forward pass is driven entirely by this struct: which norm, which activation,
 // learned or rotary positions, GQA, biases, q/k norms, pre- or post-norms, tied embeddings.
-// Supported architectures: GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM,
-// Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Olmo2ForCausalLM.
+// Supported architectures: model/arch/architecture.cpp lists them.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +43,7 @@ struct GenerationDefaults {
 
 struct ModelConfig {
   std::string architecture;  // as in "architectures"[0], e.g. "LlamaForCausalLM"
-  std::string model_type;    // "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2"
+  std::string model_type;    // "gpt2", "llama", "mistral", "qwen2", "qwen3", "mixtral", ...
 
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
@@ -78,6 +77,18 @@ struct ModelConfig {
   bool post_norms = false;
   bool tie_word_embeddings = false;
 
+  // Mixture of experts (Mixtral, Qwen3-MoE): every layer's MLP is num_experts SwiGLU experts
+  // of width expert_intermediate_size. A router (a Linear [num_experts, hidden], no bias)
+  // scores them per token; the token runs the experts_per_token best-scored ones (ties to the
+  // lower index) and sums their outputs weighted by the softmax of the scores over all
+  // experts, renormalised to sum to 1 over the chosen ones when normalize_expert_weights
+  // (then equal to the softmax over the chosen scores alone, Mixtral's form). No experts
+  // (num_experts = 0): a dense MLP of width intermediate_size.
+  int64_t num_experts = 0;
+  int64_t experts_per_token = 0;
+  int64_t expert_intermediate_size = 0;
+  bool normalize_expert_weights = true;
+
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;  // generation_config.json's, else config.json's
   GenerationDefaults generation;
@@ -96,6 +107,9 @@ struct ModelConfig {
            : qk_norm == QkNorm::PerHead ? head_dim
                                         : num_key_value_heads * head_dim;
   }
+  bool mixture_of_experts() const { return num_experts > 0; }
+  // The widest MLP activation a token has: intermediate_size, or an expert's.
+  int64_t mlp_width() const { return mixture_of_experts() ? expert_intermediate_size : intermediate_size; }
   // Floats of K and V cached per token over all layers.
   int64_t kv_floats_per_token() const { return 2 * num_hidden_layers * num_key_value_heads * head_dim; }
 };

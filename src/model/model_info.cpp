@@ -18,7 +18,9 @@ ModelInfo describe(const Model& model) {
   info.context_length = c.context_length();
   info.layers = c.num_hidden_layers;
   info.hidden_size = c.hidden_size;
-  info.intermediate_size = c.intermediate_size;
+  info.intermediate_size = c.mlp_width();
+  info.experts = c.num_experts;
+  info.experts_per_token = c.experts_per_token;
   info.heads = c.num_attention_heads;
   info.kv_heads = c.num_key_value_heads;
   info.head_dim = c.head_dim;
@@ -46,6 +48,8 @@ nlohmann::json to_json(const ModelInfo& i) {
       {"num_hidden_layers", i.layers},
       {"hidden_size", i.hidden_size},
       {"intermediate_size", i.intermediate_size},
+      {"experts", i.experts},
+      {"experts_per_token", i.experts_per_token},
       {"num_attention_heads", i.heads},
       {"num_key_value_heads", i.kv_heads},
       {"head_dim", i.head_dim},
@@ -71,6 +75,9 @@ std::string to_text(const ModelInfo& i) {
   out += fmt::format("weights        {} ({})\n", human_bytes(i.weight_bytes), dtypes);
   out += fmt::format("layers         {} x hidden {}, mlp {} ({})\n", i.layers, i.hidden_size,
                      i.intermediate_size, i.mlp);
+  if (i.experts > 0)
+    out += fmt::format("experts        {} per layer, {} per token (mlp above: one expert's)\n", i.experts,
+                       i.experts_per_token);
   out += fmt::format("attention      {} heads, {} kv heads, head_dim {}\n", i.heads, i.kv_heads, i.head_dim);
   out += fmt::format("positions      {} (scaling: {}), norm {}\n", i.positions, i.rope_scaling, i.norm);
   out +=

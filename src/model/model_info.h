@@ -19,8 +19,8 @@ struct ModelInfo {
   std::map<std::string, uint64_t> weight_bytes_by_dtype;  // as stored in the files
   uint64_t weight_bytes = 0;
   int64_t context_length = 0;
-  int64_t layers = 0, hidden_size = 0, intermediate_size = 0, heads = 0, kv_heads = 0, head_dim = 0,
-          vocab_size = 0;
+  int64_t layers = 0, hidden_size = 0, intermediate_size = 0, experts = 0, experts_per_token = 0, heads = 0,
+          kv_heads = 0, head_dim = 0, vocab_size = 0;
   bool tied_embeddings = false;
   std::string norm, mlp, positions, rope_scaling;
   std::string kv_cache_dtype;             // "f32" or "f16" (Model::default_kv_dtype)

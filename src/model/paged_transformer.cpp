@@ -94,9 +94,7 @@ Tensor PagedTransformer::forward(std::span<const Slice> slices) {
   embed_tokens(backend_, model_, ids_, positions_, x, delta);
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     attention_block(layer, rows);
-    mlp_delta(backend_, model_, model_.weights.layers[static_cast<size_t>(layer)], x,
-              buffers_.normed.slice_rows(0, rows), buffers_.mlp_a.slice_rows(0, rows),
-              buffers_.mlp_b.slice_rows(0, rows), delta);
+    mlp_delta(backend_, model_, model_.weights.layers[static_cast<size_t>(layer)], buffers_, rows);
   }
   // Gather the last row of each slice that wants logits, with the last layer's delta added
   // (no other row of x needs it), then one final norm and one lm_head matmul.

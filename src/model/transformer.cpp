@@ -116,10 +116,7 @@ void Transformer::attention_block(int64_t layer, int64_t n) {
 }
 
 void Transformer::mlp_block(int64_t layer, int64_t n) {
-  mlp_delta(backend_, model_, model_.weights.layers[static_cast<size_t>(layer)],
-            buffers_.residual.slice_rows(0, n), buffers_.normed.slice_rows(0, n),
-            buffers_.mlp_a.slice_rows(0, n), buffers_.mlp_b.slice_rows(0, n),
-            buffers_.projected.slice_rows(0, n));
+  mlp_delta(backend_, model_, model_.weights.layers[static_cast<size_t>(layer)], buffers_, n);
 }
 
 }  // namespace tokenmill

@@ -57,6 +57,12 @@ class Transformer {
     if (length < position()) tokens_.resize(static_cast<size_t>(length < 0 ? 0 : length));
   }
   void reset() { tokens_.clear(); }
+
+  // Mixture of experts: `observer` is called with each layer's routing of a chunk's tokens,
+  // layer by layer, as the forward computes it (null: none).
+  void observe_expert_routing(std::function<void(const ExpertRouting&)> observer) {
+    buffers_.routing_observer = std::move(observer);
+  }
   // Commits the whole KV cache now (KvCache::commit), for a context sized to what will be used.
   void commit_cache() { cache_.commit(); }
 

@@ -85,11 +85,19 @@ void load_layout_weights(const ModelConfig& c, const WeightSource& w, WeightForm
         l.gate_bias = gate_up_bias.slice_rows(0, ff);
         l.up_bias = gate_up_bias.slice_rows(ff, ff);
       }
-    } else {
+    } else if (!c.mixture_of_experts()) {
       if (c.mlp == MlpKind::SwiGlu) linear(layout.gate, ff, d, c.mlp_bias, l.gate, l.gate_bias);
       linear(layout.up, ff, d, c.mlp_bias, l.up, l.up_bias);
     }
-    linear(layout.down, d, ff, c.mlp_bias, l.down, l.down_bias);
+    if (c.mixture_of_experts()) {
+      const int64_t experts = c.num_experts, expert_ff = c.expert_intermediate_size;
+      l.router = w.linear(names.layer(i, layout.router, ".weight"), experts, d);
+      l.expert_gate = w.experts(names.layer(i, layout.expert_gate, ".weight"), experts, expert_ff, d);
+      l.expert_up = w.experts(names.layer(i, layout.expert_up, ".weight"), experts, expert_ff, d);
+      l.expert_down = w.experts(names.layer(i, layout.expert_down, ".weight"), experts, d, expert_ff);
+    } else {
+      linear(layout.down, d, ff, c.mlp_bias, l.down, l.down_bias);
+    }
   }
   out.final_norm_weight = w.vector_f32(names.model(layout.final_norm, ".weight"), d);
   if (layer_norm) out.final_norm_bias = w.vector_f32(names.model(layout.final_norm, ".bias"), d);

@@ -25,6 +25,11 @@ class WeightSource {
   virtual Tensor linear(const std::string& name, int64_t out, int64_t in) const {
     return matrix(name, out, in);
   }
+  // The matrices [rows, cols] of `count` experts as one [count * rows, cols] tensor, expert e's
+  // rows after expert e - 1's (LayerWeights::expert_gate). `name` has a {} for the expert
+  // index where the format keeps a tensor per expert (Hugging Face: then they are copied
+  // together, and must share a dtype).
+  virtual Tensor experts(const std::string& name, int64_t count, int64_t rows, int64_t cols) const = 0;
   // A [n] vector (norm weight, bias) converted to f32.
   virtual Tensor vector_f32(const std::string& name, int64_t n) const = 0;
 };

@@ -28,7 +28,19 @@ struct LayerWeights {
   Tensor gate, gate_bias;  // SwiGLU only
   Tensor up, up_bias;      // GPT-2: c_fc
   Tensor down, down_bias;  // GPT-2: mlp.c_proj
+  // Mixture of experts (config.mixture_of_experts(), instead of gate, up and down): the
+  // router [experts, hidden], and the experts' matrices stacked, expert e's rows after
+  // expert e - 1's: expert_gate, expert_up [experts * expert_ff, hidden], expert_down
+  // [experts * hidden, expert_ff] (expert_matrix() views one).
+  Tensor router;
+  Tensor expert_gate, expert_up, expert_down;
 };
+
+// Expert e's matrix of stacked expert matrices (LayerWeights::expert_gate, ...).
+inline Tensor expert_matrix(const Tensor& stacked, int64_t e, int64_t experts) {
+  const int64_t rows = stacked.rows() / experts;
+  return stacked.slice_rows(e * rows, rows);
+}
 
 struct ModelWeights {
   Tensor token_embedding;     // [vocab, hidden]
@@ -71,7 +83,11 @@ void for_each_layer_tensor(Layer& l, Fn&& fn) {
                   &l.up,
                   &l.up_bias,
                   &l.down,
-                  &l.down_bias})
+                  &l.down_bias,
+                  &l.router,
+                  &l.expert_gate,
+                  &l.expert_up,
+                  &l.expert_down})
     fn(*t);
 }
 

@@ -67,7 +67,7 @@ class Conformance : public BackendOpTest {
 
 std::string dtype_label(DType t) { return std::string(dtype_name(t)); }
 
-// ---------------------------------------------------------------- embedding
+// ---------------------------------------------------------------- embedding, combine_rows
 
 TEST_P(Conformance, EmbeddingGathersRowsOfEveryDtype) {
   for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
@@ -97,6 +97,44 @@ TEST_P(Conformance, EmbeddingRejectsOutOfRangeIdsAndBadShapes) {
   auto bf16_out = buffer(DType::BF16, {2, 8});
   EXPECT_THROW(backend_->embedding(table->tensor(), ok, bf16_out->tensor()), Error);
   EXPECT_GUARDS(out);
+}
+
+TEST_P(Conformance, CombineRowsSumsWeightedGatheredRows) {
+  // A mixture of experts' combine: 5 tokens, each the weighted sum of k rows of the experts'
+  // outputs (k = 1, 2, 3; rows repeated across tokens, as experts serve many tokens).
+  for (const int64_t k : {1, 2, 3}) {
+    for (const int64_t d : {1, 17, 64}) {
+      SCOPED_TRACE("k=" + std::to_string(k) + " d=" + std::to_string(d));
+      const int64_t m = 7, n = 5;
+      auto x = input(DType::F32, {m, d});
+      std::vector<int32_t> rows;
+      std::vector<float> scales;
+      for (int64_t i = 0; i < n * k; ++i) {
+        rows.push_back(static_cast<int32_t>((i * 3 + 1) % m));
+        scales.push_back(0.25f + 0.125f * static_cast<float>(i % 5) - (i % 2 == 0 ? 0.5f : 0.0f));
+      }
+      auto y = output({n, d});
+      backend_->combine_rows(x->tensor(), rows, scales, y->tensor());
+      EXPECT_TRUE(
+          close_to_reference(y->values(), reference::combine_rows(x->tensor(), rows, scales, n), kF32));
+      EXPECT_GUARDS(y);
+      EXPECT_UNCHANGED(x);
+    }
+  }
+}
+
+TEST_P(Conformance, CombineRowsRejectsBadArguments) {
+  auto x = input(DType::F32, {4, 8});
+  auto y = output({2, 8});
+  const std::vector<int32_t> ok = {0, 3, 1, 2}, out_of_range = {0, 4, 1, 2}, odd = {0, 1, 2};
+  const std::vector<float> four = {1, 1, 1, 1}, three = {1, 1, 1};
+  EXPECT_THROW(backend_->combine_rows(x->tensor(), out_of_range, four, y->tensor()), Error);
+  EXPECT_THROW(backend_->combine_rows(x->tensor(), odd, three, y->tensor()), Error);
+  EXPECT_THROW(backend_->combine_rows(x->tensor(), ok, three, y->tensor()), Error);
+  auto narrow = output({2, 7});
+  EXPECT_THROW(backend_->combine_rows(x->tensor(), ok, four, narrow->tensor()), Error);
+  EXPECT_THROW(backend_->combine_rows(x->tensor(), ok, four, x->tensor().slice_rows(0, 2)), Error);
+  EXPECT_GUARDS(y);
 }
 
 // ---------------------------------------------------------------- matmul

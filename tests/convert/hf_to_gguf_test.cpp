@@ -15,6 +15,7 @@
 #include "formats/safetensors.h"
 #include "model/model.h"
 #include "model/transformer.h"
+#include "quant/quant_formats.h"
 #include "support/expect_error.h"
 #include "support/temp_dir.h"
 #include "tokenizer/tokenizer.h"
@@ -200,6 +201,49 @@ TEST(GgufConvert, Olmo2KeepsItsPostNormsAndComputesTransformersLogits) {
   EXPECT_NE(f.find_tensor("blk.1.post_attention_norm.weight"), nullptr);
   EXPECT_EQ(f.find_tensor("blk.0.attn_norm.weight"), nullptr);
   expect_transformers_logits(dir, "olmo2");
+}
+
+// Mixtral: a "llama" file with llama.expert_count; each layer's experts stacked into
+// ffn_{gate,up,down}_exps (ne = [cols, rows, experts]), the router as ffn_gate_inp.
+TEST(GgufConvert, MixtralStacksItsExpertsAndComputesTransformersLogits) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "mixtral", DType::F32);
+  EXPECT_EQ(f.get_string("general.architecture"), "llama");
+  EXPECT_EQ(f.get_int("llama.expert_count"), 4);
+  EXPECT_EQ(f.get_int("llama.expert_used_count"), 2);
+  EXPECT_EQ(f.find_tensor("blk.0.ffn_gate_inp.weight")->shape, (std::vector<int64_t>{64, 4}));
+  EXPECT_EQ(f.find_tensor("blk.0.ffn_gate_exps.weight")->shape, (std::vector<int64_t>{64, 128, 4}));
+  EXPECT_EQ(f.find_tensor("blk.0.ffn_down_exps.weight")->shape, (std::vector<int64_t>{128, 64, 4}));
+  EXPECT_EQ(f.find_tensor("blk.0.ffn_gate.weight"), nullptr);
+  const std::vector<float> down = floats(f, "blk.1.ffn_down_exps.weight");
+  const std::vector<float> expert2 =
+      hf_floats("mixtral", "model.layers.1.block_sparse_moe.experts.2.w2.weight");
+  ASSERT_EQ(down.size(), 4 * expert2.size());
+  EXPECT_TRUE(
+      std::equal(expert2.begin(), expert2.end(), down.begin() + 2 * static_cast<int64_t>(expert2.size())));
+  expect_transformers_logits(dir, "mixtral");
+}
+
+// Qwen3-MoE: llama.cpp's "qwen3moe", the experts' own width as expert_feed_forward_length.
+// Quantized, every expert matrix is quantized row by row like any other matrix.
+TEST(GgufConvert, Qwen3MoeConvertsAndQuantizes) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "qwen3_moe", DType::F32);
+  EXPECT_EQ(f.get_string("general.architecture"), "qwen3moe");
+  EXPECT_EQ(f.get_int("qwen3moe.expert_count"), 8);
+  EXPECT_EQ(f.get_int("qwen3moe.expert_used_count"), 3);
+  EXPECT_EQ(f.get_int("qwen3moe.expert_feed_forward_length"), 32);
+  EXPECT_EQ(f.get_int("qwen3moe.feed_forward_length"), 128);
+  EXPECT_EQ(f.find_tensor("blk.1.ffn_up_exps.weight")->shape, (std::vector<int64_t>{64, 32, 8}));
+  expect_transformers_logits(dir, "qwen3_moe");
+  const auto q8 = dir.path() / "qwen3_moe_q8_0.gguf";
+  convert_hf_to_gguf(kHf / "qwen3_moe", q8, {.type = DType::Q8_0});
+  const GgufFile quantized = GgufFile::open(q8);
+  EXPECT_EQ(quantized.find_tensor("blk.0.ffn_down_exps.weight")->type, quant::ggml_type_of(DType::Q8_0));
+  // The router (stored bf16) is not quantized, and written f32 as llama.cpp's converter does.
+  EXPECT_EQ(quantized.find_tensor("blk.0.ffn_gate_inp.weight")->type, quant::ggml_type_of(DType::F32));
+  const auto model = Model::load(q8);
+  EXPECT_EQ(model->weights.layers[1].expert_up.dtype, DType::Q8_0);
 }
 
 TEST(GgufConvert, Gpt2Conv1DWeightsAreTransposed) {

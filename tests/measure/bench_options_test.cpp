@@ -56,6 +56,24 @@ TEST(Traffic, BatchedDecodeReadsTheWeightsOncePerStep) {
   testing::expect_error([&] { batched_decode_bytes(t, 9, 0); }, {"batch >= 1"});
 }
 
+TEST(Traffic, MixtureOfExpertsReadsOnlyTheExpertsItsTokensRun) {
+  // 8 experts of 100 bytes (over all layers), 2 per token.
+  const WeightTraffic t{.layer_bytes = 1000,
+                        .logits_bytes = 200,
+                        .embedding_row_bytes = 10,
+                        .kv_bytes_per_position = 4,
+                        .expert_bytes = 100,
+                        .experts = 8,
+                        .experts_per_token = 2};
+  EXPECT_DOUBLE_EQ(step_layer_bytes(t, 1), 1200.0);  // 2 experts
+  EXPECT_DOUBLE_EQ(step_layer_bytes(t, 3), 1600.0);  // at most 6
+  EXPECT_DOUBLE_EQ(step_layer_bytes(t, 5), 1800.0);  // at most all 8
+  EXPECT_DOUBLE_EQ(batched_decode_bytes(t, 9, 1), 1450.0);
+  EXPECT_DOUBLE_EQ(forward_bytes(t, 0, 1, 256), 1200.0 + 200 + 10 + 4);
+  // Two chunks of 4 tokens each read all 8 experts: 2 x 1800 + 200 + 8 x 10 + 4 x (4 + 8).
+  EXPECT_DOUBLE_EQ(forward_bytes(t, 0, 8, 4), 2 * 1800.0 + 200 + 80 + 48);
+}
+
 TEST(Traffic, TrainingStepReadsSevenF32CopiesOfTheParameters) {
   EXPECT_DOUBLE_EQ(training_step_bytes(1000), 28000.0);
   testing::expect_error([] { training_step_bytes(0); }, {"parameters >= 1"});

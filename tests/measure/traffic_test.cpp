@@ -44,5 +44,19 @@ TEST(Traffic, TiedGpt2FixtureCountsTheEmbeddingOnceAsTheLogitsMatrix) {
   EXPECT_EQ(t.embedding_row_bytes, 128u * 4);
 }
 
+TEST(Traffic, MixtralFixtureCountsTheExpertsApart) {
+  // hidden 64, 4 heads / 2 kv heads of 16, 2 layers, 4 experts of MLP 128, 2 per token, f32.
+  const auto model = Model::load(kFixtures + "/hf/mixtral");
+  const WeightTraffic t = weight_traffic(*model, DType::F32);
+  // Per layer: attention 12,288 + 2 norms x 64 + router 4 x 64 = 12,672 floats; per expert
+  // 3 x 64 x 128 = 24,576 floats, over 2 layers.
+  EXPECT_EQ(t.layer_bytes, 2u * 12'672 * 4);
+  EXPECT_EQ(t.expert_bytes, 2u * 24'576 * 4);
+  EXPECT_EQ(t.experts, 4);
+  EXPECT_EQ(t.experts_per_token, 2);
+  // A decode step reads 2 of the 4 experts: half of their bytes.
+  EXPECT_DOUBLE_EQ(step_layer_bytes(t, 1), 2.0 * 12'672 * 4 + 2.0 * 2 * 24'576 * 4);
+}
+
 }  // namespace
 }  // namespace tokenmill

@@ -99,6 +99,10 @@ class FencedBackend final : public Backend {
   void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) override {
     run([&] { inner_->embedding(table, ids, out); });
   }
+  void combine_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scales,
+                    const Tensor& y) override {
+    run([&] { inner_->combine_rows(x, rows, scales, y); });
+  }
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) override {
     run([&] { inner_->matmul(x, w, bias, y); });
   }

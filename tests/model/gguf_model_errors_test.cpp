@@ -20,10 +20,17 @@ using testing::GgufBuilder;
 constexpr uint32_t kF32 = 0, kQ4_1 = 3, kIQ2_XXS = 16;
 constexpr int64_t kHidden = 32, kFf = 64, kVocab = 16;
 
-// A one-layer llama with hidden 32, 2 heads, MLP 64, vocab 16; `edit` changes the builder
-// before the tensors are added; `skip` omits one tensor; `q_type` is attn_q's ggml type.
+// A mixture of experts: llama.expert_count and the experts stacked in the tensors (which a
+// broken file may make disagree), and the experts each token runs.
+struct Experts {
+  int64_t in_metadata = 0, in_tensors = 0, per_token = 0;
+};
+
+// A one-layer llama with hidden 32, 2 heads, MLP 64, vocab 16 (with `experts`, a Mixtral whose
+// experts are that MLP); `edit` changes the builder before the tensors are added; `skip`
+// omits one tensor; `q_type` is attn_q's ggml type.
 std::string tiny_llama(const std::function<void(GgufBuilder&)>& edit = {}, const std::string& skip = "",
-                       uint32_t q_type = kF32) {
+                       uint32_t q_type = kF32, Experts experts = {}) {
   GgufBuilder b;
   b.kv_string("general.architecture", "llama")
       .kv("llama.embedding_length", GgufType::U32, static_cast<uint32_t>(kHidden))
@@ -32,6 +39,9 @@ std::string tiny_llama(const std::function<void(GgufBuilder&)>& edit = {}, const
       .kv("llama.attention.head_count", GgufType::U32, uint32_t{2})
       .kv("llama.context_length", GgufType::U32, uint32_t{64})
       .kv("llama.attention.layer_norm_rms_epsilon", GgufType::F32, 1e-5f);
+  if (experts.in_metadata > 0)
+    b.kv("llama.expert_count", GgufType::U32, static_cast<uint32_t>(experts.in_metadata))
+        .kv("llama.expert_used_count", GgufType::U32, static_cast<uint32_t>(experts.per_token));
   if (edit) edit(b);
   const auto add = [&](const std::string& name, std::vector<int64_t> shape, uint32_t type = kF32) {
     if (name == skip) return;
@@ -46,9 +56,16 @@ std::string tiny_llama(const std::function<void(GgufBuilder&)>& edit = {}, const
   add("blk.0.attn_v.weight", {kHidden, kHidden});
   add("blk.0.attn_output.weight", {kHidden, kHidden});
   add("blk.0.ffn_norm.weight", {kHidden});
-  add("blk.0.ffn_gate.weight", {kHidden, kFf});
-  add("blk.0.ffn_up.weight", {kHidden, kFf});
-  add("blk.0.ffn_down.weight", {kFf, kHidden});
+  if (experts.in_tensors > 0) {
+    add("blk.0.ffn_gate_inp.weight", {kHidden, experts.in_tensors});
+    add("blk.0.ffn_gate_exps.weight", {kHidden, kFf, experts.in_tensors});
+    add("blk.0.ffn_up_exps.weight", {kHidden, kFf, experts.in_tensors});
+    add("blk.0.ffn_down_exps.weight", {kFf, kHidden, experts.in_tensors});
+  } else {
+    add("blk.0.ffn_gate.weight", {kHidden, kFf});
+    add("blk.0.ffn_up.weight", {kHidden, kFf});
+    add("blk.0.ffn_down.weight", {kFf, kHidden});
+  }
   add("output_norm.weight", {kHidden});
   return b.build();
 }
@@ -85,11 +102,46 @@ TEST(GgufModel, QuantizedMatricesStayInTheFile) {
   EXPECT_EQ(w.layers[0].q.data, gguf.tensor_data(*gguf.find_tensor("blk.0.attn_q.weight")).data());
 }
 
+TEST(GgufModel, LlamaFileWithExpertsIsAMixtral) {
+  const std::string bytes = tiny_llama({}, "", kF32, {.in_metadata = 4, .in_tensors = 4, .per_token = 2});
+  const GgufFile gguf = GgufFile::parse(testing::as_bytes(bytes), "tiny.gguf");
+  const ModelConfig config = gguf_model_config(gguf);
+  EXPECT_EQ(config.architecture, "MixtralForCausalLM");
+  EXPECT_EQ(config.num_experts, 4);
+  EXPECT_EQ(config.experts_per_token, 2);
+  EXPECT_EQ(config.expert_intermediate_size, kFf);
+  EXPECT_TRUE(config.normalize_expert_weights);
+  ModelWeights weights;
+  load_gguf_weights(config, gguf, weights);
+  const LayerWeights& l = weights.layers[0];
+  EXPECT_EQ(l.expert_gate.rows(), 4 * kFf);
+  EXPECT_EQ(l.expert_gate.cols(), kHidden);
+  EXPECT_EQ(l.expert_down.rows(), 4 * kHidden);
+  EXPECT_EQ(l.expert_down.cols(), kFf);
+  EXPECT_EQ(l.router.rows(), 4);
+  EXPECT_EQ(l.gate.data, nullptr);
+}
+
+TEST(GgufModel, InconsistentExpertCountsAreRefused) {
+  expect_error(
+      [] { load(tiny_llama({}, "", kF32, {.in_metadata = 4, .in_tensors = 3, .per_token = 2})); },
+      {"'blk.0.ffn_gate_inp.weight' has ne = [32, 3] but the model's hyper-parameters need [32, 4]"});
+  expect_error([] { load(tiny_llama({}, "", kF32, {.in_metadata = 2, .in_tensors = 2, .per_token = 3})); },
+               {"field 'num_experts_per_tok' = 3 is outside [1, 2]"});
+  expect_error(
+      [] {
+        load(tiny_llama({}, "blk.0.ffn_up_exps.weight", kF32, {4, 4, 2}));
+      },
+      {"tensor 'blk.0.ffn_up_exps.weight' is missing"});
+  expect_error([] { load(tiny_llama({}, "", kF32, {.in_metadata = 0, .in_tensors = 4, .per_token = 0})); },
+               {"tensor 'blk.0.ffn_gate.weight' is missing"});
+}
+
 TEST(GgufModel, UnsupportedArchitecture) {
   GgufBuilder b;
   b.kv_string("general.architecture", "mamba");
   expect_error([&] { load(b.build()); },
-               {"tiny.gguf", "'mamba' is not supported", "gpt2, llama, qwen2, qwen3, phi3, olmo2"});
+               {"tiny.gguf", "'mamba' is not supported", "gpt2, llama, qwen2, qwen3, qwen3moe, phi3, olmo2"});
 }
 
 TEST(GgufModel, MissingHyperParameter) {

@@ -86,6 +86,25 @@ TEST(ModelLoadErrors, ConfigShapeDisagreesWithTensors) {
   EXPECT_THAT(error, HasSubstr("expected [96, 64]"));
 }
 
+TEST(ModelLoadErrors, ExpertCountsThatDisagree) {
+  BrokenModel more_experts("mixtral");
+  more_experts.edit_config([](auto& c) { c["num_local_experts"] = 5; });
+  EXPECT_THAT(more_experts.load_error(), HasSubstr("model.layers.0.block_sparse_moe.gate.weight"));
+  BrokenModel too_many_per_token("qwen3_moe");
+  too_many_per_token.edit_config([](auto& c) { c["num_experts_per_tok"] = 9; });
+  EXPECT_THAT(too_many_per_token.load_error(),
+              HasSubstr("field 'num_experts_per_tok' = 9 is outside [1, 8]"));
+  BrokenModel missing("mixtral");
+  missing.edit_config([](auto& c) { c.erase("num_local_experts"); });
+  EXPECT_THAT(missing.load_error(), HasSubstr("missing required field 'num_local_experts'"));
+  BrokenModel dense_layers("qwen3_moe");
+  dense_layers.edit_config([](auto& c) { c["mlp_only_layers"] = {1}; });
+  EXPECT_THAT(dense_layers.load_error(), HasSubstr("mlp_only_layers"));
+  BrokenModel wider("qwen3_moe");
+  wider.edit_config([](auto& c) { c["moe_intermediate_size"] = 48; });
+  EXPECT_THAT(wider.load_error(), HasSubstr("model.layers.0.mlp.experts.0.gate_proj.weight"));
+}
+
 TEST(ModelLoadErrors, MoreLayersThanTheFileHas) {
   BrokenModel m("gpt2");
   m.edit_config([](auto& c) { c["n_layer"] = 3; });

@@ -68,8 +68,8 @@ void expect_logits_close(const std::vector<float>& ours, const nlohmann::json& t
 using testing::DeviceCase;
 
 std::vector<DeviceCase> parity_cases() {
-  return testing::on_every_device(
-      {"gpt2", "llama", "llama_bf16", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "smollm_chat"});
+  return testing::on_every_device({"gpt2", "llama", "llama_bf16", "mistral", "qwen2", "qwen3", "phi3",
+                                   "olmo2", "mixtral", "qwen3_moe", "smollm_chat"});
 }
 
 bool has_half_weights(const Model& model) {
@@ -164,6 +164,37 @@ TEST_P(ModelParity, GreedyContinuationMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelParity, ::testing::ValuesIn(parity_cases()),
+                         [](const ::testing::TestParamInfo<DeviceCase>& param) {
+                           return param.param.fixture + "_" + param.param.device;
+                         });
+
+// Mixtures of experts: every prompt token runs the experts transformers' router picks, in its
+// order (the fixtures' routing margins keep f32 rounding from reordering them).
+class ExpertParity : public ModelParity {};
+
+TEST_P(ExpertParity, RoutingMatchesTransformers) {
+  const Fixture& f = f_;
+  Transformer transformer(*f.model, *backend_, 0, Transformer::kDefaultChunkTokens, DType::F32);
+  std::vector<std::vector<int32_t>> layers;  // each layer's chosen experts, token-major
+  transformer.observe_expert_routing([&](const ExpertRouting& r) { layers.push_back(r.chosen_experts); });
+  const auto& prompts = f.expected.at("prompts");
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    layers.clear();
+    transformer.reset();
+    transformer.forward_last(prompts[p].get<std::vector<int32_t>>());
+    const auto& expected = f.expected.at("routing")[p];
+    ASSERT_EQ(layers.size(), expected.size()) << name();
+    for (size_t l = 0; l < layers.size(); ++l) {
+      std::vector<int32_t> theirs;
+      for (const auto& token : expected[l])
+        for (const auto& e : token) theirs.push_back(e.get<int32_t>());
+      EXPECT_EQ(layers[l], theirs) << name() << " prompt " << p << " layer " << l;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertParity,
+                         ::testing::ValuesIn(testing::on_every_device({"mixtral", "qwen3_moe"})),
                          [](const ::testing::TestParamInfo<DeviceCase>& param) {
                            return param.param.fixture + "_" + param.param.device;
                          });

@@ -158,6 +158,20 @@ TEST_P(TrainingPassTest, RecomputationKeepsOneLayersActivations) {
 INSTANTIATE_TEST_SUITE_P(Architectures, TrainingPassTest,
                          ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3", "olmo2"));
 
+TEST(TrainingPass, MixturesOfExpertsAreRefusedByName) {
+  for (const char* name : {"mixtral", "qwen3_moe"}) {
+    const auto model = Model::load(std::filesystem::path(TOKENMILL_FIXTURES_DIR) / "hf" / name);
+    const ModelConfig& c = model->config;
+    testing::expect_error([&] { ParameterSet{c}; },
+                          {c.architecture, "mixture of experts", "not supported yet"});
+    testing::expect_error(
+        [&] {
+          check_lora_config(c, LoraConfig{4, 8.0, parse_lora_targets("q,v")});
+        },
+        {c.architecture, "mixture of experts"});
+  }
+}
+
 TEST(TrainingPass, RefusesBadBatches) {
   const Fixture f = make_fixture("llama");
   auto backend = make_cpu_backend();

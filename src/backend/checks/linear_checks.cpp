@@ -29,6 +29,26 @@ EmbeddingDims check_embedding(const Tensor& table, std::span<const int32_t> ids,
   return dims;
 }
 
+CombineDims check_combine_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scales,
+                               const Tensor& y) {
+  const char* op = "combine_rows";
+  expect_f32(op, "x", x);
+  expect_f32(op, "y", y);
+  expect_rank(op, "x", x, 2);
+  expect_rank(op, "y", y, 2);
+  const CombineDims dims{.m = x.dim(0), .d = x.dim(1), .n = y.dim(0), .k = 0};
+  if (y.dim(1) != dims.d)
+    fail("{}: y is {} but x is {}: their rows must have one length", op, describe(y), describe(x));
+  if (dims.n == 0 || rows.empty() || rows.size() % static_cast<size_t>(dims.n) != 0)
+    fail("{}: {} rows for the {} rows of y; a positive multiple of them is needed", op, rows.size(), dims.n);
+  if (scales.size() != rows.size()) fail("{}: {} scales for {} rows", op, scales.size(), rows.size());
+  expect_disjoint(op, "y", y, "x", x);
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] < 0 || rows[i] >= dims.m)
+      fail("{}: row {} at index {} is outside x's [0, {})", op, rows[i], i, dims.m);
+  return {dims.m, dims.d, dims.n, static_cast<int64_t>(rows.size()) / dims.n};
+}
+
 MatmulDims check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
   const char* op = "matmul";
   expect_f32(op, "x", x);

@@ -18,6 +18,14 @@ struct EmbeddingDims {
 };
 EmbeddingDims check_embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out);
 
+// combine_rows(x [m, d] f32, rows and scales [n k], y [n, d] f32 disjoint from x); every row
+// in [0, m). Returns k.
+struct CombineDims {
+  int64_t m = 0, d = 0, n = 0, k = 0;
+};
+CombineDims check_combine_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scales,
+                               const Tensor& y);
+
 // y[n, m] = x[n, k] . w[m, k]^T (+ bias[m]): x, y f32 (x may have any rank: its leading
 // dimensions are the n rows), w rank 2 of any dtype, bias m elements of f32, bf16 or f16,
 // y disjoint from every input.

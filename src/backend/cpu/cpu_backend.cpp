@@ -116,6 +116,25 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void combine_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scales,
+                    const Tensor& y) override {
+    const checks::CombineDims dims = checks::check_combine_rows(x, rows, scales, y);
+    const int64_t d = dims.d, k = dims.k;
+    const float* in = x.as<const float>();
+    float* out = y.as<float>();
+    parallel_for_balanced(dims.n, grain_for(d * k, kMinElementwiseWork), 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* y_row = out + r * d;
+        std::fill(y_row, y_row + d, 0.0f);
+        for (int64_t j = r * k; j < (r + 1) * k; ++j) {
+          const float s = scales[static_cast<size_t>(j)];
+          const float* x_row = in + static_cast<int64_t>(rows[static_cast<size_t>(j)]) * d;
+          for (int64_t c = 0; c < d; ++c) y_row[c] += s * x_row[c];
+        }
+      }
+    });
+  }
+
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) override {
     const cpu::MatmulArgs a = matmul_args(x, w, bias, y, tl_vector_a);
     if (a.n == 0 || a.m == 0) return;

@@ -55,6 +55,8 @@ class CudaBackend final : public Backend {
   }
 
   void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) override;
+  void combine_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scales,
+                    const Tensor& y) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) override;
   void matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;

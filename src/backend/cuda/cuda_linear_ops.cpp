@@ -88,6 +88,17 @@ void CudaBackend::embedding(const Tensor& table, std::span<const int32_t> ids, c
                    stream_);
 }
 
+void CudaBackend::combine_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scales,
+                               const Tensor& y) {
+  make_current();
+  const checks::CombineDims dims = checks::check_combine_rows(x, rows, scales, y);
+  if (dims.d == 0) return;
+  const DeviceBuffer device_rows = to_device(rows, "combine_rows rows");
+  const DeviceBuffer device_scales = to_device(scales, "combine_rows scales");
+  launch_combine_rows(x.as<const float>(), device_rows.as<const int32_t>(), device_scales.as<const float>(),
+                      dims.n, dims.k, dims.d, y.as<float>(), stream_);
+}
+
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
   make_current();
   const checks::MatmulDims dims = checks::check_matmul(x, w, bias, y);

@@ -22,6 +22,17 @@ __global__ void embedding_kernel(const T* table, const int32_t* ids, int64_t n, 
   }
 }
 
+__global__ void combine_rows_kernel(const float* x, const int32_t* rows, const float* scales, int64_t n,
+                                    int64_t k, int64_t d, float* y) {
+  for (int64_t r = blockIdx.y; r < n; r += gridDim.y)
+    for (int64_t c = first_x(); c < d; c += stride_x()) {
+      float acc = 0.0f;
+      for (int64_t j = r * k; j < (r + 1) * k; ++j)
+        acc += scales[j] * x[static_cast<int64_t>(rows[j]) * d + c];
+      y[r * d + c] = acc;
+    }
+}
+
 template <class T>
 __global__ void convert_kernel(const float* x, int64_t count, T* y) {
   for (int64_t i = first_x(); i < count; i += stride_x()) y[i] = from_float<T>(x[i]);
@@ -68,6 +79,13 @@ void launch_embedding(const void* table, DType dtype, const int32_t* ids, int64_
     embedding_kernel<T><<<blocks(rows_grid(n, d)), kLinearThreads, 0, stream>>>(static_cast<const T*>(table),
                                                                                 ids, n, d, out);
   });
+  TM_CUDA_CHECK_LAUNCH();
+}
+
+void launch_combine_rows(const float* x, const int32_t* rows, const float* scales, int64_t n, int64_t k,
+                         int64_t d, float* y, cudaStream_t stream) {
+  if (n == 0 || d == 0) return;
+  combine_rows_kernel<<<blocks(rows_grid(n, d)), kLinearThreads, 0, stream>>>(x, rows, scales, n, k, d, y);
   TM_CUDA_CHECK_LAUNCH();
 }
 

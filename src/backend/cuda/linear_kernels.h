@@ -16,6 +16,10 @@ namespace tokenmill::cuda {
 void launch_embedding(const void* table, DType dtype, const int32_t* ids, int64_t n, int64_t d, float* out,
                       cudaStream_t stream);
 
+// y[r, :] = sum_{j < k} scales[r k + j] * x[rows[r k + j], :] in ascending j; y [n, d], x [m, d].
+void launch_combine_rows(const float* x, const int32_t* rows, const float* scales, int64_t n, int64_t k,
+                         int64_t d, float* y, cudaStream_t stream);
+
 // y[i] = x[i] rounded to `dtype` (round to nearest even), i < count.
 void launch_convert(const float* x, int64_t count, void* y, DType dtype, cudaStream_t stream);
 

@@ -39,6 +39,20 @@ std::vector<double> embedding(const Tensor& table, std::span<const int32_t> ids)
   return out;
 }
 
+std::vector<double> combine_rows(const Tensor& x, std::span<const int32_t> rows,
+                                 std::span<const float> scales, int64_t n) {
+  const int64_t m = x.dim(0), d = x.dim(1), k = static_cast<int64_t>(rows.size()) / n;
+  std::vector<double> y(static_cast<size_t>(n * d), 0.0);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = r * k; j < (r + 1) * k; ++j) {
+      const int32_t row = rows[static_cast<size_t>(j)];
+      if (row < 0 || row >= m) fail("reference combine_rows: row {} outside [0, {})", row, m);
+      for (int64_t c = 0; c < d; ++c)
+        y[static_cast<size_t>(r * d + c)] += scales[static_cast<size_t>(j)] * element(x, row * d + c);
+    }
+  return y;
+}
+
 std::vector<double> matmul(const Tensor& x, const Tensor& w, const Tensor* bias) {
   const int64_t m = w.dim(0), k = w.dim(1), n = x.rows();
   expect_numel("matmul", x, n * k);

@@ -20,6 +20,9 @@ namespace tokenmill::reference {
 double element(const Tensor& t, int64_t i);
 
 std::vector<double> embedding(const Tensor& table, std::span<const int32_t> ids);
+// Backend::combine_rows: y[r] = sum_j scales[r k + j] x[rows[r k + j]] for n rows of y.
+std::vector<double> combine_rows(const Tensor& x, std::span<const int32_t> rows,
+                                 std::span<const float> scales, int64_t n);
 std::vector<double> matmul(const Tensor& x, const Tensor& w, const Tensor* bias);
 std::vector<double> rms_norm(const Tensor& x, const Tensor& weight, float eps);
 std::vector<double> layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);

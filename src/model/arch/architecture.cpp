@@ -12,10 +12,11 @@ namespace tokenmill {
 
 namespace {
 
-// Every architecture, Llama before Mistral (both are "llama" in GGUF files).
+// Every architecture, Llama before Mistral and Mixtral (all three are "llama" in GGUF files).
 constexpr const Architecture* kArchitectures[] = {
-    &kGpt2Architecture,  &kLlamaArchitecture, &kMistralArchitecture, &kQwen2Architecture,
-    &kQwen3Architecture, &kPhi3Architecture,  &kOlmo2Architecture};
+    &kGpt2Architecture,     &kLlamaArchitecture, &kMistralArchitecture,
+    &kMixtralArchitecture,  &kQwen2Architecture, &kQwen3Architecture,
+    &kQwen3MoeArchitecture, &kPhi3Architecture,  &kOlmo2Architecture};
 
 template <class Member>
 const Architecture* find_by(Member member, std::string_view value) {
@@ -30,7 +31,9 @@ const Architecture* find_architecture(std::string_view hf_class) {
   return find_by(&Architecture::hf_class, hf_class);
 }
 
-const Architecture* find_gguf_architecture(std::string_view gguf_arch) {
+const Architecture* find_gguf_architecture(std::string_view gguf_arch, bool mixture_of_experts) {
+  for (const Architecture* a : kArchitectures)
+    if (a->gguf_arch == gguf_arch && a->layout->router.present() == mixture_of_experts) return a;
   return find_by(&Architecture::gguf_arch, gguf_arch);
 }
 
@@ -58,6 +61,12 @@ std::string supported_gguf_architectures() {
 std::string layer_module_name(const TensorLayout& layout, WeightFormat format, int64_t layer,
                               ModuleName module) {
   return fmt::format(fmt::runtime(layout.layer.in(format)), layer) + std::string(module.in(format));
+}
+
+std::string expert_name(std::string_view name, int64_t expert) {
+  const size_t at = name.find("{}");
+  if (at == std::string_view::npos) fail("'{}' has no {{}} for the expert index", name);
+  return fmt::format("{}{}{}", name.substr(0, at), expert, name.substr(at + 2));
 }
 
 }  // namespace tokenmill

@@ -25,9 +25,10 @@ struct Architecture {
 
 // The architecture of a config.json "architectures" class; nullptr when unsupported.
 const Architecture* find_architecture(std::string_view hf_class);
-// The architecture of a GGUF general.architecture (the first listed: Llama for "llama");
-// nullptr when unsupported.
-const Architecture* find_gguf_architecture(std::string_view gguf_arch);
+// The architecture of a GGUF general.architecture, with a mixture of experts (the file has
+// {arch}.expert_count) or not: the first listed that agrees (Llama or Mixtral for "llama"),
+// else the first of that name; nullptr when unsupported.
+const Architecture* find_gguf_architecture(std::string_view gguf_arch, bool mixture_of_experts);
 // The architecture a parsed config belongs to.
 const Architecture& architecture_of(const ModelConfig& config);
 // "GPT2LMHeadModel, LlamaForCausalLM, ..." and "gpt2, llama, ...", for error messages.

@@ -11,8 +11,11 @@ extern const TensorLayout kLlamaLayout;
 extern const Architecture kLlamaArchitecture, kMistralArchitecture, kQwen2Architecture;
 // The config.json fields of the Llama family, which the families built on it read first.
 void read_llama_config(const FieldReader& fields, ModelConfig& config);
-// Qwen3: the Llama family with RMSNorm over each head of q and k.
-extern const Architecture kQwen3Architecture;
+// Qwen3: the Llama family with RMSNorm over each head of q and k; Qwen3-MoE: with a mixture
+// of experts for its MLP.
+extern const Architecture kQwen3Architecture, kQwen3MoeArchitecture;
+// Mixtral: the Mistral layer with a mixture of experts for its MLP.
+extern const Architecture kMixtralArchitecture;
 // OLMo 2: norms after attention and MLP, q/k norms over the whole projections.
 extern const Architecture kOlmo2Architecture;
 // Phi-3 / Phi-4: the Llama layer with fused qkv and gate_up projections.

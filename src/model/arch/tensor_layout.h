@@ -39,17 +39,23 @@ struct TensorLayout {
   ModuleName q{}, k{}, v{}, qkv{};
   // The norms of q and k (config.qk_norm).
   ModuleName q_norm{}, k_norm{};
+  // Mixture of experts: the router (a Linear [experts, hidden]), and the experts' gate, up
+  // and down projections. Hugging Face keeps each expert's own Linear, {} standing for the
+  // expert's index ("mlp.experts.{}.gate_proj"); GGUF stacks them in one tensor per layer
+  // (ne = [cols, rows, experts]).
+  ModuleName router{}, expert_gate{}, expert_up{}, expert_down{};
   // Hugging Face stores Linear weights [in, out] (GPT-2's Conv1D), the engine and GGUF
   // [out, in].
   bool hf_transposed_linears = false;
 
   // A layer's modules in one order, each with whether it is a Linear (else a norm); the
-  // modules the family lacks are among them, not present().
+  // modules the family lacks are among them, not present(). The experts are not (one
+  // module per expert in Hugging Face checkpoints).
   struct LayerModule {
     ModuleName name;
     bool linear;
   };
-  std::array<LayerModule, 13> layer_modules() const {
+  std::array<LayerModule, 14> layer_modules() const {
     return {{{attn_norm, false},
              {q, true},
              {k, true},
@@ -62,7 +68,8 @@ struct TensorLayout {
              {gate, true},
              {up, true},
              {gate_up, true},
-             {down, true}}};
+             {down, true},
+             {router, true}}};
   }
 };
 
@@ -70,8 +77,11 @@ struct TensorLayout {
 const TensorLayout& tensor_layout(const ModelConfig& config);
 
 // The full name of per-layer module `module` of layer `layer` in `format`, without the
-// ".weight" / ".bias" suffix and without the Hugging Face prefix.
+// ".weight" / ".bias" suffix and without the Hugging Face prefix. An expert module's name
+// keeps the {} of its expert index (expert_name fills it).
 std::string layer_module_name(const TensorLayout& layout, WeightFormat format, int64_t layer,
                               ModuleName module);
+// `name` with its {} replaced by `expert`.
+std::string expert_name(std::string_view name, int64_t expert);
 
 }  // namespace tokenmill

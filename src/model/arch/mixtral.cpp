@@ -1,0 +1,35 @@
+// Mixtral (MixtralForCausalLM): the Mistral layer with a mixture of SwiGLU experts for its
+// MLP (block_sparse_moe: a router `gate` and experts w1 = gate, w3 = up, w2 = down), the
+// chosen experts' weights renormalised. llama.cpp keeps it in "llama" files that have
+// llama.expert_count.
+#include "model/arch/families.h"
+
+namespace tokenmill {
+
+namespace {
+
+const TensorLayout kMixtralLayout = [] {
+  TensorLayout layout = kLlamaLayout;
+  layout.gate = layout.up = layout.down = {};
+  layout.router = {"block_sparse_moe.gate", "ffn_gate_inp"};
+  layout.expert_gate = {"block_sparse_moe.experts.{}.w1", "ffn_gate_exps"};
+  layout.expert_up = {"block_sparse_moe.experts.{}.w3", "ffn_up_exps"};
+  layout.expert_down = {"block_sparse_moe.experts.{}.w2", "ffn_down_exps"};
+  return layout;
+}();
+
+void read_mixtral_config(const FieldReader& f, ModelConfig& c) {
+  read_llama_config(f, c);
+  c.sliding_window = f.integer_or("sliding_window", 0, 0, kMaxPositions);
+  c.num_experts = f.integer("num_local_experts", 1, kMaxExperts);
+  c.experts_per_token = f.integer("num_experts_per_tok", 1, c.num_experts);
+  c.expert_intermediate_size = c.intermediate_size;
+  c.normalize_expert_weights = true;
+}
+
+}  // namespace
+
+const Architecture kMixtralArchitecture = {"MixtralForCausalLM", "mixtral", "llama", &kMixtralLayout,
+                                           read_mixtral_config};
+
+}  // namespace tokenmill
