@@ -79,17 +79,28 @@ def model_files(work_dir: Path, types: list[str], src: Path, src_type: str, name
 
 
 def weight_bytes_per_token(path: Path) -> int:
-    """Bytes of every 2-D weight read per decoded token: all matrices, the tied logits matrix
-    (token_embd) once; the embedding lookup itself reads one row (ignored)."""
+    """Bytes of every weight matrix read per decoded token: all 2-D matrices, the tied logits
+    matrix (token_embd) once (the embedding lookup itself reads one row, ignored), and of a
+    mixture of experts' stacked expert tensors (ffn_*_exps) only the experts a token runs:
+    expert_used_count / expert_count of them."""
     import gguf
 
     reader = gguf.GGUFReader(str(path))
+    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+
+    def number(key: str) -> int:
+        field = reader.fields.get(f"{arch}.{key}")
+        return int(field.parts[-1][0]) if field else 0
+
     names = {t.name for t in reader.tensors}
-    total = 0
+    experts, used = number("expert_count"), number("expert_used_count")
+    total = 0.0
     for t in reader.tensors:
         if len(t.shape) == 2 and (t.name != "token_embd.weight" or "output.weight" not in names):
             total += int(t.n_bytes)
-    return total
+        elif len(t.shape) == 3 and t.name.endswith("_exps.weight"):
+            total += int(t.n_bytes) * used / experts
+    return int(total)
 
 
 def run_llama_cpp(path: Path, prompt: list[int], threads: int, repeats: int, use_mmap: bool) -> dict:

@@ -2,17 +2,22 @@
 """A random-weight Hugging Face model of a real model's shape, for benchmarks where the real
 weights are out of reach (no model hub here): speed does not depend on the values.
 
-Usage: python3 bench/make_shaped_model.py qwen3-0.6b OUT_DIR
-Shapes: qwen3-0.6b (Qwen/Qwen3-0.6B's config.json: hidden 1024, 28 layers, 16 heads of 128,
-8 key/value heads, SwiGLU 3072, vocab 151936, tied embeddings, rope_theta 1e6). Weights are
-transformers' own initialisation (seed 0), saved in bf16 as the Hub checkpoint is.
+Usage: python3 bench/make_shaped_model.py SHAPE OUT_DIR
+Shapes:
+  qwen3-0.6b: Qwen/Qwen3-0.6B's config.json (hidden 1024, 28 layers, 16 heads of 128, 8
+    key/value heads, SwiGLU 3072, vocab 151936, tied embeddings, rope_theta 1e6).
+  qwen3-30b-a3b-small: Qwen/Qwen3-30B-A3B's layer (hidden 2048, 32 heads of 128, 4 key/value
+    heads, experts of width 768, 8 per token, renormalised) with 6 layers instead of 48, 64
+    experts instead of 128 and a vocabulary of 65536 instead of 151936, so that it fits this
+    machine (2.2 G parameters).
+Weights are transformers' own initialisation (seed 0), saved in bf16 as the Hub checkpoints are.
 Needs torch and transformers.
 """
 
 import sys
 
 import torch
-from transformers import AutoModelForCausalLM, Qwen3Config
+from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3MoeConfig
 
 SHAPES = {
     "qwen3-0.6b": lambda: Qwen3Config(
@@ -20,6 +25,13 @@ SHAPES = {
         num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
         rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True, bos_token_id=151643,
         eos_token_id=151645, use_sliding_window=False),
+    "qwen3-30b-a3b-small": lambda: Qwen3MoeConfig(
+        vocab_size=65536, hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
+        num_hidden_layers=6, num_attention_heads=32, num_key_value_heads=4, head_dim=128,
+        num_experts=64, num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1,
+        mlp_only_layers=[], max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0,
+        tie_word_embeddings=False, bos_token_id=151643 % 65536, eos_token_id=151645 % 65536,
+        use_sliding_window=False),
 }
 
 

@@ -83,6 +83,20 @@ class Backend {
   };
   virtual void matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets);
 
+  // Several products, each of its own x (a mixture of experts' experts, each over the rows
+  // routed to it): y = x . w^T (+ bias) for each, exactly as matmul() gives it, bit for bit. A
+  // backend may run them as one job (the CPU backend makes one parallel pass over all their
+  // rows when every product is a decode step), so no product's y may overlap another
+  // product's x, w, bias or y. Every product is checked before any is written. This default
+  // calls matmul() for each in turn.
+  struct MatmulProduct {
+    const Tensor* x = nullptr;
+    const Tensor* w = nullptr;
+    const Tensor* bias = nullptr;  // may be null
+    const Tensor* y = nullptr;
+  };
+  virtual void matmul_many(std::span<const MatmulProduct> products);
+
   // Per row of x [n, d]: y = x / sqrt(mean(x^2) + eps) * weight[d].
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) = 0;
 

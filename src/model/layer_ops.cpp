@@ -123,6 +123,14 @@ void attention_delta(Backend& backend, const Model& model, const LayerWeights& w
 
 namespace {
 
+// matmul_many over `operands` ([x, w, y] each, no bias), `products` its scratch.
+void run_products(Backend& backend, const std::vector<std::array<Tensor, 3>>& operands,
+                  std::vector<Backend::MatmulProduct>& products) {
+  products.clear();
+  for (const auto& [x, w, y] : operands) products.push_back({&x, &w, nullptr, &y});
+  backend.matmul_many(products);
+}
+
 // delta = sum_j weight_j SwiGLU_{expert_j}(h) of every row of h [n, hidden] (mlp_delta).
 void experts_delta(Backend& backend, const ModelConfig& c, const LayerWeights& w, const Tensor& h,
                    StepBuffers& b, const Tensor& delta) {
@@ -138,20 +146,25 @@ void experts_delta(Backend& backend, const ModelConfig& c, const LayerWeights& w
   route_to_experts(host_scores, n, c.num_experts, c.experts_per_token, c.normalize_expert_weights, r);
   if (b.routing_observer) b.routing_observer(r);
   const Tensor inputs = b.expert_inputs.slice_rows(0, slots), outputs = b.expert_outputs.slice_rows(0, slots);
+  const Tensor a = b.mlp_a.slice_rows(0, slots), up = b.mlp_b.slice_rows(0, slots);
   backend.embedding(h, r.slot_tokens, inputs);  // each expert's tokens together
+  // The chosen experts' slices: [x, w, y] per projection; the others' weights are not read.
+  std::vector<std::array<Tensor, 3>>& gate_up = b.expert_operands[0];
+  std::vector<std::array<Tensor, 3>>& down = b.expert_operands[1];
+  gate_up.clear();
+  down.clear();
   for (int64_t e = 0; e < c.num_experts; ++e) {
     const int64_t first = r.expert_begin[static_cast<size_t>(e)];
     const int64_t count = r.expert_begin[static_cast<size_t>(e) + 1] - first;
-    if (count == 0) continue;  // its weights are not read
-    const Tensor gate = expert_matrix(w.expert_gate, e, c.num_experts);
-    const Tensor up = expert_matrix(w.expert_up, e, c.num_experts);
-    const Tensor a = b.mlp_a.slice_rows(first, count), up_out = b.mlp_b.slice_rows(first, count);
-    const Backend::MatmulTarget gate_up[] = {{&gate, nullptr, &a}, {&up, nullptr, &up_out}};
-    backend.matmul_shared(inputs.slice_rows(first, count), gate_up);
-    backend.swiglu(a, up_out, a);
-    backend.matmul(a, expert_matrix(w.expert_down, e, c.num_experts), nullptr,
-                   outputs.slice_rows(first, count));
+    if (count == 0) continue;
+    const Tensor x = inputs.slice_rows(first, count), act = a.slice_rows(first, count);
+    gate_up.push_back({x, expert_matrix(w.expert_gate, e, c.num_experts), act});
+    gate_up.push_back({x, expert_matrix(w.expert_up, e, c.num_experts), up.slice_rows(first, count)});
+    down.push_back({act, expert_matrix(w.expert_down, e, c.num_experts), outputs.slice_rows(first, count)});
   }
+  run_products(backend, gate_up, b.products);
+  backend.swiglu(a, up, a);  // every slot at once
+  run_products(backend, down, b.products);
   backend.combine_rows(outputs, r.slots, r.weights, delta);
 }
 

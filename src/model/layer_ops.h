@@ -3,6 +3,7 @@
 // one sequence or to many: every op here is row-wise or a matmul over rows).
 #pragma once
 
+#include <array>
 #include <functional>
 #include <span>
 #include <vector>
@@ -30,6 +31,10 @@ struct StepBuffers {
   std::vector<float> host_scores;        // experts: router_scores where the host reads them
   ExpertRouting routing;                 // experts: the step's routing
   std::function<void(const ExpertRouting&)> routing_observer;  // experts: told each layer's routing
+  // experts: the chosen experts' gate|up and down products ([x, w, y] views), and their
+  // matmul_many arguments (host memory, reused so steps do not allocate once grown).
+  std::array<std::vector<std::array<Tensor, 3>>, 2> expert_operands;
+  std::vector<Backend::MatmulProduct> products;
 
   static size_t bytes(const ModelConfig& config, int64_t rows);  // what `arena` needs for them
   static StepBuffers allocate(Arena& arena, const Model& model, int64_t rows);

@@ -267,6 +267,60 @@ TEST_P(QuantMatmul, MatmulSharedGivesEachTargetMatmulsBits) {
   }
 }
 
+// matmul_many gives each product matmul()'s bits: a mixture of experts' decode steps (each
+// product its own x of 1 to 3 tokens, quantized weights of one type or of several, plain
+// weights, rows that are not a multiple of 8), a prefill among decode steps, a biased product.
+TEST_P(QuantMatmul, MatmulManyGivesEachProductMatmulsBits) {
+  struct Case {
+    std::vector<DType> dtypes;
+    std::vector<int64_t> tokens;
+    bool bias_on_second = false;
+  };
+  const std::vector<Case> cases = {{{DType::Q4_0, DType::Q4_0, DType::Q4_0, DType::Q4_0}, {1, 1, 1, 1}},
+                                   {{DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q4_1}, {2, 1, 3, 1}},
+                                   {{DType::F32, DType::BF16, DType::F16}, {1, 4, 2}},
+                                   {{DType::Q5_0, DType::Q5_1}, {1, 37}},
+                                   {{DType::Q4_K, DType::Q4_K}, {1, 1}, true}};
+  const int64_t rows_of[] = {7, 70, 33, 96};
+  for (const Case& c : cases) {
+    const int64_t k = 512;
+    SCOPED_TRACE(label(c.dtypes[0]) + " first, " + std::to_string(c.dtypes.size()) + " products");
+    std::vector<std::unique_ptr<GuardedBuffer>> x, w, bias, y;
+    std::vector<std::vector<float>> expected;
+    std::vector<Backend::MatmulProduct> products;
+    for (size_t i = 0; i < c.dtypes.size(); ++i) {
+      const int64_t n = c.tokens[i], m = rows_of[i];
+      const std::vector<float> xs = random_floats(rng_, static_cast<size_t>(n * k));
+      x.push_back(
+          std::make_unique<GuardedBuffer>(GetParam(), DType::F32, std::initializer_list<int64_t>{n, k}));
+      std::memcpy(x.back()->tensor().data, xs.data(), xs.size() * sizeof(float));
+      const std::vector<uint8_t> bytes = realistic_weights(rng_, c.dtypes[i], m, k);
+      w.push_back(
+          std::make_unique<GuardedBuffer>(GetParam(), c.dtypes[i], std::initializer_list<int64_t>{m, k}, 3));
+      std::memcpy(w.back()->tensor().data, bytes.data(), bytes.size());
+      const std::vector<float> b = random_floats(rng_, static_cast<size_t>(m));
+      bias.push_back(
+          std::make_unique<GuardedBuffer>(GetParam(), DType::F32, std::initializer_list<int64_t>{m}));
+      std::memcpy(bias.back()->tensor().data, b.data(), b.size() * sizeof(float));
+      const bool biased = c.bias_on_second && i == 1;
+      expected.push_back(run(c.dtypes[i], bytes, xs, biased ? &b : nullptr, n, k, m));
+      y.push_back(
+          std::make_unique<GuardedBuffer>(GetParam(), DType::F32, std::initializer_list<int64_t>{n, m}));
+      y.back()->fill(NAN);
+      products.push_back(
+          {x.back()->ptr(), w.back()->ptr(), biased ? bias.back()->ptr() : nullptr, y.back()->ptr()});
+    }
+    backend_->matmul_many(products);
+    for (size_t i = 0; i < products.size(); ++i) {
+      EXPECT_EQ(y[i]->values(), expected[i]) << "product " << i;
+      EXPECT_TRUE(y[i]->guards_intact()) << "product " << i;
+    }
+    // Two products writing one y are refused.
+    const Backend::MatmulProduct overlapping[] = {products[0], products[0]};
+    EXPECT_THROW(backend_->matmul_many(overlapping), Error);
+  }
+}
+
 TEST_P(QuantMatmul, RejectsActivationFormatsAsWeights) {
   for (const DType t : {DType::Q8_1, DType::Q8_K}) {
     const int64_t k = dtype_block_size(t);

@@ -83,11 +83,25 @@ TEST(Flops, SmallLlamaWithGqa) {
 }
 
 TEST(Flops, ParameterCountMatchesTheLoadedFixtures) {
-  // Biases (GPT-2, Qwen2's q/k/v), learned positions, tied and untied heads, GQA, as loaded.
-  for (const char* name : {"gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2"}) {
+  // Biases (GPT-2, Qwen2's q/k/v), learned positions, tied and untied heads, GQA, experts and
+  // routers, as loaded.
+  for (const char* name :
+       {"gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "mixtral", "qwen3_moe"}) {
     const auto model = Model::load(std::string(TOKENMILL_FIXTURES_DIR) + "/hf/" + name);
     EXPECT_EQ(parameter_count(model->config), model->parameter_count()) << name;
   }
+}
+
+// A token runs k of a layer's experts: its matmuls read the router and those k experts only.
+TEST(Flops, MixtureOfExpertsCountsTheExpertsATokenRuns) {
+  const auto model = Model::load(std::string(TOKENMILL_FIXTURES_DIR) + "/hf/qwen3_moe");
+  const ModelConfig& c = model->config;
+  // q 64x128 + k, v 64x64 each + o 128x64 = 24,576; router 8 x 64 = 512; 3 experts of
+  // 3 x 64 x 32 = 6,144 each: 43,520 per layer, 2 layers, lm_head 256 x 64 = 16,384.
+  EXPECT_EQ(matmul_parameters(c), 2 * 43'520 + 16'384);
+  // All 8 experts are parameters: 2 x (24,576 + 512 + 8 x 6,144 + norms 2 x 64 + q/k norms 2 x 32)
+  // + embedding and lm_head 2 x 16,384 + final norm 64.
+  EXPECT_EQ(parameter_count(c), 2 * (24'576 + 512 + 8 * 6'144 + 128 + 64) + 2 * 16'384 + 64);
 }
 
 TEST(Flops, MfuIsAchievedOverPeak) {

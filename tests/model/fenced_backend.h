@@ -109,6 +109,9 @@ class FencedBackend final : public Backend {
   void matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets) override {
     run([&] { inner_->matmul_shared(x, targets); });
   }
+  void matmul_many(std::span<const MatmulProduct> products) override {
+    run([&] { inner_->matmul_many(products); });
+  }
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
     run([&] { inner_->rms_norm(x, weight, eps, y); });
   }

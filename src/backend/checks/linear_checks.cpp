@@ -73,6 +73,22 @@ MatmulDims check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
   return dims;
 }
 
+void check_matmul_many(std::span<const Backend::MatmulProduct> products) {
+  const char* op = "matmul_many";
+  for (const Backend::MatmulProduct& p : products) {
+    if (p.x == nullptr || p.w == nullptr || p.y == nullptr) fail("{}: a product without x, w or y", op);
+    check_matmul(*p.x, *p.w, p.bias, *p.y);
+  }
+  for (const Backend::MatmulProduct& p : products)
+    for (const Backend::MatmulProduct& other : products) {
+      if (&p == &other) continue;
+      expect_disjoint(op, "y", *p.y, "another product's y", *other.y);
+      expect_disjoint(op, "y", *p.y, "another product's x", *other.x);
+      expect_disjoint(op, "y", *p.y, "another product's w", *other.w);
+      if (other.bias != nullptr) expect_disjoint(op, "y", *p.y, "another product's bias", *other.bias);
+    }
+}
+
 void check_matmul_shared(const Tensor& x, std::span<const Backend::MatmulTarget> targets) {
   const char* op = "matmul_shared";
   for (const Backend::MatmulTarget& t : targets) {

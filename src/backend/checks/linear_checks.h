@@ -38,6 +38,10 @@ MatmulDims check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, co
 // another target's y, w or bias (a backend may run them at once).
 void check_matmul_shared(const Tensor& x, std::span<const Backend::MatmulTarget> targets);
 
+// matmul_many: every product as check_matmul (x, w and y not null), and no product's y over
+// another product's x, w, bias or y.
+void check_matmul_many(std::span<const Backend::MatmulProduct> products);
+
 // matmul_backward: w rank 2 and not quantized, x [n, k], dy [n, m], dx [n, k], dw [m, k],
 // db [m] all f32 (the optional outputs when not null), no output over an input or another
 // output.

@@ -50,6 +50,8 @@ thread_local Scratch tl_vector_b;  // caller: layer norm bias converted to f32
 // each with its bias converted to f32 in its own caller buffer.
 constexpr size_t kMaxSharedTargets = 3;
 thread_local std::array<Scratch, kMaxSharedTargets> tl_shared_biases;
+thread_local std::vector<cpu::MatmulArgs> tl_many_args;  // matmul_many's products
+thread_local std::vector<int64_t> tl_first_rows;         // gemv_pass's row offsets
 
 // The caller's RoPE table: cos and sin of every token's angles, float, [token][cos half, sin
 // half], and the positions and frequencies it was computed for. Every layer's q and k of a
@@ -182,15 +184,32 @@ class CpuBackend final : public Backend {
       cpu::gemm_shared(*gemm_kernels(args[0]), std::span(args.data(), count));
       return;
     }
-    std::array<int64_t, kMaxSharedTargets + 1> first_row{};  // of target i, in the pass
-    for (size_t i = 0; i < count; ++i) first_row[i + 1] = first_row[i] + args[i].m;
-    gemv_parallel(first_row[count], args[0], [&](int64_t r0, int64_t r1) {
-      for (size_t i = 0; i < count; ++i) {
-        const int64_t m0 = std::max(r0, first_row[i]) - first_row[i];
-        const int64_t m1 = std::min(r1, first_row[i] + args[i].m) - first_row[i];
-        if (m0 < m1) kernels_.gemv(args[i], m0, m1);
-      }
-    });
+    gemv_pass(std::span(args.data(), count));
+  }
+
+  // Decode steps without biases (a mixture of experts' experts for a few tokens): one
+  // parallel pass over all the products' rows, plain weights through the GEMV and quantized
+  // ones through quantized_decode_many, every output matmul()'s bit for bit. Anything else
+  // (a prefill, biases, weights of both kinds): matmul() per product.
+  void matmul_many(std::span<const MatmulProduct> products) override {
+    checks::check_matmul_many(products);
+    std::vector<cpu::MatmulArgs>& args = tl_many_args;
+    args.clear();
+    bool plain = !products.empty(), quantized = !products.empty();
+    for (const MatmulProduct& p : products) {
+      const cpu::MatmulArgs a = matmul_args(*p.x, *p.w, nullptr, *p.y, tl_vector_a);
+      plain = plain && p.bias == nullptr && gemv_applies(a);
+      quantized = quantized && p.bias == nullptr && is_quantized(a.w_dtype) && a.n >= 1 &&
+                  a.n <= cpu::kQuantDecodeTokens && a.m > 0 && a.k > 0 && quant_kernels_.has_simd(a.w_dtype);
+      args.push_back(a);
+    }
+    if (quantized) {
+      cpu::quantized_decode_many(quant_kernels_, args);
+    } else if (plain) {
+      gemv_pass(args);
+    } else {
+      for (const MatmulProduct& p : products) matmul(*p.x, *p.w, p.bias, *p.y);
+    }
   }
 
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
@@ -415,6 +434,21 @@ class CpuBackend final : public Backend {
     const auto row_bytes = static_cast<int64_t>(dtype_row_bytes(a.w_dtype, a.k));
     parallel_for_shared_tail(rows, grain_for(a.n * a.k, kMinMatmulWork), rows / kGemvSharedTailDivisor,
                              grain_for(row_bytes, kGemvTailChunkBytes), static_cast<Body&&>(body));
+  }
+
+  // The GEMVs of several products (gemv_applies to each) in one parallel pass over all their
+  // rows, product after product.
+  void gemv_pass(std::span<const cpu::MatmulArgs> args) const {
+    std::vector<int64_t>& first_row = tl_first_rows;  // of product i, in the pass (the caller's)
+    first_row.assign(1, 0);
+    for (const cpu::MatmulArgs& a : args) first_row.push_back(first_row.back() + a.m);
+    gemv_parallel(first_row.back(), args[0], [&](int64_t r0, int64_t r1) {
+      for (size_t i = 0; i < args.size(); ++i) {
+        const int64_t m0 = std::max(r0, first_row[i]) - first_row[i];
+        const int64_t m1 = std::min(r1, first_row[i] + args[i].m) - first_row[i];
+        if (m0 < m1) kernels_.gemv(args[i], m0, m1);
+      }
+    });
   }
 
   // Prefill regime (plain weights): the GEMM that takes `a`.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/grain.h"
 #include "backend/cpu/scratch.h"
@@ -27,9 +28,9 @@ thread_local Scratch tl_panel;
 // A worker's kernel scratch (QuantKernelTable::work_bytes).
 thread_local Scratch tl_work;
 
-constexpr int64_t kSerialQuantize = 64 * 1024;  // activations quantized on the calling thread
-constexpr int64_t kMinRowWork = 64 * 1024;      // multiply-adds per thread chunk
-constexpr int64_t kDecodeTokens = 4;            // up to here: split rows only, stream w once
+constexpr int64_t kSerialQuantize = 64 * 1024;         // activations quantized on the calling thread
+constexpr int64_t kMinRowWork = 64 * 1024;             // multiply-adds per thread chunk
+constexpr int64_t kDecodeTokens = kQuantDecodeTokens;  // up to here: split rows only, stream w once
 // Prefill task: a panel of rows x a token range. The kernels widen each group of 8 rows
 // once per task (kept in L1) and run every token of the range past it (the range's
 // activations, ~1 byte per weight, stay in L2): the widening is spread over 128 tokens.
@@ -94,18 +95,60 @@ QuantActivations quant_panel_layout(DType w_dtype, int64_t n, int64_t k, void* p
   return act;
 }
 
+// qa's activation panel laid out in `panel` (sizes: quant_panel_sizes of a), the scales of
+// the padding tokens [n, ld) zeroed (whole-tile loads read them).
+QuantMatmulArgs panel_args(const MatmulArgs& a, const QuantPanelSizes& sizes, uint8_t* panel) {
+  QuantMatmulArgs qa;
+  qa.mm = a;
+  qa.act = quant_panel_layout(a.w_dtype, a.n, a.k, panel);
+  std::memset(qa.act.d, 0, static_cast<size_t>(sizes.d));
+  if (qa.act.s != nullptr) std::memset(qa.act.s, 0, static_cast<size_t>(sizes.s));
+  return qa;
+}
+
+void quantized_decode_many(const QuantKernelTable& kernels, std::span<const MatmulArgs> a) {
+  // The calling thread's plan (reused: a decode step does not allocate once it has grown).
+  thread_local std::vector<QuantPanelSizes> tl_sizes;
+  thread_local std::vector<int64_t> tl_panel_offset, tl_first_row;
+  thread_local std::vector<QuantMatmulArgs> tl_args;
+  std::vector<QuantPanelSizes>& sizes = tl_sizes;
+  std::vector<int64_t>& panel_offset = tl_panel_offset;
+  std::vector<int64_t>& first_row = tl_first_row;  // rows padded to the kernels' 8-row groups
+  std::vector<QuantMatmulArgs>& qa = tl_args;
+  sizes.clear();
+  panel_offset.assign(1, 0);
+  first_row.assign(1, 0);
+  qa.clear();
+  int64_t work_bytes = 0, widest = 0;
+  for (const MatmulArgs& p : a) {
+    sizes.push_back(quant_panel_sizes(p.w_dtype, p.n, p.k));
+    panel_offset.push_back(panel_offset.back() + round_up(sizes.back().total(), 64));
+    first_row.push_back(first_row.back() + round_up(p.m, 8));
+    work_bytes = std::max(work_bytes, kernels.work_bytes(p.w_dtype, p.k));
+    widest = std::max(widest, p.n * p.k);
+  }
+  auto* panels = static_cast<uint8_t*>(tl_panel.bytes(panel_offset.back()));
+  for (size_t i = 0; i < a.size(); ++i) {
+    qa.push_back(panel_args(a[i], sizes[i], panels + panel_offset[i]));
+    kernels.prepare_activations(qa.back(), 0, a[i].n);
+  }
+  parallel_for_balanced(first_row.back(), grain_for(widest, kMinRowWork), 8, [&](int64_t r0, int64_t r1) {
+    auto* work = static_cast<uint8_t*>(tl_work.bytes(work_bytes));
+    for (size_t i = 0; i < a.size(); ++i) {
+      const int64_t m0 = std::max(r0, first_row[i]) - first_row[i];
+      const int64_t m1 = std::min(r1 - first_row[i], a[i].m);
+      if (m0 < m1) kernels.matmul(qa[i], m0, m1, 0, a[i].n, work);
+    }
+  });
+}
+
 void quantized_matmul(const QuantKernelTable& kernels, const MatmulArgs& a) {
   if (!kernels.has_simd(a.w_dtype)) {
     reference_matmul(a);
     return;
   }
   const QuantPanelSizes sizes = quant_panel_sizes(a.w_dtype, a.n, a.k);
-  QuantMatmulArgs qa;
-  qa.mm = a;
-  qa.act = quant_panel_layout(a.w_dtype, a.n, a.k, static_cast<uint8_t*>(tl_panel.bytes(sizes.total())));
-  // Scales of the padding tokens [n, ld) are read by whole-tile loads: make them 0.
-  std::memset(qa.act.d, 0, static_cast<size_t>(sizes.d));
-  if (qa.act.s != nullptr) std::memset(qa.act.s, 0, static_cast<size_t>(sizes.s));
+  QuantMatmulArgs qa = panel_args(a, sizes, static_cast<uint8_t*>(tl_panel.bytes(sizes.total())));
 
   if (a.n * a.k <= kSerialQuantize) {
     kernels.prepare_activations(qa, 0, a.n);
