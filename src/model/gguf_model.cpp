@@ -95,8 +95,20 @@ class GgufWeightSource final : public WeightSource {
     return Tensor(const_cast<std::byte*>(gguf_.tensor_data(info).data()), weight_dtype(info), {rows, cols});
   }
 
-  // GGUF stacks a layer's experts in one tensor: ne = [cols, rows, count].
+  // GGUF stacks a layer's experts in one tensor: ne = [cols, rows, count]. Files from
+  // llama.cpp before April 2024 (the first Mixtral GGUFs) keep one tensor per expert,
+  // blk.N.ffn_gate.E.weight for blk.N.ffn_gate_exps.weight: those are copied into one stack,
+  // as llama.cpp does when it loads them.
   Tensor experts(const std::string& name, int64_t count, int64_t rows, int64_t cols) const override {
+    const size_t at = name.find("_exps.");
+    if (!has(name) && at != std::string::npos) {
+      const auto names = [&](int64_t e) {
+        return fmt::format("{}.{}{}", name.substr(0, at), e, name.substr(at + 5));
+      };
+      if (has(names(0)))
+        return stack_experts(
+            store_, count, [&](int64_t e) { return matrix(names(e), rows, cols); }, names);
+    }
     const GgufTensorInfo& info = find(name, {cols, rows, count});
     return Tensor(const_cast<std::byte*>(gguf_.tensor_data(info).data()), weight_dtype(info),
                   {count * rows, cols});

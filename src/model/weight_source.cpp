@@ -1,5 +1,9 @@
 #include "model/weight_source.h"
 
+#include <cstring>
+
+#include "core/error.h"
+
 namespace tokenmill {
 
 namespace {
@@ -24,6 +28,21 @@ class Names {
 };
 
 }  // namespace
+
+Tensor stack_experts(TensorStore& store, int64_t count, const std::function<Tensor(int64_t)>& expert,
+                     const std::function<std::string(int64_t)>& names) {
+  Tensor stacked;
+  for (int64_t e = 0; e < count; ++e) {
+    const Tensor m = expert(e);
+    if (e == 0)
+      stacked = store.allocate(m.dtype, {count * m.rows(), m.cols()});  // < 2^63 by the config's bounds
+    if (m.dtype != stacked.dtype)
+      fail("tensor '{}' is {} but expert 0's is {}: the experts of a layer must share a dtype", names(e),
+           dtype_name(m.dtype), dtype_name(stacked.dtype));
+    std::memcpy(expert_matrix(stacked, e, count).data, m.data, m.nbytes());
+  }
+  return stacked;
+}
 
 void load_layout_weights(const ModelConfig& c, const WeightSource& w, WeightFormat format,
                          ModelWeights& out) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/tensor.h"
@@ -33,6 +34,13 @@ class WeightSource {
   // A [n] vector (norm weight, bias) converted to f32.
   virtual Tensor vector_f32(const std::string& name, int64_t n) const = 0;
 };
+
+// The matrices expert(0) ... expert(count - 1) ([rows, cols] each, one dtype) copied into one
+// [count * rows, cols] tensor of `store`, expert e's rows after expert e - 1's (what
+// WeightSource::experts returns where a format keeps one tensor per expert). `names` gives
+// expert e's tensor name for errors.
+Tensor stack_experts(TensorStore& store, int64_t count, const std::function<Tensor(int64_t)>& expert,
+                     const std::function<std::string(int64_t)>& names);
 
 // Maps every tensor of `config`'s family from `source`, whose names are `format`'s, onto
 // `out`, checking every shape against `config`; lm_head is the token embedding when tied.

@@ -1,9 +1,7 @@
 #include "model/weights.h"
 
-#include <cstring>
 #include <string>
 
-#include "core/error.h"
 #include "core/transpose.h"
 #include "model/weight_source.h"
 
@@ -31,19 +29,15 @@ class SafetensorsSource final : public WeightSource {
     return t;
   }
 
+  // Hugging Face keeps a Linear per expert: copied into one stack.
   Tensor experts(const std::string& name, int64_t count, int64_t rows, int64_t cols) const override {
-    Tensor stacked;
-    for (int64_t e = 0; e < count; ++e) {
-      const std::string expert = expert_name(name, e);
-      const Tensor stored = archive_.tensor(expert, {rows, cols});
-      if (e == 0)
-        stacked = store_.allocate(stored.dtype, {count * rows, cols});  // <= 2^32 by the config's bounds
-      if (stored.dtype != stacked.dtype)
-        fail("tensor '{}' is {} but expert 0's is {}: the experts of a layer must share a dtype", expert,
-             dtype_name(stored.dtype), dtype_name(stacked.dtype));
-      std::memcpy(expert_matrix(stacked, e, count).data, stored.data, stored.nbytes());
-    }
-    return stacked;
+    const auto names = [&](int64_t e) { return expert_name(name, e); };
+    return stack_experts(
+        store_, count,
+        [&](int64_t e) {
+          return archive_.tensor(names(e), {rows, cols});
+        },
+        names);
   }
 
   Tensor vector_f32(const std::string& name, int64_t n) const override {

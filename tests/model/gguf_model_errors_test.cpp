@@ -2,8 +2,11 @@
 // key or tensor: unsupported architectures, missing hyper-parameters, missing tensors,
 // shapes that disagree with the hyper-parameters, tensor types tokenmill does not run,
 // partial rotary embeddings, unsupported rope scaling. A well-formed tiny file loads.
+#include <cstring>
 #include <functional>
 #include <string>
+
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 
@@ -24,6 +27,7 @@ constexpr int64_t kHidden = 32, kFf = 64, kVocab = 16;
 // broken file may make disagree), and the experts each token runs.
 struct Experts {
   int64_t in_metadata = 0, in_tensors = 0, per_token = 0;
+  bool one_tensor_per_expert = false;  // llama.cpp's files before April 2024: blk.N.ffn_gate.E.weight
 };
 
 // A one-layer llama with hidden 32, 2 heads, MLP 64, vocab 16 (with `experts`, a Mixtral whose
@@ -56,7 +60,14 @@ std::string tiny_llama(const std::function<void(GgufBuilder&)>& edit = {}, const
   add("blk.0.attn_v.weight", {kHidden, kHidden});
   add("blk.0.attn_output.weight", {kHidden, kHidden});
   add("blk.0.ffn_norm.weight", {kHidden});
-  if (experts.in_tensors > 0) {
+  if (experts.in_tensors > 0 && experts.one_tensor_per_expert) {
+    add("blk.0.ffn_gate_inp.weight", {kHidden, experts.in_tensors});
+    for (int64_t e = 0; e < experts.in_tensors; ++e)
+      for (const char* m : {"gate", "up", "down"})
+        add(fmt::format("blk.0.ffn_{}.{}.weight", m, e), std::string(m) == "down"
+                                                             ? std::vector<int64_t>{kFf, kHidden}
+                                                             : std::vector<int64_t>{kHidden, kFf});
+  } else if (experts.in_tensors > 0) {
     add("blk.0.ffn_gate_inp.weight", {kHidden, experts.in_tensors});
     add("blk.0.ffn_gate_exps.weight", {kHidden, kFf, experts.in_tensors});
     add("blk.0.ffn_up_exps.weight", {kHidden, kFf, experts.in_tensors});
@@ -120,6 +131,31 @@ TEST(GgufModel, LlamaFileWithExpertsIsAMixtral) {
   EXPECT_EQ(l.expert_down.cols(), kFf);
   EXPECT_EQ(l.router.rows(), 4);
   EXPECT_EQ(l.gate.data, nullptr);
+}
+
+// The first Mixtral GGUFs keep a tensor per expert: stacked at load, expert e's rows after
+// expert e - 1's, byte for byte.
+TEST(GgufModel, OneTensorPerExpertIsStacked) {
+  const std::string bytes = tiny_llama(
+      {}, "", kF32, {.in_metadata = 3, .in_tensors = 3, .per_token = 2, .one_tensor_per_expert = true});
+  const GgufFile gguf = GgufFile::parse(testing::as_bytes(bytes), "tiny.gguf");
+  const ModelConfig config = gguf_model_config(gguf);
+  ModelWeights weights;
+  load_gguf_weights(config, gguf, weights);
+  const LayerWeights& l = weights.layers[0];
+  ASSERT_EQ(l.expert_down.rows(), 3 * kHidden);
+  for (int64_t e = 0; e < 3; ++e) {
+    const GgufTensorInfo& down = *gguf.find_tensor(fmt::format("blk.0.ffn_down.{}.weight", e));
+    const Tensor stacked = expert_matrix(l.expert_down, e, 3);
+    ASSERT_EQ(stacked.nbytes(), down.nbytes);
+    EXPECT_EQ(std::memcmp(stacked.data, gguf.tensor_data(down).data(), down.nbytes), 0) << "expert " << e;
+  }
+  expect_error(
+      [] {
+        load(tiny_llama({}, "blk.0.ffn_up.2.weight", kF32,
+                        {.in_metadata = 3, .in_tensors = 3, .per_token = 2, .one_tensor_per_expert = true}));
+      },
+      {"tensor 'blk.0.ffn_up.2.weight' is missing"});
 }
 
 TEST(GgufModel, InconsistentExpertCountsAreRefused) {

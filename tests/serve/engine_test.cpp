@@ -252,7 +252,8 @@ INSTANTIATE_TEST_SUITE_P(FloatWeights, FloatBatchInvariance,
                                            FloatFixture{"gguf/llama_f16.gguf", 1e-2f},
                                            // Mixtures of experts: an expert's rows batch with other
                                            // requests' tokens routed to it.
-                                           FloatFixture{"hf/mixtral", 1e-4f}, FloatFixture{"hf/qwen3_moe", 1e-2f}));
+                                           FloatFixture{"hf/mixtral", 1e-4f},
+                                           FloatFixture{"hf/qwen3_moe", 1e-2f}));
 
 TEST_F(EngineTest, PreemptsWhenTheCacheIsFullAndStillCompletesEveryRequest) {
   load("gguf/llama_q4_1.gguf");
