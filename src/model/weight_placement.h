@@ -1,6 +1,8 @@
 // Placing a model's weights in a backend's memory (a GPU's) before a forward pass reads them.
 #pragma once
 
+#include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "core/device_memory.h"
@@ -9,11 +11,17 @@
 
 namespace tokenmill {
 
+// Error unless `memory` has `bytes` available (DeviceMemory::available) for `what` ("the
+// model's weights"), saying how much is needed and how much is free. Checked before a model's
+// weights are copied anywhere, so that a model too large is refused at once with its size, not
+// killed or failed halfway through the copy.
+void check_room_for(DeviceMemory& memory, uint64_t bytes, std::string_view what);
+
 // Copies every tensor the forward ops read into `memory` and points the weights at the
 // copies (weights.memory = &memory); tied tensors stay tied (one copy). Host memory, or
 // weights already in `memory`: nothing to do. Placing weights that are already on another
-// device is an Error. rope_freq_factors stays on the host (the frequencies are computed
-// there once).
+// device, or more weights than the device has room for (check_room_for), is an Error.
+// rope_freq_factors stays on the host (the frequencies are computed there once).
 void place_weights(ModelWeights& weights, DeviceMemory& memory);
 
 // Where a model run on the CPU reads its weights (`--no-mmap` picks Copied).

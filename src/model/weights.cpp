@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/transpose.h"
+#include "model/weight_placement.h"
 #include "model/weight_source.h"
 
 namespace tokenmill {
@@ -57,7 +58,18 @@ class SafetensorsSource final : public WeightSource {
 }  // namespace
 
 void load_weights(const ModelConfig& config, const SafetensorsArchive& archive, ModelWeights& weights) {
-  const SafetensorsSource source(archive, weights.owned, tensor_layout(config).hf_transposed_linears);
+  const TensorLayout& layout = tensor_layout(config);
+  if (config.mixture_of_experts()) {  // the experts are copied into one stack per layer: room first
+    const std::string first = layer_module_name(layout, WeightFormat::HuggingFace, 0, layout.expert_gate);
+    const auto stored = archive.find(expert_name(first, 0) + ".weight");
+    const uint64_t bytes =
+        3 *
+        static_cast<uint64_t>(config.num_hidden_layers * config.num_experts * config.hidden_size *
+                              config.expert_intermediate_size) *
+        (stored && stored->entry->dtype ? dtype_size(*stored->entry->dtype) : sizeof(float));
+    check_room_for(host_memory(), bytes, "the experts' weights, stacked in memory at load,");
+  }
+  const SafetensorsSource source(archive, weights.owned, layout.hf_transposed_linears);
   load_layout_weights(config, source, WeightFormat::HuggingFace, weights);
 }
 

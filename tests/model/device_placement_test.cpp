@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/byte_units.h"
 #include "core/error.h"
 #include "fenced_backend.h"
 #include "model/paged_transformer.h"
@@ -102,6 +103,33 @@ TEST_P(DevicePlacement, PagedTransformerGivesTheHostLogitsBitForBit) {
   const PagedTransformer::Slice step[] = {{a, 0, blocks_a, true}, {b, 0, blocks_b, true}};
   const std::vector<float> want = values(on_host.forward(step));
   EXPECT_EQ(values(on_device.forward(step)), want);
+}
+
+// A model too large for the device is refused before anything is copied, with its size.
+TEST_P(DevicePlacement, AModelTooLargeIsRefusedWithItsSize) {
+  FencedBackend small{make_cpu_backend()};
+  const auto model = Model::load(kFixtures / GetParam());
+  uint64_t bytes = 0;
+  std::set<const void*> seen;
+  for_each_op_weight(model->weights, [&](const Tensor& t) {
+    if (t.data != nullptr && seen.insert(t.data).second) bytes += t.nbytes();
+  });
+  small.fenced_memory().set_available(bytes - 1);
+  try {
+    place_weights(model->weights, small.memory());
+    ADD_FAILURE() << "placed " << bytes << " bytes in " << bytes - 1;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the model's weights need " + human_bytes(bytes)), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("only " + human_bytes(bytes - 1) + " is available"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(small.fenced_memory().allocations(), 0);
+  EXPECT_TRUE(model->weights.memory->is_host());
+  small.fenced_memory().set_available(bytes);
+  place_weights(model->weights, small.memory());
+  EXPECT_EQ(model->weights.memory, &small.memory());
 }
 
 TEST_P(DevicePlacement, WeightsLeftOnTheHostAreRefused) {

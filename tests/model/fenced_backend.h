@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "backend/backend.h"
@@ -52,8 +53,9 @@ class FencedMemory final : public DeviceMemory {
     std::memcpy(host_dst, src, bytes);
     bytes_out_ += bytes;
   }
-  // Its pages come from the host's memory.
-  uint64_t available() const override { return host_memory().available(); }
+  // Its pages come from the host's memory, unless a test says the device has less.
+  uint64_t available() const override { return limit_ ? *limit_ : host_memory().available(); }
+  void set_available(std::optional<uint64_t> bytes) { limit_ = bytes; }
 
   // Every region readable and writable while alive.
   class Open {
@@ -84,6 +86,7 @@ class FencedMemory final : public DeviceMemory {
   }
 
   std::map<char*, size_t> regions_;
+  std::optional<uint64_t> limit_;
   int allocations_ = 0;
   size_t bytes_in_ = 0, bytes_out_ = 0;
 };
