@@ -11,6 +11,11 @@ extern const TensorLayout kLlamaLayout;
 extern const Architecture kLlamaArchitecture, kMistralArchitecture, kQwen2Architecture;
 // The config.json fields of the Llama family, which the families built on it read first.
 void read_llama_config(const FieldReader& fields, ModelConfig& config);
+// `layout` with a mixture of experts for its MLP: the router and each expert's gate, up and
+// down projections under these Hugging Face names ({} the expert's index), and llama.cpp's
+// names for them (ffn_gate_inp, ffn_{gate,up,down}_exps).
+TensorLayout with_experts(TensorLayout layout, std::string_view router, std::string_view gate,
+                          std::string_view up, std::string_view down);
 // Qwen3: the Llama family with RMSNorm over each head of q and k; Qwen3-MoE: with a mixture
 // of experts for its MLP.
 extern const Architecture kQwen3Architecture, kQwen3MoeArchitecture;

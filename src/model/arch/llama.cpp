@@ -22,6 +22,16 @@ const TensorLayout kLlamaLayout = {
     .k_norm = {"self_attn.k_norm", "attn_k_norm"},
 };
 
+TensorLayout with_experts(TensorLayout layout, std::string_view router, std::string_view gate,
+                          std::string_view up, std::string_view down) {
+  layout.gate = layout.up = layout.down = {};
+  layout.router = {router, "ffn_gate_inp"};
+  layout.expert_gate = {gate, "ffn_gate_exps"};
+  layout.expert_up = {up, "ffn_up_exps"};
+  layout.expert_down = {down, "ffn_down_exps"};
+  return layout;
+}
+
 void read_llama_config(const FieldReader& f, ModelConfig& c) {
   c.vocab_size = f.integer("vocab_size", 1, kMaxVocab);
   c.hidden_size = f.integer("hidden_size", 1, kMaxDimension);

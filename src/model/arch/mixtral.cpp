@@ -8,15 +8,10 @@ namespace tokenmill {
 
 namespace {
 
-const TensorLayout kMixtralLayout = [] {
-  TensorLayout layout = kLlamaLayout;
-  layout.gate = layout.up = layout.down = {};
-  layout.router = {"block_sparse_moe.gate", "ffn_gate_inp"};
-  layout.expert_gate = {"block_sparse_moe.experts.{}.w1", "ffn_gate_exps"};
-  layout.expert_up = {"block_sparse_moe.experts.{}.w3", "ffn_up_exps"};
-  layout.expert_down = {"block_sparse_moe.experts.{}.w2", "ffn_down_exps"};
-  return layout;
-}();
+// kLlamaLayout is constant-initialised (string literals only), so it is ready here.
+const TensorLayout kMixtralLayout =
+    with_experts(kLlamaLayout, "block_sparse_moe.gate", "block_sparse_moe.experts.{}.w1",
+                 "block_sparse_moe.experts.{}.w3", "block_sparse_moe.experts.{}.w2");
 
 void read_mixtral_config(const FieldReader& f, ModelConfig& c) {
   read_llama_config(f, c);

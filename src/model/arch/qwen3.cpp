@@ -15,15 +15,9 @@ void read_qwen3_config(const FieldReader& f, ModelConfig& c) {
     fail("{}: use_sliding_window=true is not supported", f.source());
 }
 
-const TensorLayout kQwen3MoeLayout = [] {
-  TensorLayout layout = kLlamaLayout;
-  layout.gate = layout.up = layout.down = {};
-  layout.router = {"mlp.gate", "ffn_gate_inp"};
-  layout.expert_gate = {"mlp.experts.{}.gate_proj", "ffn_gate_exps"};
-  layout.expert_up = {"mlp.experts.{}.up_proj", "ffn_up_exps"};
-  layout.expert_down = {"mlp.experts.{}.down_proj", "ffn_down_exps"};
-  return layout;
-}();
+// kLlamaLayout is constant-initialised (string literals only), so it is ready here.
+const TensorLayout kQwen3MoeLayout = with_experts(kLlamaLayout, "mlp.gate", "mlp.experts.{}.gate_proj",
+                                                  "mlp.experts.{}.up_proj", "mlp.experts.{}.down_proj");
 
 // Every layer sparse (decoder_sparse_step 1, no mlp_only_layers), as in the released models.
 // transformers 5 writes the expert count as num_local_experts, the Hub's files num_experts.
