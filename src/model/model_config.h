@@ -108,7 +108,8 @@ struct ModelConfig {
                                         : num_key_value_heads * head_dim;
   }
   bool mixture_of_experts() const { return num_experts > 0; }
-  // The widest MLP activation a token has: intermediate_size, or an expert's.
+  // The width of a token's MLP activations: intermediate_size, or an expert's
+  // (expert_intermediate_size; a Qwen3-MoE's intermediate_size belongs to no layer it runs).
   int64_t mlp_width() const { return mixture_of_experts() ? expert_intermediate_size : intermediate_size; }
   // Floats of K and V cached per token over all layers.
   int64_t kv_floats_per_token() const { return 2 * num_hidden_layers * num_key_value_heads * head_dim; }
