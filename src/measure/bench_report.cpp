@@ -238,7 +238,8 @@ std::string bench_markdown(const BenchRun& run, const std::optional<Comparison>&
   md +=
       "- FLOPs: weight matmuls (lm_head for the tokens whose logits are computed) and causal attention; "
       "bytes: the minimum a forward must read (weights once per chunk or decode step, the KV cache it "
-      "attends).\n";
+      "attends; of a mixture of experts' experts, those its tokens were routed to, counted from the routing; "
+      "FLOPs count each token's experts).\n";
   md +=
       "- decode at batch b: b sequences decoded together by the serving engine's PagedTransformer, one step "
       "per token for all of them; tokens/s counts every sequence's tokens.\n";

@@ -97,6 +97,15 @@ std::vector<std::string_view> split(std::string_view list) {
 }
 
 // The prefill phase: one forward_last over the prompt, after a warm-up chunk.
+// forward_bytes of the prefill, its experts (a mixture of experts) those its routing read.
+double prefill_bytes(const Model& model, DType kv_dtype, const ExpertReads& reads, int64_t tokens,
+                     int64_t chunk) {
+  const WeightTraffic traffic = weight_traffic(model, kv_dtype);
+  if (!model.config.mixture_of_experts()) return forward_bytes(traffic, 0, tokens, chunk);
+  return forward_bytes(traffic_without_experts(traffic), 0, tokens, chunk) +
+         routed_expert_bytes(traffic, reads, model.config.num_hidden_layers);
+}
+
 PhaseMeasurement time_prefill(const Model& model, Backend& backend, std::span<const int32_t> prompt,
                               int64_t context, MemoryBudget& budget) {
   const int64_t chunk = Transformer::kDefaultChunkTokens;
@@ -109,6 +118,9 @@ PhaseMeasurement time_prefill(const Model& model, Backend& backend, std::span<co
   // Warm-up, one chunk: pages of the mapped weights, kernel scratch, caches.
   transformer.forward_last(prompt.first(std::min(prompt.size(), static_cast<size_t>(chunk))));
   transformer.reset();
+  ExpertReads reads;  // a mixture of experts: the experts the prefill's routing read
+  if (model.config.mixture_of_experts())
+    transformer.observe_expert_routing([&](const ExpertRouting& r) { reads.count(r); });
   const auto start = Clock::now();
   transformer.forward_last(prompt);
   const auto end = Clock::now();
@@ -119,7 +131,7 @@ PhaseMeasurement time_prefill(const Model& model, Backend& backend, std::span<co
           tokens,
           std::chrono::duration<double>(end - start).count(),
           forward_flops(model.config, 0, tokens, 1),
-          forward_bytes(weight_traffic(model, kv_dtype), 0, tokens, chunk),
+          prefill_bytes(model, kv_dtype, reads, tokens, chunk),
           start,
           end};
 }

@@ -65,6 +65,12 @@ std::vector<PhaseMeasurement> decode_sweep(const Model& model, Backend& backend,
   }
 
   const WeightTraffic traffic = weight_traffic(model, kv_dtype);
+  ExpertReads reads;  // a mixture of experts: what the timed steps' routing read
+  bool timing = false;
+  if (config.mixture_of_experts())
+    runner.observe_expert_routing([&](const ExpertRouting& r) {
+      if (timing) reads.count(r);
+    });
   std::vector<PhaseMeasurement> phases;
   for (const int64_t batch : batch_sizes) {
     std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch), shared_table);
@@ -80,6 +86,8 @@ std::vector<PhaseMeasurement> decode_sweep(const Model& model, Backend& backend,
     // The ids of every step, kept only when asked for (outside the timed loop's work).
     std::vector<int32_t> generated;
     if (greedy_ids != nullptr) generated.reserve(static_cast<size_t>(batch * decode_tokens));
+    reads = {};
+    timing = true;
     const auto start = Clock::now();
     for (int64_t step = 0; step < decode_tokens; ++step) {
       if (greedy_ids != nullptr) generated.insert(generated.end(), next.begin(), next.end());
@@ -88,11 +96,14 @@ std::vector<PhaseMeasurement> decode_sweep(const Model& model, Backend& backend,
       argmax_rows(runner.forward(slices), next);
     }
     const auto end = Clock::now();
+    timing = false;
     if (greedy_ids != nullptr) greedy_ids->insert(greedy_ids->end(), generated.begin(), generated.end());
 
-    double bytes = 0;
+    // Experts: those the routing read, not the most a step could reach.
+    const WeightTraffic counted = config.mixture_of_experts() ? traffic_without_experts(traffic) : traffic;
+    double bytes = routed_expert_bytes(traffic, reads, config.num_hidden_layers);
     for (int64_t p = prompt_tokens; p < prompt_tokens + decode_tokens; ++p)
-      bytes += batched_decode_bytes(traffic, p, batch);
+      bytes += batched_decode_bytes(counted, p, batch);
     phases.push_back(
         {"decode", batch, batch * decode_tokens, std::chrono::duration<double>(end - start).count(),
          static_cast<double>(batch) * forward_flops(config, prompt_tokens, decode_tokens, decode_tokens),

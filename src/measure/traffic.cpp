@@ -33,6 +33,22 @@ WeightTraffic weight_traffic(const Model& model, DType kv_dtype) {
   return traffic;
 }
 
+void ExpertReads::count(const ExpertRouting& routing) {
+  for (int64_t e = 0; e < routing.experts; ++e)
+    layer_experts +=
+        routing.expert_begin[static_cast<size_t>(e) + 1] > routing.expert_begin[static_cast<size_t>(e)];
+}
+
+WeightTraffic traffic_without_experts(WeightTraffic traffic) {
+  traffic.expert_bytes = 0;
+  return traffic;
+}
+
+double routed_expert_bytes(const WeightTraffic& traffic, const ExpertReads& reads, int64_t layers) {
+  return static_cast<double>(traffic.expert_bytes) * static_cast<double>(reads.layer_experts) /
+         static_cast<double>(layers);
+}
+
 double step_layer_bytes(const WeightTraffic& traffic, int64_t tokens) {
   const int64_t experts_read = std::min(traffic.experts, tokens * traffic.experts_per_token);
   return static_cast<double>(traffic.layer_bytes) +

@@ -12,14 +12,15 @@
 // one token, so it reads every weight and the whole cache once: its bytes per token.
 // With a mixture of experts a layer's experts are read only where a token is routed to them:
 // a step of t tokens reads at most min(experts, t k) of each layer's experts (exactly k for
-// one token); that bound is what is counted. For t > 1 it overstates the bytes when tokens
-// share experts (they usually do), and with them the bandwidth reported for the step (seen:
-// 113% of the read roofline at batch 4); the actual routing is not counted yet.
+// one token); that bound is counted unless the caller counted the experts the steps' routing
+// actually read (ExpertReads, from the forward's routing observer): tokens usually share
+// experts, so for t > 1 the bound overstates the bytes.
 #pragma once
 
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "model/expert_routing.h"
 #include "model/model.h"
 
 namespace tokenmill {
@@ -33,6 +34,13 @@ struct WeightTraffic {
   int64_t experts = 0, experts_per_token = 0;
 };
 
+// The experts a run's steps actually read, counted from their routing: each layer's distinct
+// chosen experts, summed over the layers and steps (count() after each layer's routing).
+struct ExpertReads {
+  int64_t layer_experts = 0;
+  void count(const ExpertRouting& routing);
+};
+
 // The traffic of `model`'s weights as loaded, with a KV cache of `kv_dtype`.
 WeightTraffic weight_traffic(const Model& model, DType kv_dtype);
 
@@ -43,6 +51,12 @@ double forward_bytes(const WeightTraffic& traffic, int64_t first_position, int64
 // The bytes of the layers a step of `tokens` tokens reads: layer_bytes and the experts they
 // can be routed to (see above).
 double step_layer_bytes(const WeightTraffic& traffic, int64_t tokens);
+
+// The bytes of the experts a run actually read (`reads`; `layers`: the model's layers). A run
+// whose routing was counted reads forward_bytes / batched_decode_bytes of traffic_without_experts
+// plus these.
+double routed_expert_bytes(const WeightTraffic& traffic, const ExpertReads& reads, int64_t layers);
+WeightTraffic traffic_without_experts(WeightTraffic traffic);
 
 // Minimum bytes one PagedTransformer step decoding `batch` sequences, each one token at
 // `position`, reads: the weights once for the whole step (layers, final norm, lm_head), and per

@@ -52,6 +52,11 @@ class PagedTransformer {
   // The final hidden state (after the final norm) behind logits row `row` of the last
   // forward, copied to `out` [hidden] (embeddings).
   void copy_hidden_row(int64_t row, std::span<float> out) const;
+  // Mixture of experts: `observer` is called with each layer's routing of a step's tokens,
+  // layer by layer (null: none), as Transformer::observe_expert_routing.
+  void observe_expert_routing(std::function<void(const ExpertRouting&)> observer) {
+    buffers_.routing_observer = std::move(observer);
+  }
 
   int64_t num_blocks() const { return num_blocks_; }
   int64_t block_size() const { return block_size_; }

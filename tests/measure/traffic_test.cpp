@@ -1,6 +1,9 @@
 // Minimum bytes read by a forward pass, worked out by hand for the f32 fixture models.
 #include <gtest/gtest.h>
 
+#include "backend/backend.h"
+#include "measure/decode_sweep.h"
+#include "measure/memory_budget.h"
 #include "measure/traffic.h"
 #include "support/expect_error.h"
 
@@ -56,6 +59,47 @@ TEST(Traffic, MixtralFixtureCountsTheExpertsApart) {
   EXPECT_EQ(t.experts_per_token, 2);
   // A decode step reads 2 of the 4 experts: half of their bytes.
   EXPECT_DOUBLE_EQ(step_layer_bytes(t, 1), 2.0 * 12'672 * 4 + 2.0 * 2 * 24'576 * 4);
+}
+
+// Counted from the routing: a layer's distinct experts, whatever how many tokens chose them.
+TEST(Traffic, RoutedExpertsAreCountedOncePerLayer) {
+  const auto model = Model::load(kFixtures + "/hf/mixtral");
+  const WeightTraffic t = weight_traffic(*model, DType::F32);
+  ExpertRouting layer0, layer1;
+  // Three tokens, 4 experts, 2 each: layer 0 uses experts {0, 1} only, layer 1 {0, 1, 2, 3}.
+  route_to_experts(std::vector<float>{3, 2, 0, 0, 2, 3, 0, 0, 3, 2, 0, 0}, 3, 4, 2, true, layer0);
+  route_to_experts(std::vector<float>{3, 2, 0, 0, 0, 0, 3, 2, 2, 0, 0, 3}, 3, 4, 2, true, layer1);
+  ExpertReads reads;
+  reads.count(layer0);
+  reads.count(layer1);
+  EXPECT_EQ(reads.layer_experts, 2 + 4);
+  // expert_bytes is one expert over both layers: 6 layer-experts are 3 of those.
+  EXPECT_DOUBLE_EQ(routed_expert_bytes(t, reads, 2), 3.0 * static_cast<double>(t.expert_bytes));
+  EXPECT_EQ(traffic_without_experts(t).expert_bytes, 0u);
+  EXPECT_EQ(traffic_without_experts(t).layer_bytes, t.layer_bytes);
+}
+
+// The decode sweep counts the experts its steps' routing read: one sequence reads exactly k
+// per layer (the bound); 3 sequences of the same tokens route alike, so they read the same.
+TEST(Traffic, TheDecodeSweepCountsTheExpertsItsRoutingRead) {
+  const auto model = Model::load(kFixtures + "/hf/mixtral");
+  const auto backend = make_cpu_backend();
+  const WeightTraffic t = weight_traffic(*model, model->default_kv_dtype());
+  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9};
+  const int64_t steps = 4, batches[] = {1, 3};
+  MemoryBudget budget(uint64_t{1} << 30);
+  const std::vector<PhaseMeasurement> phases = decode_sweep(*model, *backend, prompt, steps, batches, budget);
+  ASSERT_EQ(phases.size(), 2u);
+  double one = 0, three_bound = 0, three_without_experts = 0;
+  for (int64_t p = 5; p < 5 + steps; ++p) {
+    one += batched_decode_bytes(t, p, 1);
+    three_bound += batched_decode_bytes(t, p, 3);
+    three_without_experts += batched_decode_bytes(traffic_without_experts(t), p, 3);
+  }
+  EXPECT_DOUBLE_EQ(phases[0].bytes, one);
+  // The same experts as one sequence: 2 of 4 per layer, not the bound's 4 of 4.
+  EXPECT_DOUBLE_EQ(phases[1].bytes, three_without_experts + static_cast<double>(steps) * 2 * t.expert_bytes);
+  EXPECT_LT(phases[1].bytes, three_bound);
 }
 
 }  // namespace
