@@ -23,8 +23,10 @@ void route_to_experts(std::span<const float> scores, int64_t tokens, int64_t exp
   out.slot_tokens.resize(choices);
   out.expert_begin.assign(static_cast<size_t>(experts + 1), 0);
 
-  std::vector<float> p(static_cast<size_t>(experts));
-  std::vector<int32_t> order(static_cast<size_t>(experts));
+  std::vector<float>& p = out.probabilities;
+  std::vector<int32_t>& order = out.order;
+  p.resize(static_cast<size_t>(experts));
+  order.resize(static_cast<size_t>(experts));
   for (int64_t t = 0; t < tokens; ++t) {
     const float* s = scores.data() + t * experts;
     const float top = *std::max_element(s, s + experts);
@@ -48,7 +50,8 @@ void route_to_experts(std::span<const float> scores, int64_t tokens, int64_t exp
   }
   std::partial_sum(out.expert_begin.begin(), out.expert_begin.end(), out.expert_begin.begin());
   // Tokens visited in ascending order fill each expert's slots in ascending token order.
-  std::vector<int64_t> next(out.expert_begin.begin(), out.expert_begin.end() - 1);
+  std::vector<int64_t>& next = out.next_slot;
+  next.assign(out.expert_begin.begin(), out.expert_begin.end() - 1);
   for (size_t c = 0; c < choices; ++c) {
     const int64_t slot = next[static_cast<size_t>(out.chosen_experts[c])]++;
     out.slots[c] = static_cast<int32_t>(slot);

@@ -26,6 +26,10 @@ struct ExpertRouting {
   // expert_begin[e + 1]) ([experts + 1]).
   std::vector<int32_t> slot_tokens;
   std::vector<int64_t> expert_begin;
+  // route_to_experts' scratch, kept so that routing a step allocates nothing once grown.
+  std::vector<float> probabilities;
+  std::vector<int32_t> order;
+  std::vector<int64_t> next_slot;
 };
 
 // Routes `tokens` tokens whose router scores are `scores` [tokens, experts] (row-major) to k

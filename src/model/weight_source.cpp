@@ -2,7 +2,10 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
+#include "model/weight_placement.h"
 
 namespace tokenmill {
 
@@ -34,8 +37,11 @@ Tensor stack_experts(TensorStore& store, int64_t count, const std::function<Tens
   Tensor stacked;
   for (int64_t e = 0; e < count; ++e) {
     const Tensor m = expert(e);
-    if (e == 0)
+    if (e == 0) {
+      check_room_for(host_memory(), static_cast<uint64_t>(count) * m.nbytes(),
+                     fmt::format("the {} experts of '{}', stacked in memory at load,", count, names(0)));
       stacked = store.allocate(m.dtype, {count * m.rows(), m.cols()});  // < 2^63 by the config's bounds
+    }
     if (m.dtype != stacked.dtype)
       fail("tensor '{}' is {} but expert 0's is {}: the experts of a layer must share a dtype", names(e),
            dtype_name(m.dtype), dtype_name(stacked.dtype));

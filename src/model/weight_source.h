@@ -37,8 +37,9 @@ class WeightSource {
 
 // The matrices expert(0) ... expert(count - 1) ([rows, cols] each, one dtype) copied into one
 // [count * rows, cols] tensor of `store`, expert e's rows after expert e - 1's (what
-// WeightSource::experts returns where a format keeps one tensor per expert). `names` gives
-// expert e's tensor name for errors.
+// WeightSource::experts returns where a format keeps one tensor per expert), after checking
+// that host memory has room for it (check_room_for). `names` gives expert e's tensor name for
+// errors.
 Tensor stack_experts(TensorStore& store, int64_t count, const std::function<Tensor(int64_t)>& expert,
                      const std::function<std::string(int64_t)>& names);
 
