@@ -4,6 +4,7 @@
 // observed, _count and _sum are right, the snapshot's values come out unchanged, finished
 // requests and HTTP responses are counted by label, tokens/s follows its sliding-window
 // definition, and renders stay consistent while other threads observe.
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -324,9 +325,13 @@ TEST(ServerMetrics, RendersStayConsistentWhileThreadsObserve) {
   const std::vector<std::string> histograms = {"tokenmill_time_to_first_token_seconds",
                                                "tokenmill_inter_token_latency_seconds",
                                                "tokenmill_e2e_request_latency_seconds"};
+  // The observers start only after the first render, so that at least one render overlaps them
+  // however the machine schedules the threads.
+  std::atomic<bool> first_render_done{false};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)
-    threads.emplace_back([&metrics, t] {
+    threads.emplace_back([&metrics, &first_render_done, t] {
+      while (!first_render_done.load()) std::this_thread::yield();
       for (int i = 0; i < kRounds; ++i) {
         const double v = 0.001 * ((i * 7 + t) % 1000);
         metrics.on_first_token(v);
@@ -346,6 +351,7 @@ TEST(ServerMetrics, RendersStayConsistentWhileThreadsObserve) {
       previous[h] = count;
     }
     done = by_label(f, "tokenmill_http_responses_total", "code").at("2xx") == kThreads * kRounds;
+    first_render_done.store(true);
   }
   for (std::thread& t : threads) t.join();
   EXPECT_GT(renders, 1);
