@@ -7,7 +7,7 @@
 //    weights of matmul and the table of embedding may also be a quantized DType
 //    (Q4_0 ... Q6_K, see quant/quant_formats.h).
 //  - Outputs never alias inputs, except for the elementwise ops (gelu, silu, swiglu,
-//    add), the norms and softmax, whose output may be exactly one of their inputs
+//    geglu, scale, add), the norms and softmax, whose output may be exactly one of their inputs
 //    (in-place use), and the sum of add_rms_norm / add_layer_norm (see there); a partial
 //    overlap is an error.
 //  - Shapes are checked; a mismatch throws tokenmill::Error (a programming error in the
@@ -38,6 +38,26 @@ enum class GradWrite : uint8_t { Overwrite, Accumulate };
 enum class RopeLayout : uint8_t {
   Neox,         // pair (i, i + rotary_dim/2): Hugging Face Llama/Mistral/Qwen2 "rotate_half"
   Interleaved,  // pair (2i, 2i + 1): GPT-J, and GGUF's llama layout
+};
+
+// How attention scores a query row against the cached positions, beyond causality:
+//   score_p = scale * (q . k_p), then with softcap c > 0: c * tanh(score_p / c) (Gemma 2);
+//   with window w > 0 the query at position t attends only to its w latest positions
+//   (t - w, t] (Mistral's and Gemma's sliding window), else to all of [0, t].
+// A plain scale converts to full causal attention without a cap.
+struct AttentionScores {
+  float scale = 1.0f;
+  int64_t window = 0;
+  float softcap = 0.0f;
+
+  AttentionScores(float scale_) : scale(scale_) {}  // NOLINT(google-explicit-constructor)
+  AttentionScores(float scale_, int64_t window_, float softcap_)
+      : scale(scale_), window(window_), softcap(softcap_) {}
+  bool plain() const { return window == 0 && softcap == 0.0f; }
+  // The first position a query at `position` attends to.
+  int64_t first_position(int64_t position) const {
+    return window > 0 && position >= window ? position - window + 1 : 0;
+  }
 };
 
 class Backend {
@@ -118,6 +138,10 @@ class Backend {
   virtual void silu(const Tensor& x, const Tensor& y) = 0;  // x * sigmoid(x)
   // y = silu(gate) * up, elementwise; y may be gate or up.
   virtual void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) = 0;
+  // y = gelu_tanh(gate) * up, elementwise (Gemma's GeGLU); y may be gate or up.
+  virtual void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) = 0;
+  // y = factor * x, elementwise; y may be x.
+  virtual void scale(const Tensor& x, float factor, const Tensor& y) = 0;
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& y) = 0;  // may alias a or b
 
   // In place: rotates x [n, heads, head_dim]; row t is at position positions[t]. The angle
@@ -130,12 +154,13 @@ class Backend {
   //  q [n, n_heads, head_dim]: query t sits at position first_pos + t.
   //  k_cache, v_cache [capacity, n_kv_heads, head_dim], rows [0, first_pos + n) filled.
   //  n_heads % n_kv_heads == 0; query head h reads kv head h / (n_heads / n_kv_heads).
-  //  out[t, h, :] = sum_{p <= first_pos + t} softmax_p(scale * q[t,h,:] . k[p,kvh,:]) v[p,kvh,:]
+  //  out[t, h, :] = sum_p softmax_p(score_p(q[t,h,:], k[p,kvh,:])) v[p,kvh,:] over the
+  //  positions p <= first_pos + t that `scores` lets the query see (AttentionScores).
   //  With an f16 cache both operands of every product are f16, as in llama.cpp's CPU
   //  attention over its default f16 cache: q is rounded to f16 for the scores and the
   //  softmax probabilities are rounded to f16 for the sum over v (accumulation in f32).
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
-                         float scale, const Tensor& out) = 0;
+                         const AttentionScores& scores, const Tensor& out) = 0;
 
   // ---------------------------------------------------------------- paged KV cache (serving)
   // A pool holds the keys (or values) of many sequences in fixed-size blocks:
@@ -146,11 +171,11 @@ class Backend {
   // Causal GQA attention for several sequences in one call (a continuous batch). Sequence s
   // owns query rows [first_row, first_row + rows) of q [n, n_heads, head_dim] and out (same
   // shape); query row first_row + t sits at position first_pos + t and attends to positions
-  // [0, first_pos + t] read through `blocks`. Same math, dtype rules and f16 arithmetic as
-  // attention(); on one backend the result for a sequence equals attention() over a
-  // contiguous cache holding the same rows, bit for bit, whatever else is in the batch.
-  // Rows of q no sequence owns are left untouched in out. Throws Error on a block id
-  // outside the pool, a table too short for first_pos + rows, or overlapping row ranges.
+  // [0, first_pos + t] (as `scores` allows) read through `blocks`. Same math, dtype rules and f16 arithmetic
+  // as attention(); on one backend the result for a sequence equals attention() over a contiguous cache
+  // holding the same rows, bit for bit, whatever else is in the batch. Rows of q no sequence owns are left
+  // untouched in out. Throws Error on a block id outside the pool, a table too short for first_pos + rows, or
+  // overlapping row ranges.
   struct PagedSequence {
     int64_t first_row = 0;
     int64_t rows = 0;
@@ -158,7 +183,8 @@ class Backend {
     std::span<const int32_t> blocks;
   };
   virtual void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
-                               std::span<const PagedSequence> sequences, float scale, const Tensor& out) = 0;
+                               std::span<const PagedSequence> sequences, const AttentionScores& scores,
+                               const Tensor& out) = 0;
 
   // Writes row i of `rows` [n, n_kv_heads, head_dim] f32 into slot slots[i] of `pool`
   // (slot = block * block_size + row in block), converted to the pool's dtype as convert()

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/reference/reference_ops.h"
@@ -50,8 +51,13 @@ struct Batch {
   std::vector<Backend::PagedSequence> sequences;
   std::vector<bool> owned;  // per query row
 
+  int64_t window = 0;    // AttentionScores's
+  float softcap = 0.0f;  // AttentionScores's
+
   int64_t row_elems() const { return h.heads * h.head_dim; }
-  float scale() const { return 1.0f / std::sqrt(static_cast<float>(h.head_dim)); }
+  AttentionScores scores() const {
+    return {1.0f / std::sqrt(static_cast<float>(h.head_dim)), window, softcap};
+  }
   // Rows [first_row, first_row + rows) of values shaped like q.
   std::vector<float> rows_of(const std::vector<float>& values, const Backend::PagedSequence& s) const {
     return {values.begin() + s.first_row * row_elems(),
@@ -117,7 +123,7 @@ class PagedAttention : public BackendOpTest {
   }
 
   void run(const Batch& b, std::span<const Backend::PagedSequence> sequences) {
-    backend_->paged_attention(b.q->tensor(), b.k_pool->tensor(), b.v_pool->tensor(), sequences, b.scale(),
+    backend_->paged_attention(b.q->tensor(), b.k_pool->tensor(), b.v_pool->tensor(), sequences, b.scores(),
                               b.out->tensor());
   }
 
@@ -141,7 +147,7 @@ class PagedAttention : public BackendOpTest {
     const std::vector<float> q_rows = b.rows_of(all_q, seq);
     for (size_t i = 0; i < q_rows.size(); ++i) q->set(static_cast<int64_t>(i), q_rows[i]);
     auto out = output({seq.rows, b.h.heads, b.h.head_dim});
-    backend_->attention(q->tensor(), k->tensor(), v->tensor(), seq.first_pos, b.scale(), out->tensor());
+    backend_->attention(q->tensor(), k->tensor(), v->tensor(), seq.first_pos, b.scores(), out->tensor());
     return out->values();
   }
 
@@ -182,7 +188,7 @@ TEST_P(PagedAttention, MatchesReference) {
           EXPECT_TRUE(
               close_to_reference(b.rows_of(got, b.sequences[s]),
                                  reference::paged_attention(b.q->tensor(), b.k_pool->tensor(),
-                                                            b.v_pool->tensor(), b.sequences[s], b.scale()),
+                                                            b.v_pool->tensor(), b.sequences[s], b.scores()),
                                  dtype == DType::F16 ? kF16Probabilities : kF32))
               << "sequence " << s;
         expect_unowned_untouched(b, got);
@@ -213,6 +219,37 @@ TEST_P(PagedAttention, EqualsContiguousAttentionWhateverTheBatchAndThreads) {
         }
         set_thread_count(0);
       }
+    }
+  }
+}
+
+// Sliding windows and soft-capped scores, paged as contiguous: windows shorter than some
+// sequences' prefills and contexts, and of one position. The CUDA backend refuses them (yet).
+TEST_P(PagedAttention, WindowedAndSoftCappedBatchesMatchTheReferenceAndContiguousAttention) {
+  const bool refuses = GetParam().name.rfind("cuda", 0) == 0;
+  for (const DType dtype : {DType::F32, DType::F16}) {
+    for (const auto& [window, softcap] :
+         {std::pair<int64_t, float>{1, 0.0f}, {6, 0.0f}, {20, 3.0f}, {0, 1.0f}}) {
+      const Heads h{64, 6, 2};
+      SCOPED_TRACE(label(dtype, h, 4) + " window=" + std::to_string(window) +
+                   " softcap=" + std::to_string(softcap));
+      Batch b = make_batch(dtype, h, 4, kMixedBatch);
+      b.window = window;
+      b.softcap = softcap;
+      if (refuses) {
+        EXPECT_THROW(run(b, b.sequences), Error);
+        continue;
+      }
+      run(b, b.sequences);
+      const std::vector<float> got = b.out->values();
+      for (size_t s = 0; s < b.sequences.size(); ++s)
+        EXPECT_TRUE(
+            close_to_reference(b.rows_of(got, b.sequences[s]),
+                               reference::paged_attention(b.q->tensor(), b.k_pool->tensor(),
+                                                          b.v_pool->tensor(), b.sequences[s], b.scores()),
+                               dtype == DType::F16 ? kF16Probabilities : kF32))
+            << "sequence " << s;
+      expect_contiguous_results(b, got);
     }
   }
 }
@@ -252,7 +289,7 @@ TEST_P(PagedAttention, LongAndShortRowsInOneBatch) {
       EXPECT_TRUE(
           close_to_reference(b.rows_of(got, b.sequences[s]),
                              reference::paged_attention(b.q->tensor(), b.k_pool->tensor(), b.v_pool->tensor(),
-                                                        b.sequences[s], b.scale()),
+                                                        b.sequences[s], b.scores()),
                              dtype == DType::F16 ? kF16Probabilities : kF32))
           << "sequence " << s;
     expect_contiguous_results(b, got);
@@ -308,7 +345,7 @@ TEST_P(PagedAttention, RejectsBadArguments) {
   auto three_kv = input(DType::F32, {blocks, 4, 3, 16});
   auto more_blocks = input(DType::F32, {blocks + 1, 4, 2, 16});
   auto flat = input(DType::F32, {blocks * 4, 2, 16});
-  const float scale = b.scale();
+  const AttentionScores scale = b.scores();
   const auto paged = [&](const Tensor& kp, const Tensor& vp, const Tensor& o) {
     backend_->paged_attention(q, kp, vp, b.sequences, scale, o);
   };

@@ -139,6 +139,12 @@ class FencedBackend final : public Backend {
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
     run([&] { inner_->swiglu(gate, up, y); });
   }
+  void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
+    run([&] { inner_->geglu(gate, up, y); });
+  }
+  void scale(const Tensor& x, float factor, const Tensor& y) override {
+    run([&] { inner_->scale(x, factor, y); });
+  }
   void add(const Tensor& a, const Tensor& b, const Tensor& y) override {
     run([&] { inner_->add(a, b, y); });
   }
@@ -147,12 +153,13 @@ class FencedBackend final : public Backend {
     run([&] { inner_->rope(x, positions, inv_freq, layout); });
   }
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
-                 float scale, const Tensor& out) override {
-    run([&] { inner_->attention(q, k_cache, v_cache, first_pos, scale, out); });
+                 const AttentionScores& scores, const Tensor& out) override {
+    run([&] { inner_->attention(q, k_cache, v_cache, first_pos, scores, out); });
   }
   void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
-                       std::span<const PagedSequence> sequences, float scale, const Tensor& out) override {
-    run([&] { inner_->paged_attention(q, k_pool, v_pool, sequences, scale, out); });
+                       std::span<const PagedSequence> sequences, const AttentionScores& scores,
+                       const Tensor& out) override {
+    run([&] { inner_->paged_attention(q, k_pool, v_pool, sequences, scores, out); });
   }
   void store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool) override {
     run([&] { inner_->store_kv(rows, slots, pool); });

@@ -5,9 +5,12 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/backend.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_impl.h"
 
@@ -214,13 +217,20 @@ void attention_values_all(const Rows& values, const QueryRows& rows, int64_t r0,
 }
 
 // Each row's scores become its softmax probabilities. round_f16: the cache is f16 (its
-// products with the probabilities are f16 x f16).
+// products with the probabilities are f16 x f16). With a softcap c each score s is first
+// c * tanh(s / c); with a window the positions before the row's first get probability 0
+// (their scores are not read), so the sums over the values need no other change.
 template <class S>
 void softmax_scores(const QueryRows& rows, bool round_f16) {
+  const AttentionScores scoring(rows.a->scale, rows.a->window, rows.a->softcap);
   for (int64_t r = 0; r < rows.count; ++r) {
     float* scores = rows.scores_of(r);
-    const int64_t len = rows.len(r);
-    softmax_row<S>(scores, len, scores);
+    const int64_t len = rows.len(r), first = scoring.first_position(len - 1);
+    if (scoring.softcap > 0.0f)
+      for (int64_t p = first; p < len; ++p)
+        scores[p] = std::tanh(scores[p] / scoring.softcap) * scoring.softcap;
+    std::fill(scores, scores + first, 0.0f);
+    softmax_row<S>(scores + first, len - first, scores + first);
     if (!round_f16) continue;
     int64_t i = 0;
     for (; i + S::kWidth <= len; i += S::kWidth) S::store(scores + i, S::round_f16(S::load(scores + i)));

@@ -27,7 +27,8 @@ thread_local Scratch tl_segment_sums;                  // caller: its segment su
 
 // The kernel arguments for all rows of q (checked) over caches k and v, positions not set.
 // With an f16 cache q is rounded to f16 first: f16 x f16 products (Backend::attention).
-AttentionArgs batch_args(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const Tensor& out) {
+AttentionArgs batch_args(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionScores& scores,
+                         const Tensor& out) {
   AttentionArgs a;
   a.q = q.as<const float>();
   if (k.dtype == DType::F16) {
@@ -48,7 +49,9 @@ AttentionArgs batch_args(const Tensor& q, const Tensor& k, const Tensor& v, floa
   a.n_heads = q.dim(1);
   a.n_kv_heads = k.dim(-2);
   a.head_dim = q.dim(2);
-  a.scale = scale;
+  a.scale = scores.scale;
+  a.window = scores.window;
+  a.softcap = scores.softcap;
   return a;
 }
 
@@ -176,19 +179,20 @@ void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> se
 }  // namespace
 
 void attention(const KernelTable& kernels, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-               int64_t first_pos, float scale, const Tensor& out) {
+               int64_t first_pos, const AttentionScores& scores, const Tensor& out) {
   if (checks::check_attention(q, k_cache, v_cache, first_pos, out).empty()) return;
-  AttentionArgs a = batch_args(q, k_cache, v_cache, scale, out);
+  AttentionArgs a = batch_args(q, k_cache, v_cache, scores, out);
   a.first_pos = first_pos;
   run_attention(kernels, std::span(&a, 1));
 }
 
 void paged_attention(const KernelTable& kernels, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
-                     std::span<const Backend::PagedSequence> sequences, float scale, const Tensor& out) {
+                     std::span<const Backend::PagedSequence> sequences, const AttentionScores& scores,
+                     const Tensor& out) {
   const checks::PagedAttentionDims d = checks::check_paged_attention(q, k_pool, v_pool, sequences, out);
   if (d.empty()) return;
   const int64_t heads = d.heads, hd = d.head_dim, block_size = d.block_size;
-  const AttentionArgs batch = batch_args(q, k_pool, v_pool, scale, out);
+  const AttentionArgs batch = batch_args(q, k_pool, v_pool, scores, out);
   std::vector<AttentionArgs>& list = tl_sequences;
   list.clear();
   for (const Backend::PagedSequence& seq : sequences) {

@@ -13,9 +13,10 @@
 namespace tokenmill::cpu {
 
 void attention(const KernelTable& kernels, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-               int64_t first_pos, float scale, const Tensor& out);
+               int64_t first_pos, const AttentionScores& scores, const Tensor& out);
 void paged_attention(const KernelTable& kernels, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
-                     std::span<const Backend::PagedSequence> sequences, float scale, const Tensor& out);
+                     std::span<const Backend::PagedSequence> sequences, const AttentionScores& scores,
+                     const Tensor& out);
 void store_kv(const KernelTable& kernels, const Tensor& rows, std::span<const int64_t> slots,
               const Tensor& pool);
 

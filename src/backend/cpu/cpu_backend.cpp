@@ -260,6 +260,14 @@ class CpuBackend final : public Backend {
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
     binary("swiglu", gate, up, y, kernels_.swiglu);
   }
+  void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
+    binary("geglu", gate, up, y, kernels_.geglu);
+  }
+  void scale(const Tensor& x, float factor, const Tensor& y) override {
+    unary("scale", x, y, [this, factor](const float* xs, int64_t count, float* ys) {
+      kernels_.scale(xs, factor, count, ys);
+    });
+  }
   void add(const Tensor& a, const Tensor& b, const Tensor& y) override {
     binary("add", a, b, y, kernels_.add);
   }
@@ -327,12 +335,13 @@ class CpuBackend final : public Backend {
   // ---------------------------------------------------------------- KV cache (cpu_attention.h)
 
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
-                 float scale, const Tensor& out) override {
-    cpu::attention(kernels_, q, k_cache, v_cache, first_pos, scale, out);
+                 const AttentionScores& scores, const Tensor& out) override {
+    cpu::attention(kernels_, q, k_cache, v_cache, first_pos, scores, out);
   }
   void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
-                       std::span<const PagedSequence> sequences, float scale, const Tensor& out) override {
-    cpu::paged_attention(kernels_, q, k_pool, v_pool, sequences, scale, out);
+                       std::span<const PagedSequence> sequences, const AttentionScores& scores,
+                       const Tensor& out) override {
+    cpu::paged_attention(kernels_, q, k_pool, v_pool, sequences, scores, out);
   }
   void store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool) override {
     cpu::store_kv(kernels_, rows, slots, pool);
@@ -456,10 +465,11 @@ class CpuBackend final : public Backend {
     return amx_gemm_ != nullptr && cpu::amx_gemm_applies(a) ? amx_gemm_ : &kernels_.gemm;
   }
 
-  using UnaryKernel = void (*)(const float*, int64_t, float*);
   using BinaryKernel = void (*)(const float*, const float*, int64_t, float*);
 
-  static void unary(const char* op, const Tensor& x, const Tensor& y, UnaryKernel kernel) {
+  // kernel(x, count, y) over chunks of x's elements, in parallel.
+  template <class Kernel>
+  static void unary(const char* op, const Tensor& x, const Tensor& y, Kernel kernel) {
     const int64_t count = checks::check_unary(op, x, y);
     const float* xp = x.as<const float>();
     float* yp = y.as<float>();

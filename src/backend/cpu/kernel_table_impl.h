@@ -33,6 +33,8 @@ KernelTable make_kernel_table(const char* isa) {
       .gelu_erf_backward = &gelu_erf_backward<S>,
       .silu = &silu<S>,
       .swiglu = &swiglu<S>,
+      .geglu = &geglu<S>,
+      .scale = &scale<S>,
       .swiglu_backward = &swiglu_backward<S>,
       .add = &add<S>,
       .softmax = &softmax<S>,

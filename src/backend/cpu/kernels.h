@@ -38,6 +38,9 @@ struct AttentionArgs {
   float* out = nullptr;  // [n, n_heads, head_dim]
   int64_t n = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, first_pos = 0;
   float scale = 1.0f;
+  // Backend::AttentionScores's window and softcap: softmax_scores applies them (0: none).
+  int64_t window = 0;
+  float softcap = 0.0f;
   // Null: position p is cache row p. Else the caches are block pools and position p is
   // row blocks[p >> block_shift] * 2^block_shift + p % 2^block_shift (blocks of
   // 2^block_shift rows; every block id read must be inside the pool).
@@ -129,6 +132,8 @@ struct KernelTable {
   void (*gelu_erf_backward)(const float* x, const float* dy, int64_t count, float* dx) = nullptr;
   void (*silu)(const float* x, int64_t count, float* y) = nullptr;
   void (*swiglu)(const float* gate, const float* up, int64_t count, float* y) = nullptr;
+  void (*geglu)(const float* gate, const float* up, int64_t count, float* y) = nullptr;
+  void (*scale)(const float* x, float factor, int64_t count, float* y) = nullptr;
   // The gradients of swiglu's two inputs; the outputs may be any of the inputs.
   void (*swiglu_backward)(const float* gate, const float* up, const float* dy, int64_t count, float* dgate,
                           float* dup) = nullptr;

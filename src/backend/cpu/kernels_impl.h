@@ -203,6 +203,16 @@ void swiglu(const float* gate, const float* up, int64_t count, float* y) {
   map_binary<S>(gate, up, count, y,
                 [](typename S::V g, typename S::V u) { return S::mul(times_sigmoid<S>(g, g), u); });
 }
+template <class S>
+void geglu(const float* gate, const float* up, int64_t count, float* y) {
+  map_binary<S>(gate, up, count, y,
+                [](typename S::V g, typename S::V u) { return S::mul(gelu_tanh_v<S>(g), u); });
+}
+template <class S>
+void scale(const float* x, float factor, int64_t count, float* y) {
+  const typename S::V f = S::set1(factor);
+  map_unary<S>(x, count, y, [f](typename S::V v) { return S::mul(v, f); });
+}
 // y = silu(gate) up, s = sigmoid(gate):  dgate = dy up s (1 + gate (1 - s)),  dup = dy gate s.
 // The outputs may be any of the inputs: each vector of all three is read before either is written.
 template <class S>

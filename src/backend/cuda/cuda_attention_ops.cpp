@@ -37,6 +37,15 @@ AttentionKernelMode attention_kernel_mode() {
   return *mode;
 }
 
+// The kernels score with a plain scale: no sliding window, no soft-capping (yet).
+void expect_plain_scores(const char* op, const AttentionScores& scores) {
+  if (!scores.plain())
+    fail(
+        "{}: sliding-window and soft-capped attention are not implemented by the CUDA backend yet "
+        "(window {}, softcap {}); use the CPU backend",
+        op, scores.window, scores.softcap);
+}
+
 // The kernels hold a head row in registers: at most kMaxAttentionHeadDim elements.
 void expect_head_dim(const char* op, int64_t head_dim) {
   if (head_dim > kMaxAttentionHeadDim)
@@ -137,10 +146,12 @@ void launch_rowwise_sequences(CudaBackend& backend, const PagedOperands& p,
 }  // namespace
 
 void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
-                            float scale, const Tensor& out) {
+                            const AttentionScores& scores, const Tensor& out) {
   make_current();
   const checks::AttentionDims d = checks::check_attention(q, k_cache, v_cache, first_pos, out);
   expect_head_dim("attention", d.head_dim);
+  expect_plain_scores("attention", scores);
+  const float scale = scores.scale;
   if (d.empty()) return;
   if (attention_kernel_for(attention_kernel_mode(), d.n, d.head_dim) == AttentionKernel::Tiled) {
     FlashAttentionLaunch a = flash_launch_for(d, q, k_cache, v_cache, scale, out);
@@ -157,10 +168,13 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
 }
 
 void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
-                                  std::span<const PagedSequence> sequences, float scale, const Tensor& out) {
+                                  std::span<const PagedSequence> sequences, const AttentionScores& scores,
+                                  const Tensor& out) {
   make_current();
   const checks::PagedAttentionDims d = checks::check_paged_attention(q, k_pool, v_pool, sequences, out);
   expect_head_dim("paged_attention", d.head_dim);
+  expect_plain_scores("paged_attention", scores);
+  const float scale = scores.scale;
   if (d.empty()) return;
   // Each sequence goes to the kernel attention() would choose for it; the two launches write
   // disjoint rows of out.

@@ -69,13 +69,16 @@ class CudaBackend final : public Backend {
   void gelu(const Tensor& x, GeluForm form, const Tensor& y) override;
   void silu(const Tensor& x, const Tensor& y) override;
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) override;
+  void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) override;
+  void scale(const Tensor& x, float factor, const Tensor& y) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& y) override;
   void rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
             RopeLayout layout) override;
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
-                 float scale, const Tensor& out) override;
+                 const AttentionScores& scores, const Tensor& out) override;
   void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
-                       std::span<const PagedSequence> sequences, float scale, const Tensor& out) override;
+                       std::span<const PagedSequence> sequences, const AttentionScores& scores,
+                       const Tensor& out) override;
   void store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool) override;
   void convert(const Tensor& x, const Tensor& y) override;
   void softmax(const Tensor& x, const Tensor& y) override;

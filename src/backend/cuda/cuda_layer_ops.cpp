@@ -83,6 +83,18 @@ void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) 
   launch_swiglu(gate.as<const float>(), up.as<const float>(), count, y.as<float>(), stream_);
 }
 
+void CudaBackend::geglu(const Tensor& gate, const Tensor& up, const Tensor& y) {
+  make_current();
+  const int64_t count = checks::check_binary("geglu", gate, up, y);
+  launch_geglu(gate.as<const float>(), up.as<const float>(), count, y.as<float>(), stream_);
+}
+
+void CudaBackend::scale(const Tensor& x, float factor, const Tensor& y) {
+  make_current();
+  const int64_t count = checks::check_unary("scale", x, y);
+  launch_scale(x.as<const float>(), factor, count, y.as<float>(), stream_);
+}
+
 void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& y) {
   make_current();
   const int64_t count = checks::check_binary("add", a, b, y);

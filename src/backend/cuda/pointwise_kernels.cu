@@ -27,6 +27,19 @@ struct Swiglu {
   __device__ void operator()(int64_t i) const { y[i] = swiglu(gate[i], up[i]); }
 };
 
+struct Geglu {
+  const float *gate, *up;
+  float* y;
+  __device__ void operator()(int64_t i) const { y[i] = gelu_tanh(gate[i]) * up[i]; }
+};
+
+struct Scale {
+  const float* x;
+  float factor;
+  float* y;
+  __device__ void operator()(int64_t i) const { y[i] = factor * x[i]; }
+};
+
 struct Add {
   const float *a, *b;
   float* y;
@@ -62,6 +75,14 @@ void launch_silu(const float* x, int64_t count, float* y, cudaStream_t stream) {
 
 void launch_swiglu(const float* gate, const float* up, int64_t count, float* y, cudaStream_t stream) {
   launch_elementwise(count, Swiglu{gate, up, y}, stream);
+}
+
+void launch_geglu(const float* gate, const float* up, int64_t count, float* y, cudaStream_t stream) {
+  launch_elementwise(count, Geglu{gate, up, y}, stream);
+}
+
+void launch_scale(const float* x, float factor, int64_t count, float* y, cudaStream_t stream) {
+  launch_elementwise(count, Scale{x, factor, y}, stream);
 }
 
 void launch_add(const float* a, const float* b, int64_t count, float* y, cudaStream_t stream) {

@@ -120,6 +120,17 @@ std::vector<double> swiglu(const Tensor& gate, const Tensor& up) {
   return y;
 }
 
+std::vector<double> geglu(const Tensor& gate, const Tensor& up) {
+  expect_numel("geglu", up, gate.numel());
+  std::vector<double> y = gelu(gate, GeluForm::Tanh);
+  for (int64_t i = 0; i < gate.numel(); ++i) y[static_cast<size_t>(i)] *= element(up, i);
+  return y;
+}
+
+std::vector<double> scale(const Tensor& x, float factor) {
+  return map(x, [factor](double v) { return static_cast<double>(factor) * v; });
+}
+
 std::vector<double> add(const Tensor& a, const Tensor& b) {
   expect_numel("add", b, a.numel());
   std::vector<double> y(static_cast<size_t>(a.numel()));
@@ -149,7 +160,7 @@ std::vector<double> rope(const Tensor& x, std::span<const int32_t> positions, co
 }
 
 std::vector<double> attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                              int64_t first_pos, float scale) {
+                              int64_t first_pos, const AttentionScores& scoring) {
   const int64_t n = q.dim(0), heads = q.dim(1), hd = q.dim(2), kv_heads = k_cache.dim(1);
   if (kv_heads < 1 || heads % kv_heads != 0 || k_cache.dim(2) != hd || first_pos + n > k_cache.dim(0))
     fail("reference attention: bad shapes");
@@ -163,23 +174,26 @@ std::vector<double> attention(const Tensor& q, const Tensor& k_cache, const Tens
   std::vector<double> out(static_cast<size_t>(n * heads * hd), 0.0);
   std::vector<double> scores;
   for (int64_t t = 0; t < n; ++t) {
-    const int64_t len = first_pos + t + 1;
+    const int64_t len = first_pos + t + 1, first = scoring.first_position(first_pos + t);
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t g = h / group;
-      scores.assign(static_cast<size_t>(len), 0.0);
+      scores.assign(static_cast<size_t>(len), 0.0);  // the positions before `first` keep 0
       double max_score = -INFINITY;
-      for (int64_t p = 0; p < len; ++p) {
+      for (int64_t p = first; p < len; ++p) {
         double dot = 0;
         for (int64_t i = 0; i < hd; ++i)
           dot +=
               operand(element(q, (t * heads + h) * hd + i)) * element(k_cache, (p * kv_heads + g) * hd + i);
-        scores[static_cast<size_t>(p)] = static_cast<double>(scale) * dot;
-        max_score = std::max(max_score, scores[static_cast<size_t>(p)]);
+        double score = static_cast<double>(scoring.scale) * dot;
+        if (scoring.softcap > 0) score = scoring.softcap * std::tanh(score / scoring.softcap);
+        scores[static_cast<size_t>(p)] = score;
+        max_score = std::max(max_score, score);
       }
       double sum = 0;
-      for (double& s : scores) sum += (s = std::exp(s - max_score));
+      for (int64_t p = first; p < len; ++p)
+        sum += (scores[static_cast<size_t>(p)] = std::exp(scores[static_cast<size_t>(p)] - max_score));
       double* o = out.data() + (t * heads + h) * hd;
-      for (int64_t p = 0; p < len; ++p)
+      for (int64_t p = first; p < len; ++p)
         for (int64_t i = 0; i < hd; ++i)
           o[i] +=
               operand(scores[static_cast<size_t>(p)] / sum) * element(v_cache, (p * kv_heads + g) * hd + i);
@@ -212,7 +226,7 @@ Tensor gather_positions(const Tensor& pool, std::span<const int32_t> blocks, int
 }  // namespace
 
 std::vector<double> paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
-                                    const Backend::PagedSequence& sequence, float scale) {
+                                    const Backend::PagedSequence& sequence, const AttentionScores& scores) {
   if (k_pool.rank != 4 || k_pool.shape != v_pool.shape || k_pool.dtype != v_pool.dtype)
     fail("reference paged_attention: bad pools");
   const int64_t len = sequence.first_pos + sequence.rows;
@@ -220,7 +234,7 @@ std::vector<double> paged_attention(const Tensor& q, const Tensor& k_pool, const
   const Tensor k_cache = gather_positions(k_pool, sequence.blocks, len, k_storage);
   const Tensor v_cache = gather_positions(v_pool, sequence.blocks, len, v_storage);
   return attention(q.slice_rows(sequence.first_row, sequence.rows), k_cache, v_cache, sequence.first_pos,
-                   scale);
+                   scores);
 }
 
 std::vector<double> store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool) {

@@ -29,15 +29,17 @@ std::vector<double> layer_norm(const Tensor& x, const Tensor& weight, const Tens
 std::vector<double> gelu(const Tensor& x, GeluForm form);
 std::vector<double> silu(const Tensor& x);
 std::vector<double> swiglu(const Tensor& gate, const Tensor& up);
+std::vector<double> geglu(const Tensor& gate, const Tensor& up);
+std::vector<double> scale(const Tensor& x, float factor);
 std::vector<double> add(const Tensor& a, const Tensor& b);
 std::vector<double> rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
                          RopeLayout layout);
 std::vector<double> attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                              int64_t first_pos, float scale);
+                              int64_t first_pos, const AttentionScores& scores);
 // One sequence of Backend::paged_attention: its output rows [rows, n_heads, head_dim], by
 // attention() over its positions gathered from the pools into a contiguous cache.
 std::vector<double> paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
-                                    const Backend::PagedSequence& sequence, float scale);
+                                    const Backend::PagedSequence& sequence, const AttentionScores& scores);
 // Every element of `pool` after Backend::store_kv(rows, slots, pool).
 std::vector<double> store_kv(const Tensor& rows, std::span<const int64_t> slots, const Tensor& pool);
 std::vector<double> softmax(const Tensor& x);
