@@ -21,7 +21,8 @@ namespace tokenmill {
 
 namespace {
 
-enum class Transform { None, PermuteHeads, Transpose };
+// AddOne: Gemma's norm weights w become the 1 + w they multiply by (llama.cpp's files hold that).
+enum class Transform { None, PermuteHeads, Transpose, AddOne };
 
 // Where an HF tensor goes: its GGUF name, and how its rows are rearranged.
 struct Mapping {
@@ -79,9 +80,13 @@ std::optional<Mapping> map_tensor(const std::string& hf, const ModelConfig& c, c
   }
   const std::string base =
       !layout.hf_prefix.empty() && hf.starts_with(layout.hf_prefix) ? hf.substr(layout.hf_prefix.size()) : hf;
+  const auto norm_transform = [&](bool norm) {
+    return norm && c.norm_weight_offset ? Transform::AddOne : Transform::None;
+  };
   for (const ModuleName m : {layout.token_embedding, layout.position_embedding, layout.final_norm})
     for (const std::string_view suffix : {".weight", ".bias"})
-      if (m.present() && base == named(m, suffix)) return Mapping{gguf(m, suffix)};
+      if (m.present() && base == named(m, suffix))
+        return Mapping{gguf(m, suffix), norm_transform(m.hf == layout.final_norm.hf)};
   const std::string_view layer_prefix = layout.layer.hf.substr(0, layout.layer.hf.find("{}"));
   if (const auto layer = split_layer(base, std::string(layer_prefix))) {
     const auto& [index, rest] = *layer;
@@ -100,7 +105,8 @@ std::optional<Mapping> map_tensor(const std::string& hf, const ModelConfig& c, c
     }
     for (const TensorLayout::LayerModule& lm : layout.layer_modules()) {
       if (!lm.name.present() || module != lm.name.hf || suffix.empty()) continue;
-      Mapping m{layer_module_name(layout, WeightFormat::Gguf, index, lm.name) + suffix};
+      Mapping m{layer_module_name(layout, WeightFormat::Gguf, index, lm.name) + suffix,
+                norm_transform(!lm.linear)};
       if (layout.hf_transposed_linears && lm.linear && suffix == ".weight")
         m.transform = Transform::Transpose;
       // llama.cpp's "llama" rope rotates adjacent pairs: q and k rows are permuted to match.
@@ -144,6 +150,11 @@ SourceTensor source_tensor(const StoredTensor& stored, const Mapping& m) {
     t.read_row = [=](int64_t row, float* out) {
       for (int64_t j = 0; j < cols; ++j)
         out[j] = load_as_f32(data, dtype, static_cast<size_t>(row * cols + j));
+    };
+  } else if (m.transform == Transform::AddOne) {
+    t.read_row = [=](int64_t row, float* out) {
+      for (int64_t j = 0; j < cols; ++j)
+        out[j] = load_as_f32(data, dtype, static_cast<size_t>(row * cols + j)) + 1.0f;
     };
   } else if (m.transform == Transform::Transpose) {
     // HF Conv1D [in, out] -> ggml {in, out}: row o holds column o of the stored matrix.
@@ -228,6 +239,25 @@ std::vector<float> llama3_rope_factors(const ModelConfig& c) {
   return factors;
 }
 
+// llama.cpp stores none of these Gemma 3 fields and derives them (model/gguf_model.cpp does
+// the same): a config that differs would load as another model.
+void check_gemma3_derivable(const ModelConfig& c) {
+  const auto refuse = [&](std::string_view what) {
+    fail("config.json: {}; llama.cpp's gemma3 files cannot say so (it derives this), so it is not converted",
+         what);
+  };
+  if (c.sliding_window > 0) {
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+      if (c.sliding_layer(l) != ((l + 1) % 6 != 0))
+        refuse("the sliding layers are not every layer but each 6th");
+    if (c.sliding_rope_theta != 10000.0) refuse("the sliding layers' RoPE base is not 10000");
+  }
+  const int64_t scalar = c.num_hidden_layers == 62 ? c.hidden_size / c.num_attention_heads : c.head_dim;
+  if (c.query_pre_attn_scalar != static_cast<double>(scalar))
+    refuse(fmt::format("query_pre_attn_scalar is not {}", scalar));
+  if (c.attn_logit_softcapping > 0) refuse("the attention scores are soft-capped");
+}
+
 void set_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string& arch) {
   auto key = [&](std::string_view name) { return fmt::format("{}.{}", arch, name); };
   auto u32 = [&](std::string_view name, int64_t v) {
@@ -250,7 +280,9 @@ void set_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string&
   w.set_f32(key("attention.layer_norm_rms_epsilon"), static_cast<float>(c.norm_eps));
   w.set_f32(key("rope.freq_base"), static_cast<float>(c.rope_theta));
   u32("rope.dimension_count", c.head_dim);
-  if (arch == "phi3" && c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
+  if ((arch == "phi3" || arch == "gemma3") && c.sliding_window > 0)
+    u32("attention.sliding_window", c.sliding_window);
+  if (arch == "gemma3") check_gemma3_derivable(c);
   if (c.mixture_of_experts()) {
     u32("expert_count", c.num_experts);
     u32("expert_used_count", c.experts_per_token);

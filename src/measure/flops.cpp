@@ -8,8 +8,8 @@ namespace tokenmill {
 
 namespace {
 
-// Matrices of one MLP: up and down, plus gate for SwiGLU.
-int64_t mlp_matrices(const ModelConfig& c) { return c.mlp == MlpKind::SwiGlu ? 3 : 2; }
+// Matrices of one MLP: up and down, plus gate for SwiGLU and GeGLU.
+int64_t mlp_matrices(const ModelConfig& c) { return gated_mlp(c.mlp) ? 3 : 2; }
 
 // One layer's matrix parameters: q, k, v, o, the router, and `mlps` MLPs (a dense layer's
 // one, or experts: all of them, or the k a token runs).
@@ -46,7 +46,8 @@ int64_t parameter_count(const ModelConfig& c) {
       c.positions == PositionKind::Learned ? c.max_position_embeddings * c.hidden_size : 0;
   const int64_t head_norms = c.q_norm_width() + c.k_norm_width();
   const int64_t layer = layer_matrix_parameters(c, std::max<int64_t>(1, c.num_experts)) +
-                        layer_bias_parameters(c) + 2 * norm_parameters(c) + head_norms;
+                        layer_bias_parameters(c) + (c.sandwich_norms ? 4 : 2) * norm_parameters(c) +
+                        head_norms;
   const int64_t lm_head = c.tie_word_embeddings ? 0 : embedding;
   return embedding + positions + c.num_hidden_layers * layer + norm_parameters(c) + lm_head;
 }
@@ -55,16 +56,22 @@ int64_t matmul_parameters(const ModelConfig& c) {
   return c.num_hidden_layers * layer_matmul_parameters(c) + c.hidden_size * c.vocab_size;
 }
 
-int64_t attended_positions(int64_t first_position, int64_t tokens) {
+int64_t attended_positions(int64_t first_position, int64_t tokens, int64_t window) {
   // sum_{p = first}^{first + tokens - 1} (p + 1) = tokens * (2 first + tokens + 1) / 2
-  return tokens * (2 * first_position + tokens + 1) / 2;
+  const auto causal = [](int64_t first, int64_t count) { return count * (2 * first + count + 1) / 2; };
+  if (window <= 0 || first_position + tokens <= window) return causal(first_position, tokens);
+  // Positions p < window - 1 attend p + 1 positions, the rest w each.
+  const int64_t growing = std::clamp<int64_t>(window - 1 - first_position, 0, tokens);
+  return causal(first_position, growing) + (tokens - growing) * window;
 }
 
 double forward_flops(const ModelConfig& c, int64_t first_position, int64_t tokens, int64_t logits_rows) {
   const int64_t layers = c.num_hidden_layers * layer_matmul_parameters(c) * tokens;
   const int64_t lm_head = c.hidden_size * c.vocab_size * logits_rows;
-  const int64_t attention = 2 * c.num_hidden_layers * c.num_attention_heads * c.head_dim *
-                            attended_positions(first_position, tokens);
+  int64_t attended = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    attended += attended_positions(first_position, tokens, c.attention_scores(l).window);
+  const int64_t attention = 2 * c.num_attention_heads * c.head_dim * attended;
   return 2.0 * static_cast<double>(layers + lm_head + attention);
 }
 

@@ -15,8 +15,9 @@
 //    inference prefill needs the last token's logits only, training needs every token's.
 //  - attention: q.k^T over the a positions the token attends, then probabilities times v:
 //    2 H d a multiply-adds per layer = 4 H d a FLOPs. Causal: the token at position p attends
-//    a = p + 1 positions (the engine's context never exceeds a sliding window, see
-//    ModelConfig::context_length). A 1024-token sequence thus averages a = 512.5, not 1024.
+//    a = p + 1 positions, or min(p + 1, w) in a layer with a sliding window of w (Gemma's
+//    sliding layers; the CPU kernels still read the positions before the window, at
+//    probability 0, which is not counted). A 1024-token sequence thus averages a = 512.5.
 //  - not counted: norms, activations, softmax, RoPE, residual adds, biases and embedding
 //    gathers: O(h) per token, under 1% here, and left out by llm.c and PaLM alike.
 //
@@ -43,8 +44,8 @@ int64_t parameter_count(const ModelConfig& c);
 int64_t matmul_parameters(const ModelConfig& c);
 
 // Sum over `tokens` consecutive tokens from `first_position` of the positions each attends:
-// sum_{p} (p + 1).
-int64_t attended_positions(int64_t first_position, int64_t tokens);
+// sum_{p} (p + 1), or with a sliding window w > 0 sum_{p} min(p + 1, w).
+int64_t attended_positions(int64_t first_position, int64_t tokens, int64_t window = 0);
 
 // FLOPs of a forward pass of `tokens` tokens appended at `first_position`, of which the last
 // `logits_rows` go through the lm_head.

@@ -71,6 +71,25 @@ void put_llama_family(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json
   }
 }
 
+// Gemma 3's fields llama.cpp does not store but derives, as it derives them: the sliding
+// layers' RoPE base 10000 and pattern (every 6th layer global), and the score scale of
+// 1 / sqrt(head_dim), or 1 / sqrt(hidden / heads) for the 62-layer 27B.
+void put_gemma3(const GgufKeys& keys, nlohmann::json& hf) {
+  hf["rope_local_base_freq"] = 10000.0;
+  hf["sliding_window_pattern"] = 6;
+  const int64_t hidden = hf["hidden_size"].get<int64_t>(), heads = hf["num_attention_heads"].get<int64_t>();
+  const std::optional<int64_t> head_dim = keys.find_integer("attention.key_length");
+  if (heads > 0 && hf["num_hidden_layers"] == 62) {
+    hf["query_pre_attn_scalar"] = hidden / heads;
+  } else if (head_dim) {
+    hf["query_pre_attn_scalar"] = *head_dim;
+  } else if (heads > 0) {
+    hf["query_pre_attn_scalar"] = hidden / heads;
+  }  // else the config's checks refuse the heads
+  if (auto cap = keys.find_number("final_logit_softcapping"); cap && *cap > 0)
+    hf["final_logit_softcapping"] = *cap;
+}
+
 void put_gpt2(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json& hf) {
   hf["n_embd"] = keys.integer("embedding_length");
   hf["n_inner"] = keys.integer("feed_forward_length");
@@ -166,6 +185,7 @@ ModelConfig gguf_model_config(const GgufFile& gguf) {
     if (gguf.find_tensor("rope_factors_long.weight") != nullptr)
       fail("{}: LongRoPE (rope_factors_long / rope_factors_short) is not supported", gguf.label());
     if (auto window = keys.find_integer("attention.sliding_window")) hf["sliding_window"] = *window;
+    if (arch == "gemma3") put_gemma3(keys, hf);
   }
   const auto vocab = keys.find_integer("vocab_size");
   const auto embedding_rows = tensor_rows(gguf, "token_embd.weight");

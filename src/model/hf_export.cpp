@@ -137,8 +137,8 @@ void export_hf_model(const ModelConfig& config, nlohmann::json config_json, cons
                      DType dtype, const std::filesystem::path& dir) {
   if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
     fail("export: --dtype must be f32, bf16 or f16, got {}", dtype_name(dtype));
-  if (config.mixture_of_experts())
-    fail("export: mixture-of-experts models ({}) are not exported", config.architecture);
+  if (const std::string gap = config.training_gap(); !gap.empty())
+    fail("export: {} is {}; such models are not exported yet", config.architecture, gap);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail("{}: cannot create the export directory ({})", dir.string(), ec.message());

@@ -36,7 +36,8 @@ std::vector<BufferShape> buffer_shapes(const ModelConfig& c, int64_t rows) {
 }  // namespace
 
 size_t StepBuffers::bytes(const ModelConfig& c, int64_t rows) {
-  size_t total = Arena::footprint(static_cast<size_t>(c.head_dim / 2) * sizeof(float));
+  const size_t frequencies = Arena::footprint(static_cast<size_t>(c.head_dim / 2) * sizeof(float));
+  size_t total = c.sliding_rope_theta > 0 ? 2 * frequencies : frequencies;
   for (const BufferShape& s : buffer_shapes(c, rows))
     total += Arena::footprint(static_cast<size_t>(checked_mul(
         checked_mul(static_cast<uint64_t>(s.rows), static_cast<uint64_t>(s.width), "step activations"),
@@ -51,6 +52,12 @@ StepBuffers StepBuffers::allocate(Arena& arena, const Model& model, int64_t rows
     const std::vector<float> inv_freq = model_rope_frequencies(c, model.weights);
     b.inv_freq = arena.allocate(DType::F32, {c.head_dim / 2});
     arena.memory().copy_from_host(b.inv_freq.data, inv_freq.data(), b.inv_freq.nbytes());
+    if (c.sliding_rope_theta > 0) {
+      const std::vector<float> sliding =
+          rope_inverse_frequencies(RopeScaling{}, c.sliding_rope_theta, c.head_dim);
+      b.sliding_inv_freq = arena.allocate(DType::F32, {c.head_dim / 2});
+      arena.memory().copy_from_host(b.sliding_inv_freq.data, sliding.data(), b.sliding_inv_freq.nbytes());
+    }
   }
   for (const BufferShape& s : buffer_shapes(c, rows))
     b.*s.field = arena.allocate(DType::F32, {s.rows, s.width});
@@ -82,6 +89,7 @@ const Tensor& block_input(Backend& backend, const ModelConfig& c, const Tensor& 
 void embed_tokens(Backend& backend, const Model& model, std::span<const int32_t> ids,
                   std::span<const int32_t> positions, const Tensor& x, const Tensor& scratch) {
   backend.embedding(model.weights.token_embedding, ids, x);
+  if (model.weights.embedding_scale != 1.0f) backend.scale(x, model.weights.embedding_scale, x);
   if (model.config.positions == PositionKind::Learned) {
     backend.embedding(model.weights.position_embedding, positions, scratch);
     backend.add(x, scratch, x);
@@ -119,6 +127,8 @@ void attention_delta(Backend& backend, const Model& model, const LayerWeights& w
   backend.matmul(attended, w.o, optional_tensor(w.o_bias), delta);
   if (model.config.post_norms)
     apply_norm(backend, model.config, delta, w.attn_norm_weight, w.attn_norm_bias, delta);
+  if (model.config.sandwich_norms)
+    apply_norm(backend, model.config, delta, w.attn_post_norm_weight, Tensor{}, delta);
 }
 
 namespace {
@@ -180,17 +190,22 @@ void mlp_delta(Backend& backend, const Model& model, const LayerWeights& w, Step
     return;
   }
   const Tensor a = buffers.mlp_a.slice_rows(0, n), b = buffers.mlp_b.slice_rows(0, n);
-  if (c.mlp == MlpKind::SwiGlu) {
+  if (gated_mlp(c.mlp)) {
     const Backend::MatmulTarget gate_up[] = {{&w.gate, optional_tensor(w.gate_bias), &a},
                                              {&w.up, optional_tensor(w.up_bias), &b}};
     backend.matmul_shared(input, gate_up);
-    backend.swiglu(a, b, a);
+    if (c.mlp == MlpKind::GeGlu) {
+      backend.geglu(a, b, a);
+    } else {
+      backend.swiglu(a, b, a);
+    }
   } else {
     backend.matmul(input, w.up, optional_tensor(w.up_bias), a);
     backend.gelu(a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, a);
   }
   backend.matmul(a, w.down, optional_tensor(w.down_bias), delta);
   if (c.post_norms) apply_norm(backend, c, delta, w.mlp_norm_weight, w.mlp_norm_bias, delta);
+  if (c.sandwich_norms) apply_norm(backend, c, delta, w.mlp_post_norm_weight, Tensor{}, delta);
 }
 
 void add_final_norm(Backend& backend, const Model& model, const Tensor& x, const Tensor& delta,

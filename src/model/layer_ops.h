@@ -22,6 +22,7 @@ namespace tokenmill {
 // the experts' inputs (model/expert_routing.h), routed on the host.
 struct StepBuffers {
   Tensor inv_freq;                       // [head_dim / 2] (rotary models; empty otherwise)
+  Tensor sliding_inv_freq;               // the sliding layers' (config.sliding_rope_theta; else empty)
   Tensor residual, normed, projected;    // [rows, hidden]
   Tensor query, attended;                // [rows, heads * head_dim]
   Tensor new_keys, new_values;           // [rows, kv_heads * head_dim]
@@ -38,9 +39,14 @@ struct StepBuffers {
 
   static size_t bytes(const ModelConfig& config, int64_t rows);  // what `arena` needs for them
   static StepBuffers allocate(Arena& arena, const Model& model, int64_t rows);
+  // The rotary frequencies of layer `layer`.
+  const Tensor& rope_frequencies(const ModelConfig& config, int64_t layer) const {
+    return sliding_inv_freq.data != nullptr && config.sliding_layer(layer) ? sliding_inv_freq : inv_freq;
+  }
 };
 
-// x [n, hidden] is the token embedding (+ the learned position embedding at `positions`).
+// x [n, hidden] is the token embedding (times ModelWeights::embedding_scale; + the learned
+// position embedding at `positions`).
 // `scratch` [n, hidden] is clobbered.
 void embed_tokens(Backend& backend, const Model& model, std::span<const int32_t> ids,
                   std::span<const int32_t> positions, const Tensor& x, const Tensor& scratch);
@@ -60,14 +66,16 @@ void attention_inputs(Backend& backend, const Model& model, const LayerWeights& 
                       const Tensor* delta, const Tensor& h, const Tensor& q, const Tensor& k, const Tensor& v,
                       std::span<const int32_t> positions, const Tensor& inv_freq);
 
-// delta = attended W_o (+b), the attention's delta (post-norms: then norm_1(delta)).
+// delta = attended W_o (+b), the attention's delta (post-norms: then norm_1(delta); sandwich
+// norms: then attn_post_norm(delta)).
 // attended [n, heads * head_dim].
 void attention_delta(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& attended,
                      const Tensor& delta);
 
 // Over the first n rows of b's buffers, x = residual and delta = projected: x += delta (the
 // attention's); then delta = MLP(norm_2(x)) (post-norms: norm_2(MLP(x))), the layer's MLP
-// delta: SwiGLU (silu(h W_gate) * h W_up) W_down, or GELU (gelu(h W_up + b) W_down + b), or
+// delta (sandwich norms: then mlp_post_norm(delta)): SwiGLU (silu(h W_gate) * h W_up) W_down,
+// GeGLU (gelu_tanh(h W_gate) * h W_up) W_down, or GELU (gelu(h W_up + b) W_down + b), or
 // with a mixture of experts sum_j weight_j SwiGLU_{expert_j}(h) (model_config.h), each
 // expert one matmul per projection over the rows routed to it. Scratch: the rest of b.
 void mlp_delta(Backend& backend, const Model& model, const LayerWeights& w, StepBuffers& b, int64_t n);

@@ -67,8 +67,8 @@ void check_lora_config(const ModelConfig& config, const LoraConfig& lora) {
   if (lora.rank < 1) fail("--lora-rank must be >= 1, got {}", lora.rank);
   if (!(lora.alpha > 0.0)) fail("--lora-alpha must be > 0, got {}", lora.alpha);
   if (lora.targets.empty()) fail("--lora-targets: give at least one of q,k,v,o,gate,up,down");
-  if (config.mixture_of_experts())
-    fail("LoRA: {} is a mixture of experts; adapters for those are not supported yet", config.architecture);
+  if (const std::string gap = config.training_gap(); !gap.empty())
+    fail("LoRA: {} is {}; adapters for those are not supported yet", config.architecture, gap);
   if (lora.targets_layer(LoraTarget::Gate) && config.mlp != MlpKind::SwiGlu)
     fail(
         "--lora-targets: this {} model has no gate projection (its MLP is GELU, not SwiGLU); adapt "

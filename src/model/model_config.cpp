@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include <cmath>
+
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
@@ -11,8 +13,25 @@
 namespace tokenmill {
 
 int64_t ModelConfig::context_length() const {
-  return sliding_window > 0 && sliding_window < max_position_embeddings ? sliding_window
-                                                                        : max_position_embeddings;
+  return sliding_window > 0 && sliding_layers.empty() && sliding_window < max_position_embeddings
+             ? sliding_window
+             : max_position_embeddings;
+}
+
+AttentionScores ModelConfig::attention_scores(int64_t layer) const {
+  const double scalar = query_pre_attn_scalar > 0 ? query_pre_attn_scalar : static_cast<double>(head_dim);
+  // Within the context cap (every layer sliding) the window changes nothing and is left out.
+  const bool windowed = sliding_layer(layer) && !sliding_layers.empty();
+  return {static_cast<float>(1.0 / std::sqrt(scalar)), windowed ? sliding_window : 0,
+          static_cast<float>(attn_logit_softcapping)};
+}
+
+std::string ModelConfig::training_gap() const {
+  if (mixture_of_experts()) return "a mixture of experts";
+  if (sandwich_norms || mlp == MlpKind::GeGlu || scale_embeddings || norm_weight_offset ||
+      !sliding_layers.empty() || attn_logit_softcapping > 0)
+    return "a Gemma layer (GeGLU, norms on both sides, scaled embeddings, sliding windows)";
+  return {};
 }
 
 ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source) {

@@ -19,7 +19,10 @@
 namespace tokenmill {
 
 enum class NormKind : uint8_t { LayerNorm, RmsNorm };
-enum class MlpKind : uint8_t { GeluTanh, GeluErf, SwiGlu };
+// GeGlu: gelu_tanh(h W_gate) * h W_up, then W_down (Gemma), SwiGlu's shape.
+enum class MlpKind : uint8_t { GeluTanh, GeluErf, SwiGlu, GeGlu };
+// Whether the MLP has a gate projection (act(h W_gate) * h W_up).
+inline bool gated_mlp(MlpKind kind) { return kind == MlpKind::SwiGlu || kind == MlpKind::GeGlu; }
 enum class PositionKind : uint8_t { Learned, Rotary };
 enum class QkNorm : uint8_t { None, PerHead, Whole };
 
@@ -53,8 +56,20 @@ struct ModelConfig {
   int64_t num_key_value_heads = 0;
   int64_t head_dim = 0;
   int64_t max_position_embeddings = 0;
-  // Mistral: tokens attend to at most this many previous positions (0 = unlimited).
+  // Mistral, Gemma: tokens attend to at most this many latest positions, themselves
+  // included (0 = unlimited), in the layers sliding_layer() names.
   int64_t sliding_window = 0;
+  // Gemma: which layers slide (layer_types' "sliding_attention"); the others attend to every
+  // position. Empty: every layer, when sliding_window > 0 (Mistral).
+  std::vector<bool> sliding_layers;
+  // Gemma 3: the RoPE base of the sliding layers, which take no rope_scaling (0: they rotate
+  // as the other layers do).
+  double sliding_rope_theta = 0;
+  // Gemma: the attention scores are scaled by query_pre_attn_scalar^-1/2 rather than
+  // head_dim^-1/2 (0: head_dim's).
+  double query_pre_attn_scalar = 0;
+  // Gemma 2: attention scores soft-capped as cap * tanh(score / cap) (0: none).
+  double attn_logit_softcapping = 0;
 
   NormKind norm = NormKind::RmsNorm;
   double norm_eps = 1e-5;
@@ -75,6 +90,14 @@ struct ModelConfig {
   // OLMo 2: no norm before attention and MLP; each one's output is RMS-normalised (the
   // layer's attn_norm / mlp_norm weights) before the residual add.
   bool post_norms = false;
+  // Gemma: norms both before and after attention and MLP (the layer's attn_norm / mlp_norm
+  // before, attn_post_norm / mlp_post_norm on each block's output before the residual add).
+  bool sandwich_norms = false;
+  // Gemma: RMSNorm multiplies by (1 + weight); its checkpoints store `weight`, which the
+  // loader turns into 1 + weight (as llama.cpp's GGUF files already hold it).
+  bool norm_weight_offset = false;
+  // Gemma: the token embeddings are multiplied by sqrt(hidden_size) (ModelWeights::embedding_scale).
+  bool scale_embeddings = false;
   bool tie_word_embeddings = false;
 
   // Mixture of experts (Mixtral, Qwen3-MoE): every layer's MLP is num_experts SwiGLU experts
@@ -94,7 +117,8 @@ struct ModelConfig {
   GenerationDefaults generation;
 
   // Longest sequence the engine will run: max_position_embeddings, capped by the sliding
-  // window (within the window, sliding attention equals full attention).
+  // window when every layer slides (within the window, sliding attention equals full
+  // attention; Mistral keeps this cap while the CUDA backend runs no windows).
   int64_t context_length() const;
   // The widths q_norm and k_norm normalise (and their weights' sizes); 0 without q/k norms.
   int64_t q_norm_width() const {
@@ -111,6 +135,15 @@ struct ModelConfig {
   // The width of a token's MLP activations: intermediate_size, or an expert's
   // (expert_intermediate_size; a Qwen3-MoE's intermediate_size belongs to no layer it runs).
   int64_t mlp_width() const { return mixture_of_experts() ? expert_intermediate_size : intermediate_size; }
+  // Whether layer `layer` attends through the sliding window.
+  bool sliding_layer(int64_t layer) const {
+    return sliding_window > 0 && (sliding_layers.empty() || sliding_layers[static_cast<size_t>(layer)]);
+  }
+  // The attention scores of layer `layer`: scale, window and soft cap (Backend::AttentionScores).
+  AttentionScores attention_scores(int64_t layer) const;
+  // What of this model the training pass (and so LoRA and export) does not run yet, as a
+  // phrase ("a mixture of experts"); empty when it trains.
+  std::string training_gap() const;
   // Floats of K and V cached per token over all layers.
   int64_t kv_floats_per_token() const { return 2 * num_hidden_layers * num_key_value_heads * head_dim; }
 };

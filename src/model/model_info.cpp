@@ -27,7 +27,10 @@ ModelInfo describe(const Model& model) {
   info.vocab_size = c.vocab_size;
   info.tied_embeddings = c.tie_word_embeddings;
   info.norm = c.norm == NormKind::LayerNorm ? "layernorm" : "rmsnorm";
-  info.mlp = c.mlp == MlpKind::SwiGlu ? "swiglu" : c.mlp == MlpKind::GeluTanh ? "gelu_tanh" : "gelu_erf";
+  info.mlp = c.mlp == MlpKind::SwiGlu     ? "swiglu"
+             : c.mlp == MlpKind::GeGlu    ? "geglu"
+             : c.mlp == MlpKind::GeluTanh ? "gelu_tanh"
+                                          : "gelu_erf";
   info.positions = c.positions == PositionKind::Learned ? "learned" : "rope";
   info.rope_scaling = c.positions == PositionKind::Rotary ? c.rope_scaling.rope_type : "none";
   info.kv_cache_dtype = std::string(dtype_name(model.default_kv_dtype()));

@@ -137,13 +137,12 @@ void PagedTransformer::attention_block(int64_t layer, int64_t rows) {
       buffers_.new_values.slice_rows(0, rows).reshaped({rows, c.num_key_value_heads, c.head_dim});
   const Tensor delta = buffers_.projected.slice_rows(0, rows);
   attention_inputs(backend_, model_, w, x, layer == 0 ? nullptr : &delta, buffers_.normed.slice_rows(0, rows),
-                   q, k, v, positions_, buffers_.inv_freq);
+                   q, k, v, positions_, buffers_.rope_frequencies(c, layer));
   const auto l = static_cast<size_t>(layer);
   backend_.store_kv(k, slots_, keys_[l]);
   backend_.store_kv(v, slots_, values_[l]);
   const Tensor a = buffers_.attended.slice_rows(0, rows).reshaped({rows, c.num_attention_heads, c.head_dim});
-  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-  backend_.paged_attention(q, keys_[l], values_[l], sequences_, scale, a);
+  backend_.paged_attention(q, keys_[l], values_[l], sequences_, c.attention_scores(layer), a);
   attention_delta(backend_, model_, w, buffers_.attended.slice_rows(0, rows), delta);
 }
 

@@ -104,14 +104,13 @@ void Transformer::attention_block(int64_t layer, int64_t n) {
                : buffers_.new_values.slice_rows(0, n).reshaped({n, c.num_key_value_heads, c.head_dim});
   const Tensor delta = buffers_.projected.slice_rows(0, n);
   attention_inputs(backend_, model_, w, x, layer == 0 ? nullptr : &delta, buffers_.normed.slice_rows(0, n), q,
-                   k, v, positions_, buffers_.inv_freq);
+                   k, v, positions_, buffers_.rope_frequencies(c, layer));
   if (!in_place) {
     backend_.convert(k, cache_k);
     backend_.convert(v, cache_v);
   }
   const Tensor a = buffers_.attended.slice_rows(0, n).reshaped({n, c.num_attention_heads, c.head_dim});
-  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-  backend_.attention(q, cache_.keys(layer), cache_.values(layer), position(), scale, a);
+  backend_.attention(q, cache_.keys(layer), cache_.values(layer), position(), c.attention_scores(layer), a);
   attention_delta(backend_, model_, w, buffers_.attended.slice_rows(0, n), delta);
 }
 

@@ -1,6 +1,8 @@
 #include "model/weight_source.h"
 
+#include <cmath>
 #include <cstring>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -29,6 +31,28 @@ class Names {
   WeightFormat format_;
   std::string prefix_;
 };
+
+// ModelWeights::embedding_scale of a model from `format` whose embedding table is `table`.
+float embedding_scale(const ModelConfig& c, WeightFormat format, DType table) {
+  const float scale = std::sqrt(static_cast<float>(c.hidden_size));
+  if (format == WeightFormat::Gguf || (table != DType::BF16 && table != DType::F16)) return scale;
+  std::byte rounded[2];
+  store_from_f32(rounded, table, 0, scale);
+  return load_as_f32(rounded, table, 0);
+}
+
+// Gemma's RMSNorm weights w of a Hugging Face checkpoint become the 1 + w it multiplies by.
+void add_one_to_norm_weights(ModelWeights& w) {
+  const auto add_one = [](Tensor& t) {
+    if (t.data == nullptr) return;
+    for (float& x : std::span(t.as<float>(), static_cast<size_t>(t.numel()))) x += 1.0f;
+  };
+  for (LayerWeights& l : w.layers)
+    for (Tensor* t : {&l.attn_norm_weight, &l.q_norm_weight, &l.k_norm_weight, &l.attn_post_norm_weight,
+                      &l.mlp_norm_weight, &l.mlp_post_norm_weight})
+      add_one(*t);
+  add_one(w.final_norm_weight);
+}
 
 }  // namespace
 
@@ -101,6 +125,10 @@ void load_layout_weights(const ModelConfig& c, const WeightSource& w, WeightForm
     }
     linear(layout.o, d, q_width, c.attention_out_bias, l.o, l.o_bias);
     norm(layout.mlp_norm, l.mlp_norm_weight, l.mlp_norm_bias);
+    if (c.sandwich_norms) {
+      l.attn_post_norm_weight = w.vector_f32(names.layer(i, layout.attn_post_norm, ".weight"), d);
+      l.mlp_post_norm_weight = w.vector_f32(names.layer(i, layout.mlp_post_norm, ".weight"), d);
+    }
     if (layout.gate_up.present()) {  // rows [gate | up]
       Tensor gate_up, gate_up_bias;
       linear(layout.gate_up, 2 * ff, d, c.mlp_bias, gate_up, gate_up_bias);
@@ -111,7 +139,7 @@ void load_layout_weights(const ModelConfig& c, const WeightSource& w, WeightForm
         l.up_bias = gate_up_bias.slice_rows(ff, ff);
       }
     } else if (!c.mixture_of_experts()) {
-      if (c.mlp == MlpKind::SwiGlu) linear(layout.gate, ff, d, c.mlp_bias, l.gate, l.gate_bias);
+      if (gated_mlp(c.mlp)) linear(layout.gate, ff, d, c.mlp_bias, l.gate, l.gate_bias);
       linear(layout.up, ff, d, c.mlp_bias, l.up, l.up_bias);
     }
     if (c.mixture_of_experts()) {
@@ -130,6 +158,8 @@ void load_layout_weights(const ModelConfig& c, const WeightSource& w, WeightForm
   out.lm_head = c.tie_word_embeddings
                     ? out.token_embedding
                     : w.matrix(std::string(layout.lm_head.in(format)) + ".weight", c.vocab_size, d);
+  if (c.scale_embeddings) out.embedding_scale = embedding_scale(c, format, out.token_embedding.dtype);
+  if (c.norm_weight_offset && format == WeightFormat::HuggingFace) add_one_to_norm_weights(out);
 }
 
 }  // namespace tokenmill

@@ -25,9 +25,10 @@ struct LayerWeights {
   Tensor q_bias, k_bias, v_bias, o_bias;
   Tensor q_norm_weight, k_norm_weight;  // config.qk_norm's: [q_norm_width()], [k_norm_width()]
   Tensor mlp_norm_weight, mlp_norm_bias;
-  Tensor gate, gate_bias;  // SwiGLU only
-  Tensor up, up_bias;      // GPT-2: c_fc
-  Tensor down, down_bias;  // GPT-2: mlp.c_proj
+  Tensor attn_post_norm_weight, mlp_post_norm_weight;  // config.sandwich_norms: after each block
+  Tensor gate, gate_bias;                              // SwiGLU and GeGLU only
+  Tensor up, up_bias;                                  // GPT-2: c_fc
+  Tensor down, down_bias;                              // GPT-2: mlp.c_proj
   // Mixture of experts (config.mixture_of_experts(), instead of gate, up and down): the
   // router [experts, hidden], and the experts' matrices stacked, expert e's rows after
   // expert e - 1's: expert_gate, expert_up [experts * expert_ff, hidden], expert_down
@@ -50,6 +51,10 @@ struct ModelWeights {
   Tensor lm_head;  // [vocab, hidden]; the token embedding when tied
   // GGUF llama 3 files: f32 [head_dim / 2]; rotary pair j turns at inv_freq[j] / factor[j].
   Tensor rope_freq_factors;
+  // What the token embeddings are multiplied by (config.scale_embeddings: sqrt(hidden_size),
+  // in a Hugging Face checkpoint rounded to its embedding table's dtype as transformers
+  // rounds it; in a GGUF file in f32 as llama.cpp takes it), else 1.
+  float embedding_scale = 1.0f;
   TensorStore owned;
   // Where the tensors the forward ops read live: host memory (the mapped file and `owned`),
   // or the backend memory that place_weights (model/weight_placement.h) copied them into,
@@ -78,6 +83,8 @@ void for_each_layer_tensor(Layer& l, Fn&& fn) {
                   &l.k_norm_weight,
                   &l.mlp_norm_weight,
                   &l.mlp_norm_bias,
+                  &l.attn_post_norm_weight,
+                  &l.mlp_post_norm_weight,
                   &l.gate,
                   &l.gate_bias,
                   &l.up,

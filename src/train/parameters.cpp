@@ -20,9 +20,8 @@ enum class Init : uint8_t { Normal, Residual, One, Zero };
 // the initialisation and loading come from.
 template <class Weights, class Visit>
 void visit_slots(const ModelConfig& c, Weights& w, const Visit& visit) {
-  if (c.mixture_of_experts())
-    fail("training: {} is a mixture of experts; training and fine-tuning those is not supported yet",
-         c.architecture);
+  if (const std::string gap = c.training_gap(); !gap.empty())
+    fail("training: {} is {}; training and fine-tuning those is not supported yet", c.architecture, gap);
   const int64_t hidden = c.hidden_size, ff = c.intermediate_size;
   const int64_t q_width = c.num_attention_heads * c.head_dim, kv_width = c.num_key_value_heads * c.head_dim;
   const bool layer_norm = c.norm == NormKind::LayerNorm;

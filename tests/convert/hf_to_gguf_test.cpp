@@ -246,6 +246,31 @@ TEST(GgufConvert, Qwen3MoeConvertsAndQuantizes) {
   EXPECT_EQ(model->weights.layers[1].expert_up.dtype, DType::Q8_0);
 }
 
+// Gemma 3: llama.cpp's "gemma3", its norm weights w written as the 1 + w they multiply by,
+// post-norms under llama.cpp's names, the window in attention.sliding_window (the rest
+// llama.cpp derives); the converted file computes transformers' logits.
+TEST(GgufConvert, Gemma3AddsOneToItsNormWeightsAndComputesTransformersLogits) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "gemma3", DType::F32);
+  EXPECT_EQ(f.get_string("general.architecture"), "gemma3");
+  EXPECT_EQ(f.get_int("gemma3.attention.sliding_window"), 4);
+  EXPECT_EQ(f.find_tensor("output.weight"), nullptr);  // tied
+  for (const auto& [gguf, hf] :
+       {std::pair<const char*, const char*>{"blk.2.post_ffw_norm.weight",
+                                            "model.layers.2.post_feedforward_layernorm.weight"},
+        {"blk.0.attn_q_norm.weight", "model.layers.0.self_attn.q_norm.weight"},
+        {"output_norm.weight", "model.norm.weight"}}) {
+    const std::vector<float> written = floats(f, gguf), stored = hf_floats("gemma3", hf);
+    ASSERT_EQ(written.size(), stored.size()) << gguf;
+    for (size_t i = 0; i < stored.size(); ++i)
+      EXPECT_EQ(written[i], stored[i] + 1.0f) << gguf << "[" << i << "]";
+  }
+  const std::vector<float> attn_post = floats(f, "blk.1.post_attention_norm.weight");
+  EXPECT_EQ(attn_post.front(),
+            hf_floats("gemma3", "model.layers.1.post_attention_layernorm.weight").front() + 1.0f);
+  expect_transformers_logits(dir, "gemma3");
+}
+
 TEST(GgufConvert, Gpt2Conv1DWeightsAreTransposed) {
   const testing::TempDir dir;
   const GgufFile f = convert(dir, "gpt2", DType::F32);

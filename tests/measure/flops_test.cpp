@@ -52,6 +52,14 @@ TEST(Flops, Gpt2ForwardOfOneTokenAtTheEndOfTheContext) {
   EXPECT_DOUBLE_EQ(forward_flops(gpt2_124m(), 1023, 1, 1), 284'812'800.0);
 }
 
+TEST(Flops, ASlidingWindowCapsThePositionsEachTokenAttends) {
+  // A window of 4: positions 0..2 attend 1, 2, 3, every later one 4.
+  EXPECT_EQ(attended_positions(0, 10, 4), 1 + 2 + 3 + 7 * 4);
+  EXPECT_EQ(attended_positions(2, 3, 4), 3 + 4 + 4);
+  EXPECT_EQ(attended_positions(100, 5, 4), 5 * 4);
+  EXPECT_EQ(attended_positions(0, 3, 4), attended_positions(0, 3));
+}
+
 TEST(Flops, Gpt2TrainingStepOfAFullContext) {
   // 1024 tokens from position 0 attend sum_{p=0}^{1023} (p + 1) = 1024 x 1025 / 2 = 524,800.
   // forward = 1024 x 2 x 123,532,032 + 4 x 12 x 12 x 64 x 524,800
@@ -86,7 +94,7 @@ TEST(Flops, ParameterCountMatchesTheLoadedFixtures) {
   // Biases (GPT-2, Qwen2's q/k/v), learned positions, tied and untied heads, GQA, experts and
   // routers, as loaded.
   for (const char* name :
-       {"gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "mixtral", "qwen3_moe"}) {
+       {"gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "mixtral", "qwen3_moe", "gemma3"}) {
     const auto model = Model::load(std::string(TOKENMILL_FIXTURES_DIR) + "/hf/" + name);
     EXPECT_EQ(parameter_count(model->config), model->parameter_count()) << name;
   }

@@ -1,5 +1,6 @@
 // config.json parsing: every supported architecture's fields, and a clear error for each
 // defect (the message names the file and the field).
+#include <cmath>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -98,6 +99,69 @@ TEST(ModelConfig, Qwen3HasQueryAndKeyNormsAndPhi3ASlidingWindow) {
   const ModelConfig phi3 = parse_model_config(j, "cfg.json");
   EXPECT_EQ(phi3.qk_norm, QkNorm::None);
   EXPECT_EQ(phi3.context_length(), 48);
+}
+
+// Gemma 3 as the Hub's configs have it (transformers 4.x: rope_theta, rope_local_base_freq,
+// rope_scaling, sliding_window_pattern) and as transformers 5 writes it (rope_parameters per
+// layer type, layer_types): the same model.
+TEST(ModelConfig, Gemma3ReadsItsSlidingLayersAndTheirRopeInBothLayouts) {
+  auto legacy = llama_config();
+  legacy.erase("num_key_value_heads");
+  legacy["architectures"] = {"Gemma3ForCausalLM"};
+  legacy["num_hidden_layers"] = 8;
+  legacy["num_key_value_heads"] = 1;
+  legacy["head_dim"] = 16;
+  legacy["hidden_activation"] = "gelu_pytorch_tanh";
+  legacy["query_pre_attn_scalar"] = 32;
+  legacy["sliding_window"] = 512;
+  legacy["sliding_window_pattern"] = 6;
+  legacy["rope_theta"] = 1000000.0;
+  legacy["rope_local_base_freq"] = 10000.0;
+  legacy["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  legacy["final_logit_softcapping"] = nullptr;
+  const ModelConfig a = parse_model_config(legacy, "cfg.json");
+  EXPECT_EQ(a.mlp, MlpKind::GeGlu);
+  EXPECT_TRUE(a.sandwich_norms && a.norm_weight_offset && a.scale_embeddings && a.tie_word_embeddings);
+  EXPECT_EQ(a.rope_theta, 1e6);
+  EXPECT_EQ(a.rope_scaling.rope_type, "linear");
+  EXPECT_EQ(a.sliding_rope_theta, 1e4);
+  EXPECT_EQ(a.context_length(), 128);  // global layers: no cap at the window
+  for (int64_t l = 0; l < 8; ++l) EXPECT_EQ(a.sliding_layer(l), l != 5) << l;
+  EXPECT_EQ(a.attention_scores(0).window, 512);
+  EXPECT_EQ(a.attention_scores(5).window, 0);
+  EXPECT_FLOAT_EQ(a.attention_scores(5).scale, 1.0f / std::sqrt(32.0f));
+  EXPECT_THAT(a.training_gap(), HasSubstr("Gemma"));
+
+  auto modern = legacy;
+  for (const char* key : {"rope_theta", "rope_local_base_freq", "rope_scaling", "sliding_window_pattern"})
+    modern.erase(key);
+  modern["rope_parameters"] = {
+      {"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1000000.0}}},
+      {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
+  modern["layer_types"] = nlohmann::json::array();
+  for (int l = 0; l < 8; ++l)
+    modern["layer_types"].push_back(l == 5 ? "full_attention" : "sliding_attention");
+  const ModelConfig b = parse_model_config(modern, "cfg.json");
+  EXPECT_EQ(b.rope_theta, a.rope_theta);
+  EXPECT_EQ(b.rope_scaling.factor, a.rope_scaling.factor);
+  EXPECT_EQ(b.sliding_rope_theta, a.sliding_rope_theta);
+  EXPECT_EQ(b.sliding_layers, a.sliding_layers);
+
+  auto bad = modern;
+  bad["layer_types"].erase(0);
+  EXPECT_THAT(error_of(bad), HasSubstr("layer_types must list one type for each of the 8 layers"));
+  bad = modern;
+  bad["layer_types"][2] = "chunked_attention";
+  EXPECT_THAT(error_of(bad), HasSubstr("layer_types[2]"));
+  bad = modern;
+  bad["rope_parameters"]["sliding_attention"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  EXPECT_THAT(error_of(bad), HasSubstr("not supported for the sliding layers"));
+  bad = modern;
+  bad["final_logit_softcapping"] = 30.0;
+  EXPECT_THAT(error_of(bad), HasSubstr("final_logit_softcapping"));
+  bad = modern;
+  bad["hidden_activation"] = "silu";
+  EXPECT_THAT(error_of(bad), HasSubstr("hidden_activation 'silu'"));
 }
 
 TEST(ModelConfig, ReadsRopeScalingOldAndNewLayouts) {

@@ -253,7 +253,9 @@ INSTANTIATE_TEST_SUITE_P(FloatWeights, FloatBatchInvariance,
                                            // Mixtures of experts: an expert's rows batch with other
                                            // requests' tokens routed to it.
                                            FloatFixture{"hf/mixtral", 1e-4f},
-                                           FloatFixture{"hf/qwen3_moe", 1e-2f}));
+                                           FloatFixture{"hf/qwen3_moe", 1e-2f},
+                                           // Sliding windows shorter than the requests.
+                                           FloatFixture{"hf/gemma3", 1e-4f}));
 
 TEST_F(EngineTest, PreemptsWhenTheCacheIsFullAndStillCompletesEveryRequest) {
   load("gguf/llama_q4_1.gguf");

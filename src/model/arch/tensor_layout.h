@@ -32,6 +32,8 @@ struct TensorLayout {
   ModuleName token_embedding{}, position_embedding{}, final_norm{}, lm_head{};
   ModuleName layer{};
   ModuleName attn_norm{}, o{}, mlp_norm{};
+  // The norms after attention and MLP of a layer with norms on both sides (Gemma).
+  ModuleName attn_post_norm{}, mlp_post_norm{};
   // Either gate and up, or one fused `gate_up` whose rows are [gate | up] (Phi-3).
   ModuleName gate{}, up{}, gate_up{};
   ModuleName down{};
@@ -55,7 +57,7 @@ struct TensorLayout {
     ModuleName name;
     bool linear;
   };
-  std::array<LayerModule, 14> layer_modules() const {
+  std::array<LayerModule, 16> layer_modules() const {
     return {{{attn_norm, false},
              {q, true},
              {k, true},
@@ -64,11 +66,13 @@ struct TensorLayout {
              {q_norm, false},
              {k_norm, false},
              {o, true},
+             {attn_post_norm, false},
              {mlp_norm, false},
              {gate, true},
              {up, true},
              {gate_up, true},
              {down, true},
+             {mlp_post_norm, false},
              {router, true}}};
   }
 };

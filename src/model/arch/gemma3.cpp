@@ -1,0 +1,117 @@
+// Gemma 3 (Gemma3ForCausalLM, model type gemma3_text: the text-only checkpoints, Gemma 3 1B and
+// 270M): GeGLU MLPs (tanh GELU), norms before and after attention and MLP, RMSNorm by
+// (1 + weight), per-head q/k norms, token embeddings times sqrt(hidden_size), scores scaled by
+// query_pre_attn_scalar^-1/2, and sliding-window layers (layer_types, or every
+// sliding_window_pattern-th layer global) with their own RoPE base beside the global layers.
+// llama.cpp's GGUF "gemma3" names the same tensors (its norm weights already hold 1 + weight).
+#include <cmath>
+
+#include "model/arch/families.h"
+
+namespace tokenmill {
+
+// kLlamaLayout is constant-initialised (string literals only), so it is ready here.
+const TensorLayout kGemma3Layout = [] {
+  TensorLayout layout = kLlamaLayout;
+  layout.attn_post_norm = {"post_attention_layernorm", "post_attention_norm"};
+  layout.mlp_norm = {"pre_feedforward_layernorm", "ffn_norm"};
+  layout.mlp_post_norm = {"post_feedforward_layernorm", "post_ffw_norm"};
+  return layout;
+}();
+
+namespace {
+
+// Which layers slide: layer_types when given (transformers >= 4.53 writes it), else every
+// layer but each sliding_window_pattern-th (transformers' default pattern 6).
+std::vector<bool> read_sliding_layers(const FieldReader& f, int64_t layers) {
+  std::vector<bool> sliding(static_cast<size_t>(layers));
+  if (f.has("layer_types")) {
+    const nlohmann::json& types = f.raw("layer_types");
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != layers)
+      fail("{}: layer_types must list one type for each of the {} layers", f.source(), layers);
+    for (size_t i = 0; i < sliding.size(); ++i) {
+      if (types[i] != "sliding_attention" && types[i] != "full_attention")
+        fail("{}: layer_types[{}] = {} (expected \"sliding_attention\" or \"full_attention\")", f.source(), i,
+             types[i].dump());
+      sliding[i] = types[i] == "sliding_attention";
+    }
+    return sliding;
+  }
+  const int64_t pattern = f.integer_or("sliding_window_pattern", 6, 1, kMaxLayers);
+  for (size_t i = 0; i < sliding.size(); ++i) sliding[i] = (static_cast<int64_t>(i) + 1) % pattern != 0;
+  return sliding;
+}
+
+// RoPE: transformers >= 5 keeps each layer type's parameters under rope_parameters
+// ({"full_attention": {...}, "sliding_attention": {...}}); earlier files rope_theta and
+// rope_scaling for the global layers and rope_local_base_freq for the sliding ones.
+void read_gemma3_rope(const FieldReader& f, ModelConfig& c) {
+  constexpr double kGlobalTheta = 1e6, kLocalTheta = 1e4;  // transformers' defaults
+  const bool per_type = f.has("rope_parameters") && f.raw("rope_parameters").contains("full_attention");
+  if (!per_type) {
+    parse_rope(f, c);
+    if (!f.has("rope_theta") && !f.has("rope_parameters")) c.rope_theta = kGlobalTheta;
+    c.sliding_rope_theta = f.number_or("rope_local_base_freq", kLocalTheta, 1e-6, 1e12);
+    return;
+  }
+  const std::string where = f.source() + ": rope_parameters";
+  const FieldReader types(f.raw("rope_parameters"), where);
+  parse_rope(FieldReader(nlohmann::json{{"rope_theta", kGlobalTheta},
+                                        {"rope_parameters", types.raw("full_attention")}},
+                         where + ".full_attention"),
+             c);
+  ModelConfig sliding;
+  if (types.has("sliding_attention"))
+    parse_rope(FieldReader(nlohmann::json{{"rope_theta", kLocalTheta},
+                                          {"rope_parameters", types.raw("sliding_attention")}},
+                           where + ".sliding_attention"),
+               sliding);
+  else
+    sliding.rope_theta = kLocalTheta;
+  if (sliding.rope_scaling.rope_type != "default")
+    fail("{}.sliding_attention: rope type '{}' is not supported for the sliding layers", where,
+         sliding.rope_scaling.rope_type);
+  c.sliding_rope_theta = sliding.rope_theta;
+}
+
+void read_gemma3_config(const FieldReader& f, ModelConfig& c) {
+  c.vocab_size = f.integer("vocab_size", 1, kMaxVocab);
+  c.hidden_size = f.integer("hidden_size", 1, kMaxDimension);
+  c.intermediate_size = f.integer("intermediate_size", 1, kMaxDimension);
+  c.num_hidden_layers = f.integer("num_hidden_layers", 1, kMaxLayers);
+  c.num_attention_heads = f.integer("num_attention_heads", 1, kMaxDimension);
+  c.num_key_value_heads = f.integer_or("num_key_value_heads", c.num_attention_heads, 1, kMaxDimension);
+  c.head_dim = f.integer_or("head_dim", 256, 1, kMaxDimension);
+  c.max_position_embeddings = f.integer_or("max_position_embeddings", 131072, 1, kMaxPositions);
+  c.norm = NormKind::RmsNorm;
+  c.norm_eps = f.number_or("rms_norm_eps", 1e-6, 0.0, 1.0);
+  const std::string activation =
+      f.string_or("hidden_activation", f.string_or("hidden_act", "gelu_pytorch_tanh"));
+  if (parse_activation(activation, f.source()) != MlpKind::GeluTanh)
+    fail("{}: hidden_activation '{}' is not supported for Gemma 3 (expected gelu_pytorch_tanh)", f.source(),
+         activation);
+  c.mlp = MlpKind::GeGlu;
+  c.positions = PositionKind::Rotary;
+  read_gemma3_rope(f, c);
+  c.attention_qkv_bias = c.attention_out_bias = f.boolean_or("attention_bias", false);
+  c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", true);
+  c.qk_norm = QkNorm::PerHead;
+  c.sandwich_norms = true;
+  c.norm_weight_offset = true;
+  c.scale_embeddings = true;
+  c.query_pre_attn_scalar = f.number_or("query_pre_attn_scalar", 256.0, 1e-6, 1e12);
+  c.attn_logit_softcapping = f.number_or("attn_logit_softcapping", 0.0, 0.0, 1e6);
+  if (f.has("final_logit_softcapping")) fail("{}: final_logit_softcapping is not supported yet", f.source());
+  if (f.boolean_or("use_bidirectional_attention", false))
+    fail("{}: use_bidirectional_attention=true (an encoder, not a causal language model) is not supported",
+         f.source());
+  c.sliding_window = f.integer_or("sliding_window", 0, 0, kMaxPositions);
+  if (c.sliding_window > 0) c.sliding_layers = read_sliding_layers(f, c.num_hidden_layers);
+}
+
+}  // namespace
+
+const Architecture kGemma3Architecture = {"Gemma3ForCausalLM", "gemma3_text", "gemma3", &kGemma3Layout,
+                                          read_gemma3_config};
+
+}  // namespace tokenmill
