@@ -48,6 +48,13 @@ __device__ float warp_score(const float (&x)[kChunks], const T* y, int64_t hd, f
   return __fmul_rn(warp_dot(x, y, hd), scale);
 }
 
+// A forward score of launch `a`: warp_score, then soft-capped when a.softcap > 0.
+template <class T>
+__device__ float forward_score(const float (&x)[kChunks], const T* y, const AttentionLaunch& a) {
+  const float score = warp_score(x, y, a.head_dim, a.scale);
+  return a.softcap > 0.0f ? __fmul_rn(tanhf(__fdiv_rn(score, a.softcap)), a.softcap) : score;
+}
+
 // acc += w y over the lane's head elements (y in memory).
 template <class T>
 __device__ void warp_axpy(float w, const T* y, int64_t hd, float (&acc)[kChunks]) {
@@ -97,6 +104,7 @@ struct HeadItem {
   const T *k, *v;  // the kv head's first element in the caches
   int64_t row_stride;
   int block_shift;
+  int64_t first;  // the first position the row attends to (its window's)
 
   __device__ HeadItem(const AttentionLaunch& a, int64_t item)
       : row(query_row(a.work, item / a.heads)),
@@ -105,9 +113,15 @@ struct HeadItem {
         k(static_cast<const T*>(a.k) + kv_head_of(item % a.heads, a.heads, a.kv_heads) * a.head_dim),
         v(static_cast<const T*>(a.v) + kv_head_of(item % a.heads, a.heads, a.kv_heads) * a.head_dim),
         row_stride(a.kv_heads * a.head_dim),
-        block_shift(a.work.block_shift) {}
+        block_shift(a.work.block_shift),
+        first(row.position + 1 - attended_positions(row.position, a.window)) {}
 
-  __device__ int64_t positions() const { return row.position + 1; }
+  // How many positions the row attends to, from `first`; its splits' ranges.
+  __device__ int64_t positions() const { return row.position + 1 - first; }
+  __device__ PositionRange split(int64_t s) const {
+    const PositionRange r = split_range(positions(), s);
+    return {first + r.begin, first + r.end};
+  }
   __device__ int64_t cache_offset(int64_t p) const { return cache_row(table, block_shift, p) * row_stride; }
 };
 
@@ -118,7 +132,7 @@ __device__ SoftmaxState range_state(const HeadItem<T>& it, const float (&q)[kChu
                                     const AttentionLaunch& a, SoftmaxState* shared) {
   SoftmaxState state = softmax_empty();
   for (int64_t p = r.begin + threadIdx.x / kLanes; p < r.end; p += kAttentionWarps)
-    state = softmax_add(state, warp_score(q, it.k + it.cache_offset(p), a.head_dim, a.scale));
+    state = softmax_add(state, forward_score(q, it.k + it.cache_offset(p), a));
   return merge_warps(state, shared);
 }
 
@@ -129,7 +143,7 @@ __device__ void range_values(const HeadItem<T>& it, const float (&q)[kChunks], P
                              SoftmaxState all, const AttentionLaunch& a, float (&acc)[kChunks]) {
   constexpr bool kF16 = std::is_same_v<T, __half>;
   for (int64_t p = r.begin + threadIdx.x / kLanes; p < r.end; p += kAttentionWarps) {
-    const float score = warp_score(q, it.k + it.cache_offset(p), a.head_dim, a.scale);
+    const float score = forward_score(q, it.k + it.cache_offset(p), a);
     warp_axpy(cache_operand(softmax_probability(score, all), kF16), it.v + it.cache_offset(p), a.head_dim,
               acc);
   }
@@ -146,7 +160,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(AttentionL
     if (attention_splits(it.positions()) > 1) continue;  // the split kernels' row
     float q[kChunks];
     load_head(a.q + it.at, a.head_dim, std::is_same_v<T, __half>, q);
-    const PositionRange all_positions{0, it.positions()};
+    const PositionRange all_positions{it.first, it.first + it.positions()};
     const SoftmaxState all = range_state(it, q, all_positions, a, states);
     float acc[kChunks] = {};
     range_values(it, q, all_positions, all, a, acc);
@@ -174,7 +188,7 @@ __global__ void __launch_bounds__(kAttentionThreads) split_state_kernel(SplitLau
     if (splits == 1 || split >= splits) continue;
     float q[kChunks];
     load_head(a.q + it.at, a.head_dim, std::is_same_v<T, __half>, q);
-    const SoftmaxState state = range_state(it, q, split_range(it.positions(), split), a, states);
+    const SoftmaxState state = range_state(it, q, it.split(split), a, states);
     if (threadIdx.x == 0) s.states[item * s.max_splits + split] = state;
   }
 }
@@ -194,7 +208,7 @@ __global__ void __launch_bounds__(kAttentionThreads) split_values_kernel(SplitLa
     float q[kChunks];
     load_head(a.q + it.at, a.head_dim, std::is_same_v<T, __half>, q);
     float acc[kChunks] = {};
-    range_values(it, q, split_range(it.positions(), split), all, a, acc);
+    range_values(it, q, it.split(split), all, a, acc);
     store_warp_sum(acc, 1.0f, a.head_dim, partial, s.sums + (item * s.max_splits + split) * a.head_dim);
   }
 }
@@ -206,7 +220,7 @@ struct SplitSum {
     const AttentionLaunch& a = s.a;
     const int64_t item = i / a.head_dim, d = i % a.head_dim;
     const QueryRow row = query_row(a.work, s.first_row + item / a.heads);
-    const int64_t splits = attention_splits(row.position + 1);
+    const int64_t splits = attention_splits(attended_positions(row.position, a.window));
     if (splits == 1) return;
     const float* sums = s.sums + item * s.max_splits * a.head_dim + d;
     float sum = sums[0];

@@ -40,8 +40,10 @@ static_assert(kMaxAttentionBlocks <= 0x7fffffff);
 // Blocks for `items` work items (0: nothing to launch).
 inline int64_t attention_blocks(int64_t items) { return std::min(items, kMaxAttentionBlocks); }
 
-// out[row, h, :] = sum_{p <= position} softmax_p(scale * q[row, h, :] . k[p, kv(h), :]) v[p, kv(h), :]
-// for the work rows of `work`, every head; the f16 rule of Backend::attention with an f16 cache.
+// out[row, h, :] = sum_p softmax_p(score(q[row, h, :], k[p, kv(h), :])) v[p, kv(h), :] over the
+// positions p <= position the window lets the row see (attended_positions), score = scale * (q . k)
+// then with softcap > 0 softcap * tanh(score / softcap): Backend::AttentionScores. For the work
+// rows of `work`, every head; the f16 rule of Backend::attention with an f16 cache.
 struct AttentionLaunch {
   const float* q = nullptr;  // [.., heads, head_dim]
   const void* k = nullptr;   // cache rows [.., kv_heads, head_dim] of cache_dtype
@@ -51,13 +53,15 @@ struct AttentionLaunch {
   int64_t work_rows = 0;                          // query rows (AttentionWork)
   int64_t heads = 0, kv_heads = 0, head_dim = 0;  // head_dim <= kMaxAttentionHeadDim
   float scale = 1.0f;
+  int64_t window = 0;    // 0: every position
+  float softcap = 0.0f;  // 0: no cap
   AttentionWork work;
 };
 
-// The split plan of launch `a` when its rows attend to `min_positions` ... `max_positions` positions.
-inline SplitPlan attention_split_plan(const AttentionLaunch& a, int64_t min_positions,
-                                      int64_t max_positions) {
-  return split_plan(a.work_rows, a.heads, a.head_dim, min_positions, max_positions, sizeof(SoftmaxState));
+// The split plan of launch `a` when its rows sit at positions `min_position` ... `max_position`.
+inline SplitPlan attention_split_plan(const AttentionLaunch& a, int64_t min_position, int64_t max_position) {
+  return split_plan(a.work_rows, a.heads, a.head_dim, attended_positions(min_position, a.window),
+                    attended_positions(max_position, a.window), sizeof(SoftmaxState));
 }
 
 // Queues the launch; `scratch` holds plan.scratch_bytes of device memory (null when 0), plan

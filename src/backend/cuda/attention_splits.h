@@ -30,6 +30,12 @@ TM_HOST_DEVICE int64_t attention_splits(int64_t positions) {
   return splits < kMaxSplits ? splits : kMaxSplits;
 }
 
+// The positions a query at `position` attends to: position + 1, or its last `window` (> 0)
+// positions (Backend::AttentionScores). A row's splits are of these, from its first.
+TM_HOST_DEVICE int64_t attended_positions(int64_t position, int64_t window) {
+  return window > 0 && position + 1 > window ? window : position + 1;
+}
+
 struct PositionRange {
   int64_t begin = 0, end = 0;
 };

@@ -37,13 +37,11 @@ AttentionKernelMode attention_kernel_mode() {
   return *mode;
 }
 
-// The kernels score with a plain scale: no sliding window, no soft-capping (yet).
-void expect_plain_scores(const char* op, const AttentionScores& scores) {
-  if (!scores.plain())
-    fail(
-        "{}: sliding-window and soft-capped attention are not implemented by the CUDA backend yet "
-        "(window {}, softcap {}); use the CPU backend",
-        op, scores.window, scores.softcap);
+// The kernel a sequence of `rows` query rows takes: the tiled one scores with a plain scale
+// only, so windows and soft caps go to the row-wise kernel.
+AttentionKernel kernel_for(AttentionKernelMode mode, int64_t rows, int64_t head_dim,
+                           const AttentionScores& scores) {
+  return scores.plain() ? attention_kernel_for(mode, rows, head_dim) : AttentionKernel::Rowwise;
 }
 
 // The kernels hold a head row in registers: at most kMaxAttentionHeadDim elements.
@@ -55,7 +53,7 @@ void expect_head_dim(const char* op, int64_t head_dim) {
 
 // The launch over all heads of q and caches k, v, its work rows not set.
 AttentionLaunch launch_for(const checks::AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v,
-                           float scale, const Tensor& out) {
+                           const AttentionScores& scores, const Tensor& out) {
   return AttentionLaunch{.q = q.as<const float>(),
                          .k = k.data,
                          .v = v.data,
@@ -65,7 +63,9 @@ AttentionLaunch launch_for(const checks::AttentionDims& d, const Tensor& q, cons
                          .heads = d.heads,
                          .kv_heads = d.kv_heads,
                          .head_dim = d.head_dim,
-                         .scale = scale,
+                         .scale = scores.scale,
+                         .window = scores.window,
+                         .softcap = scores.softcap,
                          .work = {}};
 }
 
@@ -85,11 +85,11 @@ FlashAttentionLaunch flash_launch_for(const checks::AttentionDims& d, const Tens
                               .work = {}};
 }
 
-// The row-wise kernel over the work rows of `a`, attending to `min_positions` ...
-// `max_positions` positions, with the scratch its split rows need.
-void launch_rowwise(CudaBackend& backend, const AttentionLaunch& a, int64_t min_positions,
-                    int64_t max_positions) {
-  const SplitPlan plan = attention_split_plan(a, min_positions, max_positions);
+// The row-wise kernel over the work rows of `a`, at positions `min_position` ...
+// `max_position`, with the scratch its split rows need.
+void launch_rowwise(CudaBackend& backend, const AttentionLaunch& a, int64_t min_position,
+                    int64_t max_position) {
+  const SplitPlan plan = attention_split_plan(a, min_position, max_position);
   const DeviceBuffer scratch = backend.pool().allocate(plan.scratch_bytes, "attention split-K partial sums");
   launch_attention(a, plan, scratch.data(), backend.stream());
 }
@@ -98,7 +98,7 @@ void launch_rowwise(CudaBackend& backend, const AttentionLaunch& a, int64_t min_
 struct PagedOperands {
   const checks::PagedAttentionDims& d;
   const Tensor &q, &k_pool, &v_pool;
-  float scale;
+  const AttentionScores& scores;
   const Tensor& out;
 };
 
@@ -111,7 +111,7 @@ void launch_tiled_sequences(CudaBackend& backend, const PagedOperands& p,
   const DeviceBuffer tiles = backend.to_device(std::span<const FlashTile>(tl_tiles), "paged_attention tiles");
   const DeviceBuffer tables =
       backend.to_device(std::span<const int32_t>(layout.tables), "paged_attention block tables");
-  FlashAttentionLaunch a = flash_launch_for(p.d, p.q, p.k_pool, p.v_pool, p.scale, p.out);
+  FlashAttentionLaunch a = flash_launch_for(p.d, p.q, p.k_pool, p.v_pool, p.scores.scale, p.out);
   a.tiles = static_cast<int64_t>(tl_tiles.size());
   a.work = FlashWork{.tiles = tiles.as<const FlashTile>(),
                      .rows = 0,
@@ -131,7 +131,7 @@ void launch_rowwise_sequences(CudaBackend& backend, const PagedOperands& p,
       backend.to_device(std::span<const QueryRow>(layout.rows), "paged_attention query rows");
   const DeviceBuffer tables =
       backend.to_device(std::span<const int32_t>(layout.tables), "paged_attention block tables");
-  AttentionLaunch a = launch_for(p.d, p.q, p.k_pool, p.v_pool, p.scale, p.out);
+  AttentionLaunch a = launch_for(p.d, p.q, p.k_pool, p.v_pool, p.scores, p.out);
   a.work_rows = static_cast<int64_t>(layout.rows.size());
   a.work = AttentionWork{.rows = rows.as<const QueryRow>(),
                          .first_pos = 0,
@@ -140,7 +140,7 @@ void launch_rowwise_sequences(CudaBackend& backend, const PagedOperands& p,
   const auto [shortest, longest] =
       std::minmax_element(layout.rows.begin(), layout.rows.end(),
                           [](const QueryRow& x, const QueryRow& y) { return x.position < y.position; });
-  launch_rowwise(backend, a, shortest->position + 1, longest->position + 1);
+  launch_rowwise(backend, a, shortest->position, longest->position);
 }
 
 }  // namespace
@@ -150,21 +150,19 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
   make_current();
   const checks::AttentionDims d = checks::check_attention(q, k_cache, v_cache, first_pos, out);
   expect_head_dim("attention", d.head_dim);
-  expect_plain_scores("attention", scores);
-  const float scale = scores.scale;
   if (d.empty()) return;
-  if (attention_kernel_for(attention_kernel_mode(), d.n, d.head_dim) == AttentionKernel::Tiled) {
-    FlashAttentionLaunch a = flash_launch_for(d, q, k_cache, v_cache, scale, out);
+  if (kernel_for(attention_kernel_mode(), d.n, d.head_dim, scores) == AttentionKernel::Tiled) {
+    FlashAttentionLaunch a = flash_launch_for(d, q, k_cache, v_cache, scores.scale, out);
     a.tiles = flash_tile_count(d.n * (d.heads / d.kv_heads), kFlashItemsPerTile);
     a.work.rows = d.n;
     a.work.first_pos = first_pos;
     launch_flash_attention(a, stream_);
     return;
   }
-  AttentionLaunch a = launch_for(d, q, k_cache, v_cache, scale, out);
+  AttentionLaunch a = launch_for(d, q, k_cache, v_cache, scores, out);
   a.work_rows = d.n;
   a.work.first_pos = first_pos;
-  launch_rowwise(*this, a, first_pos + 1, first_pos + d.n);
+  launch_rowwise(*this, a, first_pos, first_pos + d.n - 1);
 }
 
 void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
@@ -173,8 +171,6 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pool, const T
   make_current();
   const checks::PagedAttentionDims d = checks::check_paged_attention(q, k_pool, v_pool, sequences, out);
   expect_head_dim("paged_attention", d.head_dim);
-  expect_plain_scores("paged_attention", scores);
-  const float scale = scores.scale;
   if (d.empty()) return;
   // Each sequence goes to the kernel attention() would choose for it; the two launches write
   // disjoint rows of out.
@@ -182,9 +178,9 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pool, const T
   tl_rowwise.clear();
   tl_tiled.clear();
   for (const PagedSequence& seq : sequences)
-    (attention_kernel_for(mode, seq.rows, d.head_dim) == AttentionKernel::Tiled ? tl_tiled : tl_rowwise)
+    (kernel_for(mode, seq.rows, d.head_dim, scores) == AttentionKernel::Tiled ? tl_tiled : tl_rowwise)
         .push_back(seq);
-  const PagedOperands operands{d, q, k_pool, v_pool, scale, out};
+  const PagedOperands operands{d, q, k_pool, v_pool, scores, out};
   launch_tiled_sequences(*this, operands, tl_tiled);
   launch_rowwise_sequences(*this, operands, tl_rowwise);
 }

@@ -10,7 +10,8 @@
 //                        (decode: its 8 warps split the keys of a single row);
 //   "tiled":             the tiled kernel for every sequence;
 //   "rowwise":           the row-wise kernel for every sequence (the reference path);
-// any other value is an Error. Either way head_dim > kFlashMaxHeadDim goes row-wise.
+// any other value is an Error. Either way head_dim > kFlashMaxHeadDim goes row-wise, and so
+// do sliding windows and soft-capped scores (the tiled kernel scores with a plain scale).
 // The choice is per sequence, from its row count and head_dim only: paged_attention() picks
 // for each sequence what attention() over a contiguous cache picks for it, so the two stay
 // equal bit for bit whatever else is in the batch.
