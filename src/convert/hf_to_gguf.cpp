@@ -280,8 +280,9 @@ void set_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string&
   w.set_f32(key("attention.layer_norm_rms_epsilon"), static_cast<float>(c.norm_eps));
   w.set_f32(key("rope.freq_base"), static_cast<float>(c.rope_theta));
   u32("rope.dimension_count", c.head_dim);
-  if ((arch == "phi3" || arch == "gemma3") && c.sliding_window > 0)
-    u32("attention.sliding_window", c.sliding_window);
+  // llama.cpp runs Phi-3's and Gemma's windows, not Mistral's ("llama"): there the key is
+  // for tokenmill, which runs the window as transformers does.
+  if (c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
   if (arch == "gemma3") check_gemma3_derivable(c);
   if (c.mixture_of_experts()) {
     u32("expert_count", c.num_experts);

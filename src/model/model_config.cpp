@@ -12,17 +12,11 @@
 
 namespace tokenmill {
 
-int64_t ModelConfig::context_length() const {
-  return sliding_window > 0 && sliding_layers.empty() && sliding_window < max_position_embeddings
-             ? sliding_window
-             : max_position_embeddings;
-}
+int64_t ModelConfig::context_length() const { return max_position_embeddings; }
 
 AttentionScores ModelConfig::attention_scores(int64_t layer) const {
   const double scalar = query_pre_attn_scalar > 0 ? query_pre_attn_scalar : static_cast<double>(head_dim);
-  // Within the context cap (every layer sliding) the window changes nothing and is left out.
-  const bool windowed = sliding_layer(layer) && !sliding_layers.empty();
-  return {static_cast<float>(1.0 / std::sqrt(scalar)), windowed ? sliding_window : 0,
+  return {static_cast<float>(1.0 / std::sqrt(scalar)), sliding_layer(layer) ? sliding_window : 0,
           static_cast<float>(attn_logit_softcapping)};
 }
 

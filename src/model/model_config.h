@@ -116,9 +116,8 @@ struct ModelConfig {
   std::vector<int32_t> eos_token_ids;  // generation_config.json's, else config.json's
   GenerationDefaults generation;
 
-  // Longest sequence the engine will run: max_position_embeddings, capped by the sliding
-  // window when every layer slides (within the window, sliding attention equals full
-  // attention; Mistral keeps this cap while the CUDA backend runs no windows).
+  // Longest sequence the engine will run: max_position_embeddings (sliding windows are run
+  // by the attention kernels, not by a shorter context).
   int64_t context_length() const;
   // The widths q_norm and k_norm normalise (and their weights' sizes); 0 without q/k norms.
   int64_t q_norm_width() const {

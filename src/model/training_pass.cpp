@@ -42,6 +42,11 @@ TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t 
   if (seq_len > config.context_length())
     fail("training: sequence length {} exceeds the model's context length {}", seq_len,
          config.context_length());
+  if (config.sliding_window > 0 && seq_len > config.sliding_window)
+    fail(
+        "training: sequence length {} exceeds the model's sliding window of {} positions; the training pass "
+        "attends over whole sequences, so train on sequences of at most {} tokens",
+        seq_len, config.sliding_window, config.sliding_window);
   const auto row_bytes = static_cast<int64_t>(config.vocab_size * sizeof(float));
   logit_rows_ =
       std::clamp<int64_t>(static_cast<int64_t>(kLogitChunkBytes) / std::max<int64_t>(1, row_bytes), 1, rows_);

@@ -75,13 +75,16 @@ TEST(ModelConfig, Qwen2HasQkvBiasButNoOutputBias) {
   EXPECT_FALSE(c.attention_out_bias);
 }
 
-TEST(ModelConfig, MistralSlidingWindowCapsContext) {
+TEST(ModelConfig, MistralSlidesEveryLayerOverItsWindowWithoutCappingTheContext) {
   auto j = llama_config();
   j["architectures"] = {"MistralForCausalLM"};
   j["sliding_window"] = 32;
-  EXPECT_EQ(parse_model_config(j, "cfg.json").context_length(), 32);
+  const ModelConfig windowed = parse_model_config(j, "cfg.json");
+  EXPECT_EQ(windowed.context_length(), 128);
+  EXPECT_EQ(windowed.attention_scores(0).window, 32);
+  EXPECT_EQ(windowed.attention_scores(1).window, 32);
   j["sliding_window"] = nullptr;
-  EXPECT_EQ(parse_model_config(j, "cfg.json").context_length(), 128);
+  EXPECT_EQ(parse_model_config(j, "cfg.json").attention_scores(0).window, 0);
 }
 
 TEST(ModelConfig, Qwen3HasQueryAndKeyNormsAndPhi3ASlidingWindow) {
@@ -98,7 +101,8 @@ TEST(ModelConfig, Qwen3HasQueryAndKeyNormsAndPhi3ASlidingWindow) {
   j["sliding_window"] = 48;
   const ModelConfig phi3 = parse_model_config(j, "cfg.json");
   EXPECT_EQ(phi3.qk_norm, QkNorm::None);
-  EXPECT_EQ(phi3.context_length(), 48);
+  EXPECT_EQ(phi3.context_length(), 128);
+  EXPECT_EQ(phi3.attention_scores(1).window, 48);
 }
 
 // Gemma 3 as the Hub's configs have it (transformers 4.x: rope_theta, rope_local_base_freq,
