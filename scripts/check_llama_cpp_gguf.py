@@ -14,8 +14,9 @@ converts), in a temporary directory: `tokenmill convert --type f32`, then llama.
 ids with an f32 KV cache; its logits at every position must equal expected.json's (what
 transformers computed from the HF directory, float32) to 1e-4 of the largest logit (two
 float32 engines with other summation orders agree to ~1e-6; a wrong tensor name, permutation
-or norm shows as O(1)); GPT-2 and Gemma 3 (GELU MLPs) to 1e-3, as ggml's CPU GELU is an f16
-table (Gemma 3's error is that size at its first token already, before any window matters).
+or norm shows as O(1)); GPT-2 and Gemma 2/3 (GELU MLPs) to 2e-3, as ggml's CPU GELU is an f16
+table (the Gemmas' error is that size at the first token already, before any window
+matters; Gemma 2's soft-capped logits, all below 5, make it larger relative to the largest).
 """
 
 import argparse
@@ -32,9 +33,10 @@ from llama_cpp import Llama
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "hf")
 TOLERANCE = 1e-4
-# GPT-2, Gemma 3: ggml's CPU GELU reads a table of f16 values (GGML_GELU_FP16), ~5e-4 relative here.
-GELU_TABLE_TOLERANCE = 1e-3
-GELU_MODEL_TYPES = ("gpt2", "gemma3_text")
+# GPT-2, Gemma 2/3: ggml's CPU GELU reads a table of f16 values (GGML_GELU_FP16), 5e-4 to
+# 1.2e-3 relative here.
+GELU_TABLE_TOLERANCE = 2e-3
+GELU_MODEL_TYPES = ("gpt2", "gemma2", "gemma3_text")
 
 failures = []
 

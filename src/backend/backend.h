@@ -7,7 +7,7 @@
 //    weights of matmul and the table of embedding may also be a quantized DType
 //    (Q4_0 ... Q6_K, see quant/quant_formats.h).
 //  - Outputs never alias inputs, except for the elementwise ops (gelu, silu, swiglu,
-//    geglu, scale, add), the norms and softmax, whose output may be exactly one of their inputs
+//    geglu, scale, softcap, add), the norms and softmax, whose output may be exactly one of their inputs
 //    (in-place use), and the sum of add_rms_norm / add_layer_norm (see there); a partial
 //    overlap is an error.
 //  - Shapes are checked; a mismatch throws tokenmill::Error (a programming error in the
@@ -142,6 +142,8 @@ class Backend {
   virtual void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) = 0;
   // y = factor * x, elementwise; y may be x.
   virtual void scale(const Tensor& x, float factor, const Tensor& y) = 0;
+  // y = cap * tanh(x / cap), elementwise, cap > 0 (Gemma 2's soft-capped logits); y may be x.
+  virtual void softcap(const Tensor& x, float cap, const Tensor& y) = 0;
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& y) = 0;  // may alias a or b
 
   // In place: rotates x [n, heads, head_dim]; row t is at position positions[t]. The angle

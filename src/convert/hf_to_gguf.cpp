@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "formats/safetensors.h"
 #include "model/arch/architecture.h"
+#include "model/arch/gemma_gguf.h"
 #include "model/model_config.h"
 #include "quant/quant_formats.h"
 #include "tokenizer/tokenizer_json.h"
@@ -239,23 +240,24 @@ std::vector<float> llama3_rope_factors(const ModelConfig& c) {
   return factors;
 }
 
-// llama.cpp stores none of these Gemma 3 fields and derives them (model/gguf_model.cpp does
-// the same): a config that differs would load as another model.
-void check_gemma3_derivable(const ModelConfig& c) {
+// llama.cpp stores none of a Gemma's GemmaGgufRules fields and derives them (as
+// model/gguf_model.cpp does): a config that differs would load as another model.
+void check_gemma_derivable(const ModelConfig& c, const GemmaGgufRules& rules) {
   const auto refuse = [&](std::string_view what) {
-    fail("config.json: {}; llama.cpp's gemma3 files cannot say so (it derives this), so it is not converted",
-         what);
+    fail("config.json: {}; llama.cpp's {} files cannot say so (it derives this), so it is not converted",
+         what, c.architecture);
   };
   if (c.sliding_window > 0) {
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-      if (c.sliding_layer(l) != ((l + 1) % 6 != 0))
-        refuse("the sliding layers are not every layer but each 6th");
-    if (c.sliding_rope_theta != 10000.0) refuse("the sliding layers' RoPE base is not 10000");
+      if (c.sliding_layer(l) != ((l + 1) % rules.sliding_pattern != 0))
+        refuse(fmt::format("the sliding layers are not all but every {}th", rules.sliding_pattern));
+    if (c.sliding_rope_theta != rules.sliding_rope_theta)
+      refuse(fmt::format("the sliding layers' RoPE base is not {}", rules.sliding_rope_theta));
   }
-  const int64_t scalar = c.num_hidden_layers == 62 ? c.hidden_size / c.num_attention_heads : c.head_dim;
+  const int64_t scalar =
+      gemma_gguf_query_scalar(rules, c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.head_dim);
   if (c.query_pre_attn_scalar != static_cast<double>(scalar))
     refuse(fmt::format("query_pre_attn_scalar is not {}", scalar));
-  if (c.attn_logit_softcapping > 0) refuse("the attention scores are soft-capped");
 }
 
 void set_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string& arch) {
@@ -283,7 +285,13 @@ void set_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string&
   // llama.cpp runs Phi-3's and Gemma's windows, not Mistral's ("llama"): there the key is
   // for tokenmill, which runs the window as transformers does.
   if (c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
-  if (arch == "gemma3") check_gemma3_derivable(c);
+  if (const auto rules = gemma_gguf_rules(arch)) {
+    check_gemma_derivable(c, *rules);
+    if (c.attn_logit_softcapping > 0)
+      w.set_f32(key("attn_logit_softcapping"), static_cast<float>(c.attn_logit_softcapping));
+    if (c.final_logit_softcapping > 0)
+      w.set_f32(key("final_logit_softcapping"), static_cast<float>(c.final_logit_softcapping));
+  }
   if (c.mixture_of_experts()) {
     u32("expert_count", c.num_experts);
     u32("expert_used_count", c.experts_per_token);

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "model/arch/architecture.h"
+#include "model/arch/gemma_gguf.h"
 #include "model/weight_source.h"
 #include "quant/quant_formats.h"
 #include "quant/quant_reference.h"
@@ -71,23 +72,16 @@ void put_llama_family(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json
   }
 }
 
-// Gemma 3's fields llama.cpp does not store but derives, as it derives them: the sliding
-// layers' RoPE base 10000 and pattern (every 6th layer global), and the score scale of
-// 1 / sqrt(head_dim), or 1 / sqrt(hidden / heads) for the 62-layer 27B.
-void put_gemma3(const GgufKeys& keys, nlohmann::json& hf) {
-  hf["rope_local_base_freq"] = 10000.0;
-  hf["sliding_window_pattern"] = 6;
-  const int64_t hidden = hf["hidden_size"].get<int64_t>(), heads = hf["num_attention_heads"].get<int64_t>();
-  const std::optional<int64_t> head_dim = keys.find_integer("attention.key_length");
-  if (heads > 0 && hf["num_hidden_layers"] == 62) {
-    hf["query_pre_attn_scalar"] = hidden / heads;
-  } else if (head_dim) {
-    hf["query_pre_attn_scalar"] = *head_dim;
-  } else if (heads > 0) {
-    hf["query_pre_attn_scalar"] = hidden / heads;
-  }  // else the config's checks refuse the heads
-  if (auto cap = keys.find_number("final_logit_softcapping"); cap && *cap > 0)
-    hf["final_logit_softcapping"] = *cap;
+// A Gemma file's fields llama.cpp derives (GemmaGgufRules), derived as it does, and its soft caps.
+void put_gemma(const GemmaGgufRules& rules, const GgufKeys& keys, nlohmann::json& hf) {
+  hf["sliding_window_pattern"] = rules.sliding_pattern;
+  if (rules.sliding_rope_theta > 0) hf["rope_local_base_freq"] = rules.sliding_rope_theta;
+  const int64_t layers = hf["num_hidden_layers"].get<int64_t>(), hidden = hf["hidden_size"].get<int64_t>();
+  const int64_t heads = hf["num_attention_heads"].get<int64_t>();
+  const int64_t head_dim = keys.find_integer("attention.key_length").value_or(heads > 0 ? hidden / heads : 0);
+  hf["query_pre_attn_scalar"] = gemma_gguf_query_scalar(rules, layers, hidden, heads, head_dim);
+  for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"})
+    if (auto value = keys.find_number(cap); value && *value > 0) hf[cap] = *value;
 }
 
 void put_gpt2(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json& hf) {
@@ -185,7 +179,7 @@ ModelConfig gguf_model_config(const GgufFile& gguf) {
     if (gguf.find_tensor("rope_factors_long.weight") != nullptr)
       fail("{}: LongRoPE (rope_factors_long / rope_factors_short) is not supported", gguf.label());
     if (auto window = keys.find_integer("attention.sliding_window")) hf["sliding_window"] = *window;
-    if (arch == "gemma3") put_gemma3(keys, hf);
+    if (const auto rules = gemma_gguf_rules(arch)) put_gemma(*rules, keys, hf);
   }
   const auto vocab = keys.find_integer("vocab_size");
   const auto embedding_rows = tensor_rows(gguf, "token_embd.weight");

@@ -208,6 +208,12 @@ void mlp_delta(Backend& backend, const Model& model, const LayerWeights& w, Step
   if (c.sandwich_norms) apply_norm(backend, c, delta, w.mlp_post_norm_weight, Tensor{}, delta);
 }
 
+void output_logits(Backend& backend, const Model& model, const Tensor& normed, const Tensor& logits) {
+  backend.matmul(normed, model.weights.lm_head, nullptr, logits);
+  if (const double cap = model.config.final_logit_softcapping; cap > 0)
+    backend.softcap(logits, static_cast<float>(cap), logits);
+}
+
 void add_final_norm(Backend& backend, const Model& model, const Tensor& x, const Tensor& delta,
                     const Tensor& out) {
   const ModelWeights& w = model.weights;

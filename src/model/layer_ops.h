@@ -80,6 +80,10 @@ void attention_delta(Backend& backend, const Model& model, const LayerWeights& w
 // expert one matmul per projection over the rows routed to it. Scratch: the rest of b.
 void mlp_delta(Backend& backend, const Model& model, const LayerWeights& w, StepBuffers& b, int64_t n);
 
+// logits = normed lm_head^T ([n, hidden] -> [n, vocab]), then soft-capped where the model
+// caps its final logits (Gemma 2).
+void output_logits(Backend& backend, const Model& model, const Tensor& normed, const Tensor& logits);
+
 // After the last layer: x += delta, then out = norm_f(x), over the same rows of each.
 void add_final_norm(Backend& backend, const Model& model, const Tensor& x, const Tensor& delta,
                     const Tensor& out);

@@ -68,8 +68,10 @@ struct ModelConfig {
   // Gemma: the attention scores are scaled by query_pre_attn_scalar^-1/2 rather than
   // head_dim^-1/2 (0: head_dim's).
   double query_pre_attn_scalar = 0;
-  // Gemma 2: attention scores soft-capped as cap * tanh(score / cap) (0: none).
+  // Gemma 2: attention scores soft-capped as cap * tanh(score / cap), and the final logits
+  // likewise (0: none).
   double attn_logit_softcapping = 0;
+  double final_logit_softcapping = 0;
 
   NormKind norm = NormKind::RmsNorm;
   double norm_eps = 1e-5;

@@ -109,7 +109,7 @@ Tensor PagedTransformer::forward(std::span<const Slice> slices) {
   if (outputs == 0) return logits;
   const Tensor last = last_rows_.slice_rows(0, outputs);
   apply_norm(backend_, c, last, model_.weights.final_norm_weight, model_.weights.final_norm_bias, last);
-  backend_.matmul(last, model_.weights.lm_head, nullptr, logits);
+  output_logits(backend_, model_, last, logits);
   if (backend_.memory().is_host()) return logits;
   host_logits_.resize(static_cast<size_t>(logits.numel()));
   backend_.memory().copy_to_host(host_logits_.data(), logits.data, logits.nbytes());

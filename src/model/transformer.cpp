@@ -46,7 +46,7 @@ Tensor Transformer::forward_last(std::span<const int32_t> ids) {
               begin + count == n ? 1 : 0);
   }
   const Tensor logits = logits_.slice_rows(0, 1);
-  backend_.matmul(buffers_.normed.slice_rows(0, 1), model_.weights.lm_head, nullptr, logits);
+  output_logits(backend_, model_, buffers_.normed.slice_rows(0, 1), logits);
   if (host_logits_.empty()) return logits;
   backend_.memory().copy_to_host(host_logits_.data(), logits.data, logits.nbytes());
   return Tensor(host_logits_.data(), DType::F32, {1, config_.vocab_size});
@@ -63,7 +63,7 @@ void Transformer::forward_all(std::span<const int32_t> ids, std::span<float> log
     run_chunk(ids.subspan(static_cast<size_t>(begin), static_cast<size_t>(count)), count);
     const Tensor host_out(logits.data() + begin * vocab, DType::F32, {count, vocab});
     const Tensor out = backend_.memory().is_host() ? host_out : logits_.slice_rows(0, count);
-    backend_.matmul(buffers_.normed.slice_rows(0, count), model_.weights.lm_head, nullptr, out);
+    output_logits(backend_, model_, buffers_.normed.slice_rows(0, count), out);
     if (out.data != host_out.data) backend_.memory().copy_to_host(host_out.data, out.data, out.nbytes());
   }
 }

@@ -649,7 +649,7 @@ TEST_P(Conformance, SwigluAndAddMatchReference) {
   }
 }
 
-TEST_P(Conformance, GegluAndScaleMatchReference) {
+TEST_P(Conformance, GegluScaleAndSoftcapMatchReference) {
   for (const int64_t count : kElementCounts) {
     SCOPED_TRACE("count=" + std::to_string(count));
     auto gate = input(DType::F32, {count}, 0.01f, 8.0f);
@@ -662,6 +662,13 @@ TEST_P(Conformance, GegluAndScaleMatchReference) {
     backend_->scale(gate->tensor(), 25.25f, scaled->tensor());
     EXPECT_TRUE(close_to_reference(scaled->values(), reference::scale(gate->tensor(), 25.25f), kF32));
     EXPECT_GUARDS(scaled);
+    // Inputs up to 8 against caps of 0.5 (saturated) and 30 (Gemma 2's logits: nearly linear).
+    for (const float cap : {0.5f, 30.0f}) {
+      auto capped = output({count});
+      backend_->softcap(gate->tensor(), cap, capped->tensor());
+      EXPECT_TRUE(close_to_reference(capped->values(), reference::softcap(gate->tensor(), cap), kF32)) << cap;
+      EXPECT_GUARDS(capped);
+    }
     EXPECT_UNCHANGED(gate);
     EXPECT_UNCHANGED(up);
   }
@@ -691,6 +698,9 @@ TEST_P(Conformance, ElementwiseOpsWorkInPlace) {
   want = reference::scale(b->tensor(), -3.5f);
   backend_->scale(b->tensor(), -3.5f, b->tensor());
   EXPECT_TRUE(close_to_reference(b->values(), want, kF32));
+  want = reference::softcap(b->tensor(), 2.0f);
+  backend_->softcap(b->tensor(), 2.0f, b->tensor());
+  EXPECT_TRUE(close_to_reference(b->values(), want, kF32));
   want = reference::softmax(b->tensor());
   backend_->softmax(b->tensor(), b->tensor());
   EXPECT_TRUE(close_to_reference(b->values(), want, kF32));
@@ -705,6 +715,9 @@ TEST_P(Conformance, ElementwiseOpsRejectMismatchedSizes) {
   EXPECT_THROW(backend_->silu(b->tensor(), y->tensor()), Error);
   EXPECT_THROW(backend_->geglu(a->tensor(), b->tensor(), y->tensor()), Error);
   EXPECT_THROW(backend_->scale(b->tensor(), 2.0f, y->tensor()), Error);
+  EXPECT_THROW(backend_->softcap(b->tensor(), 2.0f, y->tensor()), Error);
+  EXPECT_THROW(backend_->softcap(a->tensor(), 0.0f, a->tensor()), Error);
+  EXPECT_THROW(backend_->softcap(a->tensor(), -1.0f, a->tensor()), Error);
   EXPECT_THROW(backend_->gelu(b->tensor(), GeluForm::Erf, y->tensor()), Error);
   EXPECT_THROW(backend_->softmax(b->tensor(), y->tensor()), Error);
   auto half = input(DType::BF16, {10});

@@ -271,6 +271,18 @@ TEST(GgufConvert, Gemma3AddsOneToItsNormWeightsAndComputesTransformersLogits) {
   expect_transformers_logits(dir, "gemma3");
 }
 
+// Gemma 2: llama.cpp's "gemma2" with both soft caps stored, norms written 1 + w as for Gemma 3.
+TEST(GgufConvert, Gemma2StoresItsSoftCapsAndComputesTransformersLogits) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "gemma2", DType::F32);
+  EXPECT_EQ(f.get_string("general.architecture"), "gemma2");
+  EXPECT_EQ(f.get_float("gemma2.attn_logit_softcapping"), 2.0);
+  EXPECT_EQ(f.get_float("gemma2.final_logit_softcapping"), 5.0);
+  EXPECT_EQ(f.get_int("gemma2.attention.sliding_window"), 4);
+  EXPECT_EQ(floats(f, "output_norm.weight").front(), hf_floats("gemma2", "model.norm.weight").front() + 1.0f);
+  expect_transformers_logits(dir, "gemma2");
+}
+
 TEST(GgufConvert, Gpt2Conv1DWeightsAreTransposed) {
   const testing::TempDir dir;
   const GgufFile f = convert(dir, "gpt2", DType::F32);

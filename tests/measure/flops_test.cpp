@@ -93,8 +93,8 @@ TEST(Flops, SmallLlamaWithGqa) {
 TEST(Flops, ParameterCountMatchesTheLoadedFixtures) {
   // Biases (GPT-2, Qwen2's q/k/v), learned positions, tied and untied heads, GQA, experts and
   // routers, as loaded.
-  for (const char* name :
-       {"gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "mixtral", "qwen3_moe", "gemma3"}) {
+  for (const char* name : {"gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "mixtral",
+                           "qwen3_moe", "gemma2", "gemma3"}) {
     const auto model = Model::load(std::string(TOKENMILL_FIXTURES_DIR) + "/hf/" + name);
     EXPECT_EQ(parameter_count(model->config), model->parameter_count()) << name;
   }

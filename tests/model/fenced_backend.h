@@ -142,6 +142,9 @@ class FencedBackend final : public Backend {
   void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
     run([&] { inner_->geglu(gate, up, y); });
   }
+  void softcap(const Tensor& x, float cap, const Tensor& y) override {
+    run([&] { inner_->softcap(x, cap, y); });
+  }
   void scale(const Tensor& x, float factor, const Tensor& y) override {
     run([&] { inner_->scale(x, factor, y); });
   }

@@ -161,11 +161,31 @@ TEST(ModelConfig, Gemma3ReadsItsSlidingLayersAndTheirRopeInBothLayouts) {
   bad["rope_parameters"]["sliding_attention"] = {{"rope_type", "linear"}, {"factor", 2.0}};
   EXPECT_THAT(error_of(bad), HasSubstr("not supported for the sliding layers"));
   bad = modern;
-  bad["final_logit_softcapping"] = 30.0;
-  EXPECT_THAT(error_of(bad), HasSubstr("final_logit_softcapping"));
-  bad = modern;
   bad["hidden_activation"] = "silu";
   EXPECT_THAT(error_of(bad), HasSubstr("hidden_activation 'silu'"));
+}
+
+// Gemma 2: every other layer slides (the first does), both soft caps, one RoPE base.
+TEST(ModelConfig, Gemma2AlternatesSlidingLayersAndSoftCapsScoresAndLogits) {
+  auto j = llama_config();
+  j["architectures"] = {"Gemma2ForCausalLM"};
+  j["num_hidden_layers"] = 4;
+  j["head_dim"] = 16;
+  j["sliding_window"] = 4096;
+  j["attn_logit_softcapping"] = 50.0;
+  j["final_logit_softcapping"] = 30.0;
+  j["query_pre_attn_scalar"] = 16;
+  const ModelConfig c = parse_model_config(j, "cfg.json");
+  EXPECT_EQ(c.mlp, MlpKind::GeGlu);
+  EXPECT_EQ(c.qk_norm, QkNorm::None);
+  EXPECT_EQ(c.sliding_rope_theta, 0.0);
+  EXPECT_EQ(c.sliding_layers, (std::vector<bool>{true, false, true, false}));
+  EXPECT_EQ(c.attention_scores(0).window, 4096);
+  EXPECT_EQ(c.attention_scores(1).window, 0);
+  EXPECT_EQ(c.attention_scores(1).softcap, 50.0f);
+  EXPECT_EQ(c.final_logit_softcapping, 30.0);
+  j["attn_logit_softcapping"] = -1.0;
+  EXPECT_THAT(error_of(j), HasSubstr("attn_logit_softcapping"));
 }
 
 TEST(ModelConfig, ReadsRopeScalingOldAndNewLayouts) {

@@ -1,5 +1,7 @@
 #include "backend/checks/layer_checks.h"
 
+#include <cmath>
+
 #include "backend/checks/shape_checks.h"
 #include "core/error.h"
 
@@ -66,6 +68,10 @@ int64_t check_unary(const char* op, const Tensor& x, const Tensor& y) {
   expect_same_numel(op, "x", x, "y", y);
   expect_same_or_disjoint(op, "y", y, "x", x);
   return x.numel();
+}
+
+void check_softcap(float cap) {
+  if (!(cap > 0.0f) || !std::isfinite(cap)) fail("softcap: the cap must be finite and > 0, got {}", cap);
 }
 
 int64_t check_binary(const char* op, const Tensor& a, const Tensor& b, const Tensor& y) {

@@ -31,6 +31,8 @@ RowDims check_norm_backward(const char* op, const Tensor& x, const Tensor& weigh
 
 // Elementwise y = f(x) (gelu, silu): f32, same element count, y is x or disjoint. Returns the count.
 int64_t check_unary(const char* op, const Tensor& x, const Tensor& y);
+// softcap's cap: finite and > 0.
+void check_softcap(float cap);
 // Elementwise y = f(a, b) (swiglu, add): f32, same element count, y is a, b or disjoint.
 int64_t check_binary(const char* op, const Tensor& a, const Tensor& b, const Tensor& y);
 // gelu_backward: x, dy, dx f32 of one element count; dx may be dy (not x).

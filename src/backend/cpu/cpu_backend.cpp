@@ -263,6 +263,11 @@ class CpuBackend final : public Backend {
   void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
     binary("geglu", gate, up, y, kernels_.geglu);
   }
+  void softcap(const Tensor& x, float cap, const Tensor& y) override {
+    checks::check_softcap(cap);
+    unary("softcap", x, y,
+          [this, cap](const float* xs, int64_t count, float* ys) { kernels_.softcap(xs, cap, count, ys); });
+  }
   void scale(const Tensor& x, float factor, const Tensor& y) override {
     unary("scale", x, y, [this, factor](const float* xs, int64_t count, float* ys) {
       kernels_.scale(xs, factor, count, ys);

@@ -35,6 +35,7 @@ KernelTable make_kernel_table(const char* isa) {
       .swiglu = &swiglu<S>,
       .geglu = &geglu<S>,
       .scale = &scale<S>,
+      .softcap = &softcap<S>,
       .swiglu_backward = &swiglu_backward<S>,
       .add = &add<S>,
       .softmax = &softmax<S>,

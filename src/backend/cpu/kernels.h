@@ -134,6 +134,7 @@ struct KernelTable {
   void (*swiglu)(const float* gate, const float* up, int64_t count, float* y) = nullptr;
   void (*geglu)(const float* gate, const float* up, int64_t count, float* y) = nullptr;
   void (*scale)(const float* x, float factor, int64_t count, float* y) = nullptr;
+  void (*softcap)(const float* x, float cap, int64_t count, float* y) = nullptr;
   // The gradients of swiglu's two inputs; the outputs may be any of the inputs.
   void (*swiglu_backward)(const float* gate, const float* up, const float* dy, int64_t count, float* dgate,
                           float* dup) = nullptr;

@@ -213,6 +213,16 @@ void scale(const float* x, float factor, int64_t count, float* y) {
   const typename S::V f = S::set1(factor);
   map_unary<S>(x, count, y, [f](typename S::V v) { return S::mul(v, f); });
 }
+// cap tanh(x / cap) = cap (2 sigmoid(2 x / cap) - 1): -cap or cap where the exponential
+// overflows, never NaN.
+template <class S>
+void softcap(const float* x, float cap, int64_t count, float* y) {
+  const typename S::V c = S::set1(cap), two_over_c = S::set1(2.0f / cap), one = S::set1(1.0f);
+  map_unary<S>(x, count, y, [=](typename S::V v) {
+    const typename S::V s = times_sigmoid<S>(one, S::mul(v, two_over_c));
+    return S::mul(c, S::sub(S::add(s, s), one));
+  });
+}
 // y = silu(gate) up, s = sigmoid(gate):  dgate = dy up s (1 + gate (1 - s)),  dup = dy gate s.
 // The outputs may be any of the inputs: each vector of all three is read before either is written.
 template <class S>

@@ -71,6 +71,7 @@ class CudaBackend final : public Backend {
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) override;
   void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) override;
   void scale(const Tensor& x, float factor, const Tensor& y) override;
+  void softcap(const Tensor& x, float cap, const Tensor& y) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& y) override;
   void rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
             RopeLayout layout) override;

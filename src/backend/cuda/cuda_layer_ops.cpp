@@ -95,6 +95,13 @@ void CudaBackend::scale(const Tensor& x, float factor, const Tensor& y) {
   launch_scale(x.as<const float>(), factor, count, y.as<float>(), stream_);
 }
 
+void CudaBackend::softcap(const Tensor& x, float cap, const Tensor& y) {
+  make_current();
+  checks::check_softcap(cap);
+  const int64_t count = checks::check_unary("softcap", x, y);
+  launch_softcap(x.as<const float>(), cap, count, y.as<float>(), stream_);
+}
+
 void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& y) {
   make_current();
   const int64_t count = checks::check_binary("add", a, b, y);

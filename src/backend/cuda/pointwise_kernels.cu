@@ -40,6 +40,13 @@ struct Scale {
   __device__ void operator()(int64_t i) const { y[i] = factor * x[i]; }
 };
 
+struct Softcap {
+  const float* x;
+  float cap;
+  float* y;
+  __device__ void operator()(int64_t i) const { y[i] = cap * tanhf(x[i] / cap); }
+};
+
 struct Add {
   const float *a, *b;
   float* y;
@@ -83,6 +90,10 @@ void launch_geglu(const float* gate, const float* up, int64_t count, float* y, c
 
 void launch_scale(const float* x, float factor, int64_t count, float* y, cudaStream_t stream) {
   launch_elementwise(count, Scale{x, factor, y}, stream);
+}
+
+void launch_softcap(const float* x, float cap, int64_t count, float* y, cudaStream_t stream) {
+  launch_elementwise(count, Softcap{x, cap, y}, stream);
 }
 
 void launch_add(const float* a, const float* b, int64_t count, float* y, cudaStream_t stream) {

@@ -131,6 +131,10 @@ std::vector<double> scale(const Tensor& x, float factor) {
   return map(x, [factor](double v) { return static_cast<double>(factor) * v; });
 }
 
+std::vector<double> softcap(const Tensor& x, float cap) {
+  return map(x, [cap](double v) { return cap * std::tanh(v / cap); });
+}
+
 std::vector<double> add(const Tensor& a, const Tensor& b) {
   expect_numel("add", b, a.numel());
   std::vector<double> y(static_cast<size_t>(a.numel()));

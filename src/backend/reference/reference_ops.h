@@ -31,6 +31,7 @@ std::vector<double> silu(const Tensor& x);
 std::vector<double> swiglu(const Tensor& gate, const Tensor& up);
 std::vector<double> geglu(const Tensor& gate, const Tensor& up);
 std::vector<double> scale(const Tensor& x, float factor);
+std::vector<double> softcap(const Tensor& x, float cap);
 std::vector<double> add(const Tensor& a, const Tensor& b);
 std::vector<double> rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
                          RopeLayout layout);

@@ -14,9 +14,9 @@ namespace {
 
 // Every architecture, Llama before Mistral and Mixtral (all three are "llama" in GGUF files).
 constexpr const Architecture* kArchitectures[] = {
-    &kGpt2Architecture,  &kLlamaArchitecture, &kMistralArchitecture,  &kMixtralArchitecture,
-    &kQwen2Architecture, &kQwen3Architecture, &kQwen3MoeArchitecture, &kPhi3Architecture,
-    &kOlmo2Architecture, &kGemma3Architecture};
+    &kGpt2Architecture,  &kLlamaArchitecture,  &kMistralArchitecture,  &kMixtralArchitecture,
+    &kQwen2Architecture, &kQwen3Architecture,  &kQwen3MoeArchitecture, &kPhi3Architecture,
+    &kOlmo2Architecture, &kGemma2Architecture, &kGemma3Architecture};
 
 template <class Member>
 const Architecture* find_by(Member member, std::string_view value) {

@@ -25,9 +25,10 @@ extern const Architecture kMixtralArchitecture;
 extern const Architecture kOlmo2Architecture;
 // Phi-3 / Phi-4: the Llama layer with fused qkv and gate_up projections.
 extern const Architecture kPhi3Architecture;
-// Gemma 3 (text): GeGLU, norms before and after each block, RMSNorm by (1 + weight), scaled
-// embeddings, sliding-window layers among global ones.
-extern const Architecture kGemma3Architecture;
+// Gemma 2 and Gemma 3 (text): GeGLU, norms before and after each block, RMSNorm by
+// (1 + weight), scaled embeddings, sliding-window layers among global ones; Gemma 2 soft-caps
+// scores and logits, Gemma 3 norms q and k per head.
+extern const Architecture kGemma2Architecture, kGemma3Architecture;
 // GPT-2: LayerNorm, learned positions, GELU MLP, fused Conv1D c_attn, biases everywhere.
 extern const Architecture kGpt2Architecture;
 

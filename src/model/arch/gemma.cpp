@@ -1,17 +1,20 @@
-// Gemma 3 (Gemma3ForCausalLM, model type gemma3_text: the text-only checkpoints, Gemma 3 1B and
-// 270M): GeGLU MLPs (tanh GELU), norms before and after attention and MLP, RMSNorm by
-// (1 + weight), per-head q/k norms, token embeddings times sqrt(hidden_size), scores scaled by
-// query_pre_attn_scalar^-1/2, and sliding-window layers (layer_types, or every
-// sliding_window_pattern-th layer global) with their own RoPE base beside the global layers.
-// llama.cpp's GGUF "gemma3" names the same tensors (its norm weights already hold 1 + weight).
+// Gemma 2 (Gemma2ForCausalLM) and Gemma 3 (Gemma3ForCausalLM, model type gemma3_text: the
+// text-only checkpoints, Gemma 3 1B and 270M). Both: GeGLU MLPs (tanh GELU), norms before and
+// after attention and MLP, RMSNorm by (1 + weight), token embeddings times sqrt(hidden_size),
+// scores scaled by query_pre_attn_scalar^-1/2, sliding-window layers beside global ones
+// (layer_types, or all but every sliding_window_pattern-th layer: Gemma 2 alternates, Gemma 3
+// has 5 sliding to 1 global). Gemma 2 soft-caps the attention scores and the final logits;
+// Gemma 3 has per-head q/k norms and its own RoPE base for the sliding layers. llama.cpp's
+// GGUF "gemma2" / "gemma3" name the same tensors (their norm weights already hold 1 + weight).
 #include <cmath>
 
 #include "model/arch/families.h"
+#include "model/arch/gemma_gguf.h"
 
 namespace tokenmill {
 
 // kLlamaLayout is constant-initialised (string literals only), so it is ready here.
-const TensorLayout kGemma3Layout = [] {
+const TensorLayout kGemmaLayout = [] {
   TensorLayout layout = kLlamaLayout;
   layout.attn_post_norm = {"post_attention_layernorm", "post_attention_norm"};
   layout.mlp_norm = {"pre_feedforward_layernorm", "ffn_norm"};
@@ -22,8 +25,8 @@ const TensorLayout kGemma3Layout = [] {
 namespace {
 
 // Which layers slide: layer_types when given (transformers >= 4.53 writes it), else every
-// layer but each sliding_window_pattern-th (transformers' default pattern 6).
-std::vector<bool> read_sliding_layers(const FieldReader& f, int64_t layers) {
+// layer but each sliding_window_pattern-th (`pattern` when absent).
+std::vector<bool> read_sliding_layers(const FieldReader& f, int64_t layers, int64_t pattern) {
   std::vector<bool> sliding(static_cast<size_t>(layers));
   if (f.has("layer_types")) {
     const nlohmann::json& types = f.raw("layer_types");
@@ -37,8 +40,8 @@ std::vector<bool> read_sliding_layers(const FieldReader& f, int64_t layers) {
     }
     return sliding;
   }
-  const int64_t pattern = f.integer_or("sliding_window_pattern", 6, 1, kMaxLayers);
-  for (size_t i = 0; i < sliding.size(); ++i) sliding[i] = (static_cast<int64_t>(i) + 1) % pattern != 0;
+  const int64_t every = f.integer_or("sliding_window_pattern", pattern, 1, kMaxLayers);
+  for (size_t i = 0; i < sliding.size(); ++i) sliding[i] = (static_cast<int64_t>(i) + 1) % every != 0;
   return sliding;
 }
 
@@ -74,7 +77,8 @@ void read_gemma3_rope(const FieldReader& f, ModelConfig& c) {
   c.sliding_rope_theta = sliding.rope_theta;
 }
 
-void read_gemma3_config(const FieldReader& f, ModelConfig& c) {
+// The fields Gemma 2 and 3 share; `pattern` is the family's default sliding_window_pattern.
+void read_gemma_config(const FieldReader& f, ModelConfig& c, int64_t pattern) {
   c.vocab_size = f.integer("vocab_size", 1, kMaxVocab);
   c.hidden_size = f.integer("hidden_size", 1, kMaxDimension);
   c.intermediate_size = f.integer("intermediate_size", 1, kMaxDimension);
@@ -82,36 +86,57 @@ void read_gemma3_config(const FieldReader& f, ModelConfig& c) {
   c.num_attention_heads = f.integer("num_attention_heads", 1, kMaxDimension);
   c.num_key_value_heads = f.integer_or("num_key_value_heads", c.num_attention_heads, 1, kMaxDimension);
   c.head_dim = f.integer_or("head_dim", 256, 1, kMaxDimension);
-  c.max_position_embeddings = f.integer_or("max_position_embeddings", 131072, 1, kMaxPositions);
+  c.max_position_embeddings = f.integer_or("max_position_embeddings", 8192, 1, kMaxPositions);
   c.norm = NormKind::RmsNorm;
   c.norm_eps = f.number_or("rms_norm_eps", 1e-6, 0.0, 1.0);
   const std::string activation =
       f.string_or("hidden_activation", f.string_or("hidden_act", "gelu_pytorch_tanh"));
   if (parse_activation(activation, f.source()) != MlpKind::GeluTanh)
-    fail("{}: hidden_activation '{}' is not supported for Gemma 3 (expected gelu_pytorch_tanh)", f.source(),
-         activation);
+    fail("{}: hidden_activation '{}' is not supported for {} (expected gelu_pytorch_tanh)", f.source(),
+         activation, c.architecture);
   c.mlp = MlpKind::GeGlu;
   c.positions = PositionKind::Rotary;
-  read_gemma3_rope(f, c);
   c.attention_qkv_bias = c.attention_out_bias = f.boolean_or("attention_bias", false);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", true);
-  c.qk_norm = QkNorm::PerHead;
   c.sandwich_norms = true;
   c.norm_weight_offset = true;
   c.scale_embeddings = true;
   c.query_pre_attn_scalar = f.number_or("query_pre_attn_scalar", 256.0, 1e-6, 1e12);
   c.attn_logit_softcapping = f.number_or("attn_logit_softcapping", 0.0, 0.0, 1e6);
-  if (f.has("final_logit_softcapping")) fail("{}: final_logit_softcapping is not supported yet", f.source());
+  c.final_logit_softcapping = f.number_or("final_logit_softcapping", 0.0, 0.0, 1e6);
   if (f.boolean_or("use_bidirectional_attention", false))
     fail("{}: use_bidirectional_attention=true (an encoder, not a causal language model) is not supported",
          f.source());
   c.sliding_window = f.integer_or("sliding_window", 0, 0, kMaxPositions);
-  if (c.sliding_window > 0) c.sliding_layers = read_sliding_layers(f, c.num_hidden_layers);
+  if (c.sliding_window > 0) c.sliding_layers = read_sliding_layers(f, c.num_hidden_layers, pattern);
+}
+
+// Gemma 2: every other layer slides (the first does); one RoPE for all layers.
+void read_gemma2_config(const FieldReader& f, ModelConfig& c) {
+  read_gemma_config(f, c, 2);
+  parse_rope(f, c);
+}
+
+void read_gemma3_config(const FieldReader& f, ModelConfig& c) {
+  read_gemma_config(f, c, 6);
+  c.max_position_embeddings = f.integer_or("max_position_embeddings", 131072, 1, kMaxPositions);
+  c.qk_norm = QkNorm::PerHead;
+  read_gemma3_rope(f, c);
 }
 
 }  // namespace
 
-const Architecture kGemma3Architecture = {"Gemma3ForCausalLM", "gemma3_text", "gemma3", &kGemma3Layout,
+std::optional<GemmaGgufRules> gemma_gguf_rules(std::string_view gguf_arch) {
+  if (gguf_arch == "gemma2")
+    return GemmaGgufRules{.sliding_pattern = 2, .wide_scale_layers = 46, .sliding_rope_theta = 0};
+  if (gguf_arch == "gemma3")
+    return GemmaGgufRules{.sliding_pattern = 6, .wide_scale_layers = 62, .sliding_rope_theta = 1e4};
+  return std::nullopt;
+}
+
+const Architecture kGemma2Architecture = {"Gemma2ForCausalLM", "gemma2", "gemma2", &kGemmaLayout,
+                                          read_gemma2_config};
+const Architecture kGemma3Architecture = {"Gemma3ForCausalLM", "gemma3_text", "gemma3", &kGemmaLayout,
                                           read_gemma3_config};
 
 }  // namespace tokenmill
