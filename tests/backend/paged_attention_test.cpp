@@ -151,6 +151,18 @@ class PagedAttention : public BackendOpTest {
     return out->values();
   }
 
+  // Every sequence's rows of `got` match the float64 reference.
+  static void expect_reference_results(const Batch& b, const std::vector<float>& got) {
+    const double tolerance = b.k_pool->tensor().dtype == DType::F16 ? kF16Probabilities : kF32;
+    for (size_t s = 0; s < b.sequences.size(); ++s)
+      EXPECT_TRUE(
+          close_to_reference(b.rows_of(got, b.sequences[s]),
+                             reference::paged_attention(b.q->tensor(), b.k_pool->tensor(), b.v_pool->tensor(),
+                                                        b.sequences[s], b.scores()),
+                             tolerance))
+          << "sequence " << s;
+  }
+
   // Every owned row equals attention() over a contiguous cache bit for bit; every other row
   // holds kUnowned.
   void expect_contiguous_results(const Batch& b, const std::vector<float>& got) {
@@ -184,13 +196,7 @@ TEST_P(PagedAttention, MatchesReference) {
         const Batch b = make_batch(dtype, h, block_size, kMixedBatch);
         run(b, b.sequences);
         const std::vector<float> got = b.out->values();
-        for (size_t s = 0; s < b.sequences.size(); ++s)
-          EXPECT_TRUE(
-              close_to_reference(b.rows_of(got, b.sequences[s]),
-                                 reference::paged_attention(b.q->tensor(), b.k_pool->tensor(),
-                                                            b.v_pool->tensor(), b.sequences[s], b.scores()),
-                                 dtype == DType::F16 ? kF16Probabilities : kF32))
-              << "sequence " << s;
+        expect_reference_results(b, got);
         expect_unowned_untouched(b, got);
         EXPECT_GUARDS(b.out);
         EXPECT_UNCHANGED(b.q);
@@ -237,13 +243,7 @@ TEST_P(PagedAttention, WindowedAndSoftCappedBatchesMatchTheReferenceAndContiguou
       b.softcap = softcap;
       run(b, b.sequences);
       const std::vector<float> got = b.out->values();
-      for (size_t s = 0; s < b.sequences.size(); ++s)
-        EXPECT_TRUE(
-            close_to_reference(b.rows_of(got, b.sequences[s]),
-                               reference::paged_attention(b.q->tensor(), b.k_pool->tensor(),
-                                                          b.v_pool->tensor(), b.sequences[s], b.scores()),
-                               dtype == DType::F16 ? kF16Probabilities : kF32))
-            << "sequence " << s;
+      expect_reference_results(b, got);
       expect_contiguous_results(b, got);
     }
   }

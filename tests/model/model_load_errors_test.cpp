@@ -105,6 +105,21 @@ TEST(ModelLoadErrors, ExpertCountsThatDisagree) {
   EXPECT_THAT(wider.load_error(), HasSubstr("model.layers.0.mlp.experts.0.gate_proj.weight"));
 }
 
+TEST(ModelLoadErrors, GemmaFieldsThatDisagreeWithTheWeightsOrEachOther) {
+  BrokenModel short_types("gemma3");
+  short_types.edit_config([](auto& c) { c["layer_types"].erase(0); });
+  EXPECT_THAT(short_types.load_error(), HasSubstr("layer_types must list one type for each of the 7 layers"));
+  BrokenModel wider_heads("gemma3");
+  wider_heads.edit_config([](auto& c) { c["head_dim"] = 32; });
+  EXPECT_THAT(wider_heads.load_error(), HasSubstr("model.layers.0.self_attn.q_proj.weight"));
+  BrokenModel negative_window("gemma2");
+  negative_window.edit_config([](auto& c) { c["sliding_window"] = -4; });
+  EXPECT_THAT(negative_window.load_error(), HasSubstr("sliding_window"));
+  BrokenModel text_cap("gemma2");
+  text_cap.edit_config([](auto& c) { c["final_logit_softcapping"] = "30"; });
+  EXPECT_THAT(text_cap.load_error(), HasSubstr("'final_logit_softcapping' must be a number"));
+}
+
 TEST(ModelLoadErrors, MoreLayersThanTheFileHas) {
   BrokenModel m("gpt2");
   m.edit_config([](auto& c) { c["n_layer"] = 3; });

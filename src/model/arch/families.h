@@ -9,6 +9,9 @@ namespace tokenmill {
 // Llama, Mistral, Qwen2 (and SmolLM): RMSNorm, SwiGLU, GQA, RoPE, biases per the config.
 extern const TensorLayout kLlamaLayout;
 extern const Architecture kLlamaArchitecture, kMistralArchitecture, kQwen2Architecture;
+// vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads and
+// num_key_value_heads (default: one per head), as Llama-like configs name them.
+void read_layer_sizes(const FieldReader& fields, ModelConfig& config);
 // The config.json fields of the Llama family, which the families built on it read first.
 void read_llama_config(const FieldReader& fields, ModelConfig& config);
 // `layout` with a mixture of experts for its MLP: the router and each expert's gate, up and

@@ -79,12 +79,7 @@ void read_gemma3_rope(const FieldReader& f, ModelConfig& c) {
 
 // The fields Gemma 2 and 3 share; `pattern` is the family's default sliding_window_pattern.
 void read_gemma_config(const FieldReader& f, ModelConfig& c, int64_t pattern) {
-  c.vocab_size = f.integer("vocab_size", 1, kMaxVocab);
-  c.hidden_size = f.integer("hidden_size", 1, kMaxDimension);
-  c.intermediate_size = f.integer("intermediate_size", 1, kMaxDimension);
-  c.num_hidden_layers = f.integer("num_hidden_layers", 1, kMaxLayers);
-  c.num_attention_heads = f.integer("num_attention_heads", 1, kMaxDimension);
-  c.num_key_value_heads = f.integer_or("num_key_value_heads", c.num_attention_heads, 1, kMaxDimension);
+  read_layer_sizes(f, c);
   c.head_dim = f.integer_or("head_dim", 256, 1, kMaxDimension);
   c.max_position_embeddings = f.integer_or("max_position_embeddings", 8192, 1, kMaxPositions);
   c.norm = NormKind::RmsNorm;

@@ -32,13 +32,17 @@ TensorLayout with_experts(TensorLayout layout, std::string_view router, std::str
   return layout;
 }
 
-void read_llama_config(const FieldReader& f, ModelConfig& c) {
+void read_layer_sizes(const FieldReader& f, ModelConfig& c) {
   c.vocab_size = f.integer("vocab_size", 1, kMaxVocab);
   c.hidden_size = f.integer("hidden_size", 1, kMaxDimension);
   c.intermediate_size = f.integer("intermediate_size", 1, kMaxDimension);
   c.num_hidden_layers = f.integer("num_hidden_layers", 1, kMaxLayers);
   c.num_attention_heads = f.integer("num_attention_heads", 1, kMaxDimension);
   c.num_key_value_heads = f.integer_or("num_key_value_heads", c.num_attention_heads, 1, kMaxDimension);
+}
+
+void read_llama_config(const FieldReader& f, ModelConfig& c) {
+  read_layer_sizes(f, c);
   if (f.has("head_dim")) c.head_dim = f.integer("head_dim", 1, kMaxDimension);
   c.max_position_embeddings = f.integer("max_position_embeddings", 1, kMaxPositions);
   c.norm = NormKind::RmsNorm;
