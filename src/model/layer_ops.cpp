@@ -1,5 +1,7 @@
 #include "model/layer_ops.h"
 
+#include <cmath>
+
 #include "core/checked_math.h"
 #include "model/norm.h"
 #include "model/rope.h"
@@ -89,7 +91,9 @@ const Tensor& block_input(Backend& backend, const ModelConfig& c, const Tensor& 
 void embed_tokens(Backend& backend, const Model& model, std::span<const int32_t> ids,
                   std::span<const int32_t> positions, const Tensor& x, const Tensor& scratch) {
   backend.embedding(model.weights.token_embedding, ids, x);
-  if (model.weights.embedding_scale != 1.0f) backend.scale(x, model.weights.embedding_scale, x);
+  // In f32, as transformers computes it in the engine's f32 (its bf16 run rounds sqrt(hidden) to bf16).
+  if (model.config.scale_embeddings)
+    backend.scale(x, static_cast<float>(std::sqrt(static_cast<double>(model.config.hidden_size))), x);
   if (model.config.positions == PositionKind::Learned) {
     backend.embedding(model.weights.position_embedding, positions, scratch);
     backend.add(x, scratch, x);

@@ -45,8 +45,8 @@ struct StepBuffers {
   }
 };
 
-// x [n, hidden] is the token embedding (times ModelWeights::embedding_scale; + the learned
-// position embedding at `positions`).
+// x [n, hidden] is the token embedding (times sqrt(hidden) where config.scale_embeddings; +
+// the learned position embedding at `positions`).
 // `scratch` [n, hidden] is clobbered.
 void embed_tokens(Backend& backend, const Model& model, std::span<const int32_t> ids,
                   std::span<const int32_t> positions, const Tensor& x, const Tensor& scratch);

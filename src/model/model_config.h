@@ -98,7 +98,7 @@ struct ModelConfig {
   // Gemma: RMSNorm multiplies by (1 + weight); its checkpoints store `weight`, which the
   // loader turns into 1 + weight (as llama.cpp's GGUF files already hold it).
   bool norm_weight_offset = false;
-  // Gemma: the token embeddings are multiplied by sqrt(hidden_size) (ModelWeights::embedding_scale).
+  // Gemma: the token embeddings are multiplied by sqrt(hidden_size).
   bool scale_embeddings = false;
   bool tie_word_embeddings = false;
 

@@ -1,6 +1,5 @@
 #include "model/weight_source.h"
 
-#include <cmath>
 #include <cstring>
 #include <span>
 
@@ -31,15 +30,6 @@ class Names {
   WeightFormat format_;
   std::string prefix_;
 };
-
-// ModelWeights::embedding_scale of a model from `format` whose embedding table is `table`.
-float embedding_scale(const ModelConfig& c, WeightFormat format, DType table) {
-  const float scale = std::sqrt(static_cast<float>(c.hidden_size));
-  if (format == WeightFormat::Gguf || (table != DType::BF16 && table != DType::F16)) return scale;
-  std::byte rounded[2];
-  store_from_f32(rounded, table, 0, scale);
-  return load_as_f32(rounded, table, 0);
-}
 
 // Gemma's RMSNorm weights w of a Hugging Face checkpoint become the 1 + w it multiplies by.
 void add_one_to_norm_weights(ModelWeights& w) {
@@ -158,7 +148,6 @@ void load_layout_weights(const ModelConfig& c, const WeightSource& w, WeightForm
   out.lm_head = c.tie_word_embeddings
                     ? out.token_embedding
                     : w.matrix(std::string(layout.lm_head.in(format)) + ".weight", c.vocab_size, d);
-  if (c.scale_embeddings) out.embedding_scale = embedding_scale(c, format, out.token_embedding.dtype);
   if (c.norm_weight_offset && format == WeightFormat::HuggingFace) add_one_to_norm_weights(out);
 }
 

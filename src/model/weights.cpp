@@ -82,7 +82,6 @@ ModelWeights view_weights(const ModelWeights& w) {
   v.final_norm_bias = w.final_norm_bias;
   v.lm_head = w.lm_head;
   v.rope_freq_factors = w.rope_freq_factors;
-  v.embedding_scale = w.embedding_scale;
   v.memory = w.memory;
   return v;
 }

@@ -51,10 +51,6 @@ struct ModelWeights {
   Tensor lm_head;  // [vocab, hidden]; the token embedding when tied
   // GGUF llama 3 files: f32 [head_dim / 2]; rotary pair j turns at inv_freq[j] / factor[j].
   Tensor rope_freq_factors;
-  // What the token embeddings are multiplied by (config.scale_embeddings: sqrt(hidden_size),
-  // in a Hugging Face checkpoint rounded to its embedding table's dtype as transformers
-  // rounds it; in a GGUF file in f32 as llama.cpp takes it), else 1.
-  float embedding_scale = 1.0f;
   TensorStore owned;
   // Where the tensors the forward ops read live: host memory (the mapped file and `owned`),
   // or the backend memory that place_weights (model/weight_placement.h) copied them into,
