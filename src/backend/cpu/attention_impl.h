@@ -72,8 +72,9 @@ void prefetch_row(const Storage<D>* row, int64_t hd) {
 
 // The query rows of one work item: query heads [h0, h0 + heads) of tokens [t0, t0 + count /
 // heads) of one sequence, all reading one kv head. Row r is token t0 + r / heads, head h0 +
-// r % heads; it attends to positions [0, len(r)) and keeps its scores at scores + r * stride.
-// Rows are in token order, so their lengths never decrease.
+// r % heads; it attends to positions [0, len(r)), or with a sliding window [first(r), len(r)),
+// and keeps its scores at scores + r * stride. Rows are in token order, so their lengths and
+// first positions never decrease.
 struct QueryRows {
   const AttentionArgs* a;
   int64_t t0, h0, heads, count, stride;
@@ -81,6 +82,10 @@ struct QueryRows {
 
   int64_t token(int64_t r) const { return t0 + r / heads; }
   int64_t len(int64_t r) const { return a->first_pos + token(r) + 1; }
+  int64_t first(int64_t r) const { return a->window > 0 && len(r) > a->window ? len(r) - a->window : 0; }
+  // The first position any row reads: first(0) rounded down to a block of scores and a
+  // segment of values (the blocks and segments wholly before a row's window are skipped).
+  int64_t first_read() const { return first(0) / kAttentionValueSegment * kAttentionValueSegment; }
   int64_t offset(int64_t r) const { return (token(r) * a->n_heads + h0 + r % heads) * a->head_dim; }
   const float* q(int64_t r) const { return a->q + offset(r); }
   float* out(int64_t r) const { return a->out + offset(r); }
@@ -106,7 +111,8 @@ static_assert(kAttentionValueSegment % kScoreBlock == 0 && kScoreBlock % 4 == 0)
 // stay in L1 while every row uses them, four positions at a time (one four-way horizontal
 // sum); a row's positions past the last whole four of its length are summed one at a time.
 // Each score's arithmetic depends only on its row's length, not on the other rows of the
-// item nor on the range.
+// item nor on the range. Blocks wholly before a row's window are skipped (softmax_scores
+// gives those positions probability 0 without reading them).
 template <class S, DType D, bool kFull, class Rows>
 void attention_scores(const QueryRows& rows, const Rows& keys, int64_t hd, float scale, int64_t p_begin,
                       int64_t p_end) {
@@ -118,7 +124,7 @@ void attention_scores(const QueryRows& rows, const Rows& keys, int64_t hd, float
   for (int64_t p0 = p_begin; p0 < longest && p0 < p_end; p0 += kBlock) {
     for (int64_t r = 0; r < rows.count; ++r) {
       const int64_t len = rows.len(r);
-      if (p0 >= len) continue;
+      if (p0 >= len || p0 + kBlock <= rows.first(r)) continue;
       const int64_t p1 = p0 + kBlock < len ? p0 + kBlock : len;
       const float* qr = rows.q(r);
       float* sr = rows.scores_of(r);
@@ -170,7 +176,9 @@ template <class S, DType D, int HG, int NV, bool kFull, bool kAll, class Rows>
 // written): the segment sums of positions [p_begin, p_end) (p_begin a multiple of
 // kAttentionValueSegment), the first of them stored, the others added in order. A row
 // gets no sum from a segment past its length. Each segment sum runs over its p in order
-// from zero, whatever rows share the pass.
+// from zero, whatever rows share the pass. Segments wholly before the rows' windows are
+// skipped: their sums are +0 (probability-0 products added to +0), which adds nothing, so
+// the bits are those of summing them; a range wholly before them stores that +0.
 template <class S, DType D, int HG, int NV, bool kFull, class Rows>
 void attention_values(const Rows& values, const QueryRows& rows, int64_t r0, int64_t hd, int64_t i0,
                       int64_t p_begin, int64_t p_end) {
@@ -183,7 +191,14 @@ void attention_values(const Rows& values, const QueryRows& rows, int64_t r0, int
     len[j] = rows.len(r0 + j);
   }
   const int64_t longest = len[HG - 1];  // rows are in token order: len[0] is the shortest
-  for (int64_t p0 = p_begin; p0 < longest && p0 < p_end; p0 += kAttentionValueSegment) {
+  const int64_t start = std::max(p_begin, rows.first(r0) / kAttentionValueSegment * kAttentionValueSegment);
+  if (start >= longest || start >= p_end) {
+    for (int j = 0; j < HG; ++j)
+      if (p_begin < len[j])
+        for (int c = 0; c < NV; ++c) store_n<S>(rows.out(r0 + j) + i0 + c * W, S::zero(), hd - i0 - c * W);
+    return;
+  }
+  for (int64_t p0 = start; p0 < longest && p0 < p_end; p0 += kAttentionValueSegment) {
     const int64_t p1 = p0 + kAttentionValueSegment < longest ? p0 + kAttentionValueSegment : longest;
     const int64_t all_end = len[0] < p0 ? p0 : len[0] < p1 ? len[0] : p1;  // every row takes [p0, all_end)
     V acc[HG][NV];
@@ -196,7 +211,7 @@ void attention_values(const Rows& values, const QueryRows& rows, int64_t r0, int
       for (int c = 0; c < NV; ++c) {
         float* out = rows.out(r0 + j) + i0 + c * W;
         const int64_t lanes = hd - i0 - c * W;
-        store_n<S>(out, p0 == p_begin ? acc[j][c] : S::add(load_n<S>(out, lanes), acc[j][c]), lanes);
+        store_n<S>(out, p0 == start ? acc[j][c] : S::add(load_n<S>(out, lanes), acc[j][c]), lanes);
       }
     }
   }
@@ -358,6 +373,7 @@ void staged_scores(const QueryRows& rows, const float* kt, int64_t ld, const Row
   const auto whole = [&](int64_t r) { return rows.len(r) & ~int64_t{3}; };
   for (int64_t p0 = 0; p0 < whole(rows.count - 1); p0 += kBlock) {
     for (int64_t r0 = 0; r0 < rows.count; r0 += R) {
+      if (p0 + kBlock <= rows.first(r0)) continue;  // before every window of the pass's rows
       const float* q[R];  // a short last pass repeats its last row and stores it once
       for (int j = 0; j < R; ++j) q[j] = rows.q(r0 + j < rows.count ? r0 + j : rows.count - 1);
       const int64_t r1 = r0 + R < rows.count ? r0 + R : rows.count;
@@ -394,7 +410,8 @@ void attention_staged(const QueryRows& rows, const Rows& keys, const Rows& value
     attention_outputs<S, D>(rows, values);
   } else {
     float* v32 = scratch + hd * ld;
-    for (int64_t p = 0; p < longest; ++p) convert_typed<S, D>(values.row(p), hd, v32 + p * hd);
+    for (int64_t p = rows.first_read(); p < longest; ++p)
+      convert_typed<S, D>(values.row(p), hd, v32 + p * hd);
     attention_outputs<S, DType::F32>(rows, ContiguousRows<DType::F32>{v32, hd});
   }
 }
@@ -407,7 +424,7 @@ void attention_widened(const QueryRows& rows, const Rows& keys, const Rows& valu
   const int64_t hd = rows.a->head_dim, longest = rows.len(rows.count - 1);
   float* k32 = scratch;
   float* v32 = scratch + longest * hd;
-  for (int64_t p = 0; p < longest; ++p) {
+  for (int64_t p = rows.first_read(); p < longest; ++p) {
     convert_typed<S, D>(keys.row(p), hd, k32 + p * hd);
     convert_typed<S, D>(values.row(p), hd, v32 + p * hd);
   }
