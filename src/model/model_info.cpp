@@ -26,6 +26,10 @@ ModelInfo describe(const Model& model) {
   info.head_dim = c.head_dim;
   info.vocab_size = c.vocab_size;
   info.tied_embeddings = c.tie_word_embeddings;
+  info.sliding_window = c.sliding_window;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) info.sliding_layers += c.sliding_layer(l) ? 1 : 0;
+  info.attn_logit_softcapping = c.attn_logit_softcapping;
+  info.final_logit_softcapping = c.final_logit_softcapping;
   info.norm = c.norm == NormKind::LayerNorm ? "layernorm" : "rmsnorm";
   info.mlp = c.mlp == MlpKind::SwiGlu     ? "swiglu"
              : c.mlp == MlpKind::GeGlu    ? "geglu"
@@ -58,6 +62,10 @@ nlohmann::json to_json(const ModelInfo& i) {
       {"head_dim", i.head_dim},
       {"vocab_size", i.vocab_size},
       {"tie_word_embeddings", i.tied_embeddings},
+      {"sliding_window", i.sliding_window},
+      {"sliding_layers", i.sliding_layers},
+      {"attn_logit_softcapping", i.attn_logit_softcapping},
+      {"final_logit_softcapping", i.final_logit_softcapping},
       {"norm", i.norm},
       {"mlp", i.mlp},
       {"positions", i.positions},
@@ -82,6 +90,12 @@ std::string to_text(const ModelInfo& i) {
     out += fmt::format("experts        {} per layer, {} per token (mlp above: one expert's)\n", i.experts,
                        i.experts_per_token);
   out += fmt::format("attention      {} heads, {} kv heads, head_dim {}\n", i.heads, i.kv_heads, i.head_dim);
+  if (i.sliding_window > 0)
+    out += fmt::format("sliding window {} positions, in {} of {} layers\n", i.sliding_window,
+                       i.sliding_layers, i.layers);
+  if (i.attn_logit_softcapping > 0 || i.final_logit_softcapping > 0)
+    out += fmt::format("soft caps      scores {}, logits {} (0: none)\n", i.attn_logit_softcapping,
+                       i.final_logit_softcapping);
   out += fmt::format("positions      {} (scaling: {}), norm {}\n", i.positions, i.rope_scaling, i.norm);
   out +=
       fmt::format("vocabulary     {} (embeddings {})\n", i.vocab_size, i.tied_embeddings ? "tied" : "untied");

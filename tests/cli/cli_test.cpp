@@ -46,6 +46,14 @@ TEST(Cli, InfoJsonDescribesTheModel) {
   EXPECT_EQ(info["parameters"], 2 * 256 * 64 + 2 * (64 * 64 * 2 + 32 * 64 * 2 + 3 * 64 * 128 + 2 * 64) + 64);
 }
 
+TEST(Cli, InfoSaysWhichLayersSlideAndWhatIsCapped) {
+  const CommandResult r = run("info -m " + std::string(TOKENMILL_FIXTURES_DIR) + "/hf/gemma2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("sliding window 4 positions, in 2 of 3 layers"));
+  EXPECT_THAT(r.output, HasSubstr("soft caps      scores 2, logits 5"));
+  EXPECT_THAT(r.output, HasSubstr("geglu"));
+}
+
 TEST(Cli, InfoTextMentionsArchitecture) {
   const CommandResult r = run("info -m " + kGpt2);
   ASSERT_EQ(r.exit_code, 0) << r.output;
