@@ -13,7 +13,9 @@
 // placed in device memory). There f32 weights keep f32 math (FP32 GEMMs) and the CPU's
 // tolerance; bf16/f16 weights take tensor-core GEMMs whose activations are rounded to the
 // weights' dtype, so their logits are held to 3e-2 (about 8 rounding steps of 2^-9 each
-// through the layers of these tiny models) and their greedy ids are not compared (a
+// through the layers of these tiny models), or to 1.5 x the distance of transformers' own
+// half-precision run from its f32 one where that is larger (Gemma's four norms a layer and
+// scaled embeddings carry the rounding further), and their greedy ids are not compared (a
 // near-tie may flip under that rounding).
 #include <algorithm>
 #include <cmath>
@@ -48,9 +50,19 @@ Fixture load_fixture(const std::string& name) {
   return f;
 }
 
-// max |a - b| over max |b|, with the absolute figure reported on failure.
+// max |a - b| over every element of two logit row lists.
+double max_difference(const nlohmann::json& a_rows, const nlohmann::json& b_rows) {
+  double worst = 0.0;
+  for (size_t r = 0; r < a_rows.size(); ++r)
+    for (size_t i = 0; i < a_rows[r].size(); ++i)
+      worst = std::max(worst, std::abs(a_rows[r][i].get<double>() - b_rows[r][i].get<double>()));
+  return worst;
+}
+
+// max |a - b| over max |b|, with the absolute figure reported on failure; max |a - b| may also
+// reach `abs_allowance`.
 void expect_logits_close(const std::vector<float>& ours, const nlohmann::json& theirs_rows, double rel_tol,
-                         const std::string& what) {
+                         const std::string& what, double abs_allowance = 0.0) {
   std::vector<float> theirs;
   for (const auto& row : theirs_rows)
     for (const auto& v : row) theirs.push_back(v.get<float>());
@@ -60,8 +72,9 @@ void expect_logits_close(const std::vector<float>& ours, const nlohmann::json& t
     max_diff = std::max(max_diff, std::abs(static_cast<double>(ours[i]) - theirs[i]));
     max_ref = std::max(max_ref, std::abs(static_cast<double>(theirs[i])));
   }
-  EXPECT_LE(max_diff, rel_tol * max_ref) << what << ": max abs diff " << max_diff << " (max |logit| "
-                                         << max_ref << ", relative " << max_diff / max_ref << ")";
+  EXPECT_LE(max_diff, std::max(rel_tol * max_ref, abs_allowance))
+      << what << ": max abs diff " << max_diff << " (max |logit| " << max_ref << ", relative "
+      << max_diff / max_ref << ")";
   std::printf("  %s: max abs diff %.3g, relative %.3g\n", what.c_str(), max_diff, max_diff / max_ref);
 }
 
@@ -117,7 +130,13 @@ TEST_P(ModelParity, LogitsMatchTransformersAtEveryPosition) {
       transformer.reset();
       const std::string what =
           name() + " prompt " + std::to_string(p) + ", " + std::string(dtype_name(cache)) + " KV cache";
-      expect_logits_close(logits, f.expected.at("logits")[p], rel_tol, what);
+      // On the GPU, half weights round the activations: transformers' own half-precision run
+      // shows how far that alone moves these logits.
+      const double rounding =
+          GetParam().device == "cuda" && half_weights_ && f.expected.contains("logits_native")
+              ? 1.5 * max_difference(f.expected.at("logits_native")[p], f.expected.at("logits")[p])
+              : 0.0;
+      expect_logits_close(logits, f.expected.at("logits")[p], rel_tol, what, rounding);
       if (f.expected.contains("logits_native"))
         expect_logits_close(logits, f.expected.at("logits_native")[p], 5e-2,
                             what + " vs native half-precision");
