@@ -36,6 +36,7 @@
 #include "core/dtype.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "measure/flops.h"
 #include "measure/stream_read.h"
 #include "quant/quant_reference.h"
 
@@ -292,17 +293,19 @@ void BM_Attention(benchmark::State& state) {
 }
 
 // A prefill's causal attention: n queries at positions 0..n-1 over their own keys, SmolLM2's
-// layout (9 query heads over 3 kv heads of 64), an f32 or f16 cache (dtype arg 0 or 2).
+// layout (9 query heads over 3 kv heads of 64), an f32 or f16 cache (dtype arg 0 or 2), with a
+// sliding window of `window` positions (0: none; GFLOP/s count the positions attended).
 void BM_PrefillAttention(benchmark::State& state) {
   const CpuIsa isa = isa_arg(state.range(0));
   const DType cache = dtype_arg(state.range(1));
-  const int64_t n = state.range(2), heads = 9, kv_heads = 3, hd = 64;
+  const int64_t n = state.range(2), window = state.range(3), heads = 9, kv_heads = 3, hd = 64;
   if (!cpu_supports(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
   state.SetLabel(std::string(cpu_isa_name(isa)) + "/" + std::string(dtype_name(cache)));
   auto backend = make_cpu_backend_for(isa);
+  const AttentionScores scores(0.125f, window, 0.0f);
   std::vector<float> q(static_cast<size_t>(n * heads * hd)), out(q.size());
   const auto cache_values = static_cast<size_t>(n * kv_heads * hd);
   Buffer keys = allocate(cache_values * dtype_size(cache)),
@@ -315,11 +318,12 @@ void BM_PrefillAttention(benchmark::State& state) {
   const Tensor vt(values.get(), cache, {n, kv_heads, hd});
   const Tensor ot(out.data(), DType::F32, {n, heads, hd});
   for (auto _ : state) {
-    backend->attention(qt, kt, vt, 0, 0.125f, ot);
+    backend->attention(qt, kt, vt, 0, scores, ot);
     benchmark::ClobberMemory();
   }
-  // q.k and p.v: 2 x 2 hd flops per (query head, key) pair, n (n + 1) / 2 pairs per head.
-  const double flops = 4.0 * static_cast<double>(hd * heads) * static_cast<double>(n * (n + 1) / 2);
+  // q.k and p.v: 2 x 2 hd flops per (query head, key) pair attended.
+  const double flops =
+      4.0 * static_cast<double>(hd * heads) * static_cast<double>(attended_positions(0, n, window));
   state.counters["GFLOP/s"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * flops * 1e-9, benchmark::Counter::kIsRate);
 }
@@ -366,8 +370,15 @@ void BM_Rope(benchmark::State& state) {
 BENCHMARK(BM_Rope)->Arg(1)->Arg(512)->ArgName("n")->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 BENCHMARK(BM_PrefillAttention)
-    ->ArgsProduct({{2, 1, 0}, {0, 2}, {512}})
-    ->ArgNames({"isa", "cache", "n"})
+    ->ArgsProduct({{2, 1, 0}, {0, 2}, {512}, {0}})
+    ->ArgNames({"isa", "cache", "n", "window"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->Apply(best_of_repetitions);
+// Gemma 3's sliding layers in small: a 4096-token prefill, whole or over a window of 512.
+BENCHMARK(BM_PrefillAttention)
+    ->ArgsProduct({{1}, {2}, {4096}, {0, 512}})
+    ->ArgNames({"isa", "cache", "n", "window"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()
     ->Apply(best_of_repetitions);
