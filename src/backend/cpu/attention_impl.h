@@ -82,7 +82,9 @@ struct QueryRows {
 
   int64_t token(int64_t r) const { return t0 + r / heads; }
   int64_t len(int64_t r) const { return a->first_pos + token(r) + 1; }
-  int64_t first(int64_t r) const { return a->window > 0 && len(r) > a->window ? len(r) - a->window : 0; }
+  int64_t first(int64_t r) const {
+    return AttentionScores(a->scale, a->window, a->softcap).first_position(len(r) - 1);
+  }
   // The first position any row reads: first(0) rounded down to a block of scores and a
   // segment of values (the blocks and segments wholly before a row's window are skipped).
   int64_t first_read() const { return first(0) / kAttentionValueSegment * kAttentionValueSegment; }
@@ -237,13 +239,12 @@ void attention_values_all(const Rows& values, const QueryRows& rows, int64_t r0,
 // (their scores are not read), so the sums over the values need no other change.
 template <class S>
 void softmax_scores(const QueryRows& rows, bool round_f16) {
-  const AttentionScores scoring(rows.a->scale, rows.a->window, rows.a->softcap);
+  const float cap = rows.a->softcap;
   for (int64_t r = 0; r < rows.count; ++r) {
     float* scores = rows.scores_of(r);
-    const int64_t len = rows.len(r), first = scoring.first_position(len - 1);
-    if (scoring.softcap > 0.0f)
-      for (int64_t p = first; p < len; ++p)
-        scores[p] = std::tanh(scores[p] / scoring.softcap) * scoring.softcap;
+    const int64_t len = rows.len(r), first = rows.first(r);
+    if (cap > 0.0f)
+      for (int64_t p = first; p < len; ++p) scores[p] = std::tanh(scores[p] / cap) * cap;
     std::fill(scores, scores + first, 0.0f);
     softmax_row<S>(scores + first, len - first, scores + first);
     if (!round_f16) continue;
