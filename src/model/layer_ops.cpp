@@ -68,71 +68,17 @@ StepBuffers StepBuffers::allocate(Arena& arena, const Model& model, int64_t rows
   return b;
 }
 
-namespace {
-
-// x += delta (when given); returns the block's input: norm(x), written to h, or with
-// post-norms x itself (the block's output is normalised instead).
-const Tensor& block_input(Backend& backend, const ModelConfig& c, const Tensor& x, const Tensor* delta,
-                          const Tensor& weight, const Tensor& bias, const Tensor& h) {
-  if (c.post_norms) {
-    if (delta != nullptr) backend.add(x, *delta, x);
-    return x;
-  }
-  if (delta != nullptr) {
-    apply_add_norm(backend, c, x, *delta, x, weight, bias, h);
-  } else {
-    apply_norm(backend, c, x, weight, bias, h);
-  }
-  return h;
-}
-
-}  // namespace
-
-void embed_tokens(Backend& backend, const Model& model, std::span<const int32_t> ids,
-                  std::span<const int32_t> positions, const Tensor& x, const Tensor& scratch) {
-  backend.embedding(model.weights.token_embedding, ids, x);
+void embed_tokens(Backend& backend, const ModelConfig& config, const ModelWeights& weights,
+                  std::span<const int32_t> ids, std::span<const int32_t> positions, const Tensor& x,
+                  const Tensor& scratch) {
+  backend.embedding(weights.token_embedding, ids, x);
   // In f32, as transformers computes it in the engine's f32 (its bf16 run rounds sqrt(hidden) to bf16).
-  if (model.config.scale_embeddings)
-    backend.scale(x, static_cast<float>(std::sqrt(static_cast<double>(model.config.hidden_size))), x);
-  if (model.config.positions == PositionKind::Learned) {
-    backend.embedding(model.weights.position_embedding, positions, scratch);
+  if (config.scale_embeddings)
+    backend.scale(x, static_cast<float>(std::sqrt(static_cast<double>(config.hidden_size))), x);
+  if (config.positions == PositionKind::Learned) {
+    backend.embedding(weights.position_embedding, positions, scratch);
     backend.add(x, scratch, x);
   }
-}
-
-void attention_inputs(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x,
-                      const Tensor* delta, const Tensor& h, const Tensor& q, const Tensor& k, const Tensor& v,
-                      std::span<const int32_t> positions, const Tensor& inv_freq) {
-  const ModelConfig& c = model.config;
-  const int64_t n = x.rows();
-  const int64_t kv_width = c.num_key_value_heads * c.head_dim;
-  const Tensor& input = block_input(backend, c, x, delta, w.attn_norm_weight, w.attn_norm_bias, h);
-  const Tensor q_rows = q.reshaped({n, c.num_attention_heads * c.head_dim});
-  const Tensor k_rows = k.reshaped({n, kv_width}), v_rows = v.reshaped({n, kv_width});
-  const Backend::MatmulTarget qkv[] = {{&w.q, optional_tensor(w.q_bias), &q_rows},
-                                       {&w.k, optional_tensor(w.k_bias), &k_rows},
-                                       {&w.v, optional_tensor(w.v_bias), &v_rows}};
-  backend.matmul_shared(input, qkv);
-  if (c.qk_norm != QkNorm::None) {  // in place, over rows of q_norm_width() / k_norm_width()
-    const auto eps = static_cast<float>(c.norm_eps);
-    const Tensor q_parts = q.reshaped({q.numel() / c.q_norm_width(), c.q_norm_width()});
-    const Tensor k_parts = k.reshaped({k.numel() / c.k_norm_width(), c.k_norm_width()});
-    backend.rms_norm(q_parts, w.q_norm_weight, eps, q_parts);
-    backend.rms_norm(k_parts, w.k_norm_weight, eps, k_parts);
-  }
-  if (c.positions == PositionKind::Rotary) {
-    backend.rope(q, positions, inv_freq, c.rope_layout);
-    backend.rope(k, positions, inv_freq, c.rope_layout);
-  }
-}
-
-void attention_delta(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& attended,
-                     const Tensor& delta) {
-  backend.matmul(attended, w.o, optional_tensor(w.o_bias), delta);
-  if (model.config.post_norms)
-    apply_norm(backend, model.config, delta, w.attn_norm_weight, w.attn_norm_bias, delta);
-  if (model.config.sandwich_norms)
-    apply_norm(backend, model.config, delta, w.attn_post_norm_weight, Tensor{}, delta);
 }
 
 namespace {
@@ -145,9 +91,40 @@ void run_products(Backend& backend, const std::vector<std::array<Tensor, 3>>& op
   backend.matmul_many(products);
 }
 
-// delta = sum_j weight_j SwiGLU_{expert_j}(h) of every row of h [n, hidden] (mlp_delta).
-void experts_delta(Backend& backend, const ModelConfig& c, const LayerWeights& w, const Tensor& h,
-                   StepBuffers& b, const Tensor& delta) {
+}  // namespace
+
+LayerTensors step_layer_tensors(const ModelConfig& c, const StepBuffers& b, int64_t n) {
+  LayerTensors t;
+  t.x = t.mid = b.residual.slice_rows(0, n);
+  t.h1 = t.h2 = b.normed.slice_rows(0, n);
+  t.q = t.q_raw = b.query.slice_rows(0, n).reshaped({n, c.num_attention_heads, c.head_dim});
+  t.k = t.k_raw = b.new_keys.slice_rows(0, n).reshaped({n, c.num_key_value_heads, c.head_dim});
+  t.v = b.new_values.slice_rows(0, n).reshaped({n, c.num_key_value_heads, c.head_dim});
+  t.attended = b.attended.slice_rows(0, n).reshaped({n, c.num_attention_heads, c.head_dim});
+  t.o = t.o_raw = t.delta = t.down_raw = b.projected.slice_rows(0, n);
+  t.a = t.act = b.mlp_a.slice_rows(0, n);
+  t.b = b.mlp_b.slice_rows(0, n);
+  return t;
+}
+
+void StepHooks::project(int64_t, const Tensor& x, std::span<const Projection> projections) {
+  if (projections.size() == 1) {
+    const Projection& p = projections.front();
+    backend_.matmul(x, *p.w, p.bias, *p.y);
+    return;
+  }
+  std::array<Backend::MatmulTarget, 3> targets;
+  if (projections.size() > targets.size()) fail("a layer projects one input at most 3 ways");
+  for (size_t i = 0; i < projections.size(); ++i)
+    targets[i] = {projections[i].w, projections[i].bias, projections[i].y};
+  backend_.matmul_shared(x, std::span(targets.data(), projections.size()));
+}
+
+// delta = sum_j weight_j SwiGLU_{expert_j}(h) of every row of h [n, hidden].
+void StepHooks::experts(int64_t, const LayerWeights& w, const Tensor& h, const Tensor& delta) {
+  const ModelConfig& c = config_;
+  StepBuffers& b = buffers_;
+  Backend& backend = backend_;
   const int64_t n = h.rows(), slots = n * c.experts_per_token;
   const Tensor scores = b.router_scores.slice_rows(0, n);
   backend.matmul(h, w.router, nullptr, scores);
@@ -182,39 +159,10 @@ void experts_delta(Backend& backend, const ModelConfig& c, const LayerWeights& w
   backend.combine_rows(outputs, r.slots, r.weights, delta);
 }
 
-}  // namespace
-
-void mlp_delta(Backend& backend, const Model& model, const LayerWeights& w, StepBuffers& buffers, int64_t n) {
-  const ModelConfig& c = model.config;
-  const Tensor x = buffers.residual.slice_rows(0, n), delta = buffers.projected.slice_rows(0, n);
-  const Tensor h = buffers.normed.slice_rows(0, n);
-  const Tensor& input = block_input(backend, c, x, &delta, w.mlp_norm_weight, w.mlp_norm_bias, h);
-  if (c.mixture_of_experts()) {
-    experts_delta(backend, c, w, input, buffers, delta);
-    return;
-  }
-  const Tensor a = buffers.mlp_a.slice_rows(0, n), b = buffers.mlp_b.slice_rows(0, n);
-  if (gated_mlp(c.mlp)) {
-    const Backend::MatmulTarget gate_up[] = {{&w.gate, optional_tensor(w.gate_bias), &a},
-                                             {&w.up, optional_tensor(w.up_bias), &b}};
-    backend.matmul_shared(input, gate_up);
-    if (c.mlp == MlpKind::GeGlu) {
-      backend.geglu(a, b, a);
-    } else {
-      backend.swiglu(a, b, a);
-    }
-  } else {
-    backend.matmul(input, w.up, optional_tensor(w.up_bias), a);
-    backend.gelu(a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, a);
-  }
-  backend.matmul(a, w.down, optional_tensor(w.down_bias), delta);
-  if (c.post_norms) apply_norm(backend, c, delta, w.mlp_norm_weight, w.mlp_norm_bias, delta);
-  if (c.sandwich_norms) apply_norm(backend, c, delta, w.mlp_post_norm_weight, Tensor{}, delta);
-}
-
-void output_logits(Backend& backend, const Model& model, const Tensor& normed, const Tensor& logits) {
-  backend.matmul(normed, model.weights.lm_head, nullptr, logits);
-  if (const double cap = model.config.final_logit_softcapping; cap > 0)
+void output_logits(Backend& backend, const ModelConfig& config, const ModelWeights& weights,
+                   const Tensor& normed, const Tensor& logits) {
+  backend.matmul(normed, weights.lm_head, nullptr, logits);
+  if (const double cap = config.final_logit_softcapping; cap > 0)
     backend.softcap(logits, static_cast<float>(cap), logits);
 }
 

@@ -1,4 +1,4 @@
-// The parts of a decoder layer that do not touch the KV cache, shared by the
+// What the two inference passes share around the layer forward (model/layer_forward.h): the
 // single-sequence Transformer and the batched PagedTransformer (the rows of x may belong to
 // one sequence or to many: every op here is row-wise or a matmul over rows).
 #pragma once
@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "core/arena.h"
 #include "model/expert_routing.h"
+#include "model/layer_forward.h"
 #include "model/model.h"
 
 namespace tokenmill {
@@ -48,41 +49,40 @@ struct StepBuffers {
 // x [n, hidden] is the token embedding (times sqrt(hidden) where config.scale_embeddings; +
 // the learned position embedding at `positions`).
 // `scratch` [n, hidden] is clobbered.
-void embed_tokens(Backend& backend, const Model& model, std::span<const int32_t> ids,
-                  std::span<const int32_t> positions, const Tensor& x, const Tensor& scratch);
+void embed_tokens(Backend& backend, const ModelConfig& config, const ModelWeights& weights,
+                  std::span<const int32_t> ids, std::span<const int32_t> positions, const Tensor& x,
+                  const Tensor& scratch);
 
-// A layer's two residual deltas (the attention's and the MLP's) are each added to x by the
-// fused add + norm that follows them (Backend::add_rms_norm / add_layer_norm): the
-// attention's by mlp_delta, the MLP's by the next layer's attention_inputs, and the last
-// layer's by the caller, on the rows it needs (add_final_norm). Until then it waits in
-// `delta` [n, hidden].
+// The layers of an inference step (model/layer_forward.h) run over the first n rows of one
+// set of StepBuffers, in place: a layer's two residual deltas (the attention's and the
+// MLP's) are each added to x by the fused add + norm that follows them (Backend::add_rms_norm
+// / add_layer_norm): the attention's by the MLP's input norm, the MLP's by the next layer's
+// attention norm (forward_attention's `pending`), and the last layer's by the caller, on the
+// rows it needs (add_final_norm). Until then it waits in `projected`.
+LayerTensors step_layer_tensors(const ModelConfig& config, const StepBuffers& buffers, int64_t n);
 
-// x += delta (the previous layer's MLP delta; none for the first layer), then h = norm_1(x)
-// (with post-norms h is x itself, and the `h` buffer is not written);
-// q = h W_q (+b), k = h W_k (+b), v = h W_v (+b); with q/k norms q and k are RMS-normalised
-// (per head, or whole); with rotary positions q and k are then rotated at `positions`. q [n, heads,
-// head_dim], k, v [n, kv_heads, head_dim].
-void attention_inputs(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& x,
-                      const Tensor* delta, const Tensor& h, const Tensor& q, const Tensor& k, const Tensor& v,
-                      std::span<const int32_t> positions, const Tensor& inv_freq);
+// The inference passes' LayerHooks: the projections of one input in one pass
+// (Backend::matmul_shared), and a mixture of experts routed on the host, each expert one
+// matmul per projection over the rows routed to it, the step's buffers its scratch. The
+// attention is each pass's own (its KV cache).
+class StepHooks : public LayerHooks {
+ public:
+  StepHooks(Backend& backend, const ModelConfig& config, StepBuffers& buffers)
+      : backend_(backend), config_(config), buffers_(buffers) {}
+  void project(int64_t layer, const Tensor& x, std::span<const Projection> projections) override;
+  void experts(int64_t layer, const LayerWeights& w, const Tensor& h, const Tensor& delta) override;
 
-// delta = attended W_o (+b), the attention's delta (post-norms: then norm_1(delta); sandwich
-// norms: then attn_post_norm(delta)).
-// attended [n, heads * head_dim].
-void attention_delta(Backend& backend, const Model& model, const LayerWeights& w, const Tensor& attended,
-                     const Tensor& delta);
-
-// Over the first n rows of b's buffers, x = residual and delta = projected: x += delta (the
-// attention's); then delta = MLP(norm_2(x)) (post-norms: norm_2(MLP(x))), the layer's MLP
-// delta (sandwich norms: then mlp_post_norm(delta)): SwiGLU (silu(h W_gate) * h W_up) W_down,
-// GeGLU (gelu_tanh(h W_gate) * h W_up) W_down, or GELU (gelu(h W_up + b) W_down + b), or
-// with a mixture of experts sum_j weight_j SwiGLU_{expert_j}(h) (model_config.h), each
-// expert one matmul per projection over the rows routed to it. Scratch: the rest of b.
-void mlp_delta(Backend& backend, const Model& model, const LayerWeights& w, StepBuffers& b, int64_t n);
+ protected:
+  ~StepHooks() = default;
+  Backend& backend_;
+  const ModelConfig& config_;
+  StepBuffers& buffers_;
+};
 
 // logits = normed lm_head^T ([n, hidden] -> [n, vocab]), then soft-capped where the model
 // caps its final logits (Gemma 2).
-void output_logits(Backend& backend, const Model& model, const Tensor& normed, const Tensor& logits);
+void output_logits(Backend& backend, const ModelConfig& config, const ModelWeights& weights,
+                   const Tensor& normed, const Tensor& logits);
 
 // After the last layer: x += delta, then out = norm_f(x), over the same rows of each.
 void add_final_norm(Backend& backend, const Model& model, const Tensor& x, const Tensor& delta,

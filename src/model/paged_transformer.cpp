@@ -89,13 +89,12 @@ Tensor PagedTransformer::forward(std::span<const Slice> slices) {
     }
   }
   const auto rows = static_cast<int64_t>(ids_.size());
-  const Tensor x = buffers_.residual.slice_rows(0, rows);
-  const Tensor delta = buffers_.projected.slice_rows(0, rows);
-  embed_tokens(backend_, model_, ids_, positions_, x, delta);
-  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    attention_block(layer, rows);
-    mlp_delta(backend_, model_, model_.weights.layers[static_cast<size_t>(layer)], buffers_, rows);
-  }
+  const LayerTensors t = step_layer_tensors(c, buffers_, rows);
+  const Tensor &x = t.x, &delta = t.delta;
+  embed_tokens(backend_, c, model_.weights, ids_, positions_, x, delta);
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer)
+    forward_layer(backend_, c, model_.weights.layers[static_cast<size_t>(layer)], layer, t,
+                  layer == 0 ? nullptr : &delta, {positions_, &buffers_.rope_frequencies(c, layer)}, hooks_);
   // Gather the last row of each slice that wants logits, with the last layer's delta added
   // (no other row of x needs it), then one final norm and one lm_head matmul.
   int64_t outputs = 0;
@@ -109,7 +108,7 @@ Tensor PagedTransformer::forward(std::span<const Slice> slices) {
   if (outputs == 0) return logits;
   const Tensor last = last_rows_.slice_rows(0, outputs);
   apply_norm(backend_, c, last, model_.weights.final_norm_weight, model_.weights.final_norm_bias, last);
-  output_logits(backend_, model_, last, logits);
+  output_logits(backend_, c, model_.weights, last, logits);
   if (backend_.memory().is_host()) return logits;
   host_logits_.resize(static_cast<size_t>(logits.numel()));
   backend_.memory().copy_to_host(host_logits_.data(), logits.data, logits.nbytes());
@@ -127,23 +126,12 @@ void PagedTransformer::copy_hidden_row(int64_t row, std::span<float> out) const 
   }
 }
 
-void PagedTransformer::attention_block(int64_t layer, int64_t rows) {
-  const ModelConfig& c = model_.config;
-  const LayerWeights& w = model_.weights.layers[static_cast<size_t>(layer)];
-  const Tensor x = buffers_.residual.slice_rows(0, rows);
-  const Tensor q = buffers_.query.slice_rows(0, rows).reshaped({rows, c.num_attention_heads, c.head_dim});
-  const Tensor k = buffers_.new_keys.slice_rows(0, rows).reshaped({rows, c.num_key_value_heads, c.head_dim});
-  const Tensor v =
-      buffers_.new_values.slice_rows(0, rows).reshaped({rows, c.num_key_value_heads, c.head_dim});
-  const Tensor delta = buffers_.projected.slice_rows(0, rows);
-  attention_inputs(backend_, model_, w, x, layer == 0 ? nullptr : &delta, buffers_.normed.slice_rows(0, rows),
-                   q, k, v, positions_, buffers_.rope_frequencies(c, layer));
+void PagedTransformer::PoolAttention::attend(int64_t layer, const LayerTensors& x) {
   const auto l = static_cast<size_t>(layer);
-  backend_.store_kv(k, slots_, keys_[l]);
-  backend_.store_kv(v, slots_, values_[l]);
-  const Tensor a = buffers_.attended.slice_rows(0, rows).reshaped({rows, c.num_attention_heads, c.head_dim});
-  backend_.paged_attention(q, keys_[l], values_[l], sequences_, c.attention_scores(layer), a);
-  attention_delta(backend_, model_, w, buffers_.attended.slice_rows(0, rows), delta);
+  backend_.store_kv(x.k, p_.slots_, p_.keys_[l]);
+  backend_.store_kv(x.v, p_.slots_, p_.values_[l]);
+  backend_.paged_attention(x.q, p_.keys_[l], p_.values_[l], p_.sequences_, config_.attention_scores(layer),
+                           x.attended);
 }
 
 }  // namespace tokenmill

@@ -62,8 +62,20 @@ class PagedTransformer {
   int64_t block_size() const { return block_size_; }
   uint64_t pool_bytes() const { return pool_.capacity(); }
 
+  // Not copied or moved: its hooks point back at it.
+  PagedTransformer(const PagedTransformer&) = delete;
+  PagedTransformer& operator=(const PagedTransformer&) = delete;
+
  private:
-  void attention_block(int64_t layer, int64_t rows);
+  // The layers' attention over the pool: the step's keys and values stored in their slots first.
+  class PoolAttention final : public StepHooks {
+   public:
+    explicit PoolAttention(PagedTransformer& p) : StepHooks(p.backend_, p.model_.config, p.buffers_), p_(p) {}
+    void attend(int64_t layer, const LayerTensors& x) override;
+
+   private:
+    PagedTransformer& p_;
+  };
 
   const Model& model_;
   Backend& backend_;
@@ -72,6 +84,7 @@ class PagedTransformer {
   std::vector<Tensor> keys_, values_;  // per layer [num_blocks, block_size, kv_heads, head_dim]
   Arena arena_;
   StepBuffers buffers_;
+  PoolAttention hooks_{*this};
   Tensor last_rows_, logits_;       // [max_slices, hidden], [max_slices, vocab]
   std::vector<float> host_logits_;  // forward's result when the backend's memory is not the host's
   // The current step's layout.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "model/layer_ops.h"
 #include "model/norm.h"
 #include "model/rope.h"
 #include "model/weight_placement.h"
@@ -42,6 +43,8 @@ TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t 
   if (seq_len > config.context_length())
     fail("training: sequence length {} exceeds the model's context length {}", seq_len,
          config.context_length());
+  if (const std::string gap = config.training_gap(); !gap.empty())
+    fail("training: {} is {}; training and fine-tuning those is not supported yet", config.architecture, gap);
   if (config.sliding_window > 0 && seq_len > config.sliding_window)
     fail(
         "training: sequence length {} exceeds the model's sliding window of {} positions; the training pass "
@@ -50,7 +53,6 @@ TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t 
   const auto row_bytes = static_cast<int64_t>(config.vocab_size * sizeof(float));
   logit_rows_ =
       std::clamp<int64_t>(static_cast<int64_t>(kLogitChunkBytes) / std::max<int64_t>(1, row_bytes), 1, rows_);
-  attention_scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)));
   positions_.resize(static_cast<size_t>(rows_));
   for (int64_t r = 0; r < rows_; ++r) positions_[static_cast<size_t>(r)] = static_cast<int32_t>(r % seq_len);
   if (lora_.enabled()) check_lora_config(config, lora_);
@@ -148,84 +150,64 @@ Tensor TrainingPass::sequence(const Tensor& rows, int64_t b, int64_t heads) cons
   return rows.slice_rows(b * seq_len_, seq_len_).reshaped({seq_len_, heads, config_.head_dim});
 }
 
+LayerTensors TrainingPass::layer_tensors(int64_t layer) {
+  const ModelConfig& c = config_;
+  const LayerActivations& a = acts(layer);
+  const int64_t n = rows_;
+  LayerTensors t;
+  t.x = residual_[static_cast<size_t>(layer)];
+  t.h1 = a.h1;
+  t.q_raw = a.q_raw;
+  t.k_raw = a.k_raw;
+  t.q = a.q.reshaped({n, c.num_attention_heads, c.head_dim});
+  t.k = a.k.reshaped({n, c.num_key_value_heads, c.head_dim});
+  t.v = a.v.reshaped({n, c.num_key_value_heads, c.head_dim});
+  t.attended = a.attended.reshaped({n, c.num_attention_heads, c.head_dim});
+  t.o_raw = a.o_raw;
+  t.o = t.delta = dtmp_;  // the attention's delta is spent (in mid) before the MLP's is formed
+  t.mid = a.mid;
+  t.h2 = a.h2;
+  t.a = a.a;
+  t.b = a.b;
+  t.act = a.act;
+  t.down_raw = a.down_raw;
+  return t;
+}
+
 void TrainingPass::forward(const ModelWeights& w, std::span<const int32_t> inputs) {
   const ModelConfig& c = config_;
   if (c.positions == PositionKind::Rotary) {
     const std::vector<float> inv_freq = model_rope_frequencies(c, w);
     backend_.memory().copy_from_host(inv_freq_tensor_.data, inv_freq.data(), inv_freq.size() * sizeof(float));
   }
-  backend_.embedding(w.token_embedding, inputs, residual_[0]);
-  if (c.positions == PositionKind::Learned) {
-    backend_.embedding(w.position_embedding, positions_, dtmp_);
-    backend_.add(residual_[0], dtmp_, residual_[0]);
-  }
+  embed_tokens(backend_, c, w, inputs, positions_, residual_[0], dtmp_);
   const int64_t last = c.num_hidden_layers - 1;
   for (int64_t l = 0; l <= last; ++l) {
-    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-    forward_activations(w, l);
-    if (c.post_norms) {
-      linear(acts(l).act, lw.down, lw.down_bias, acts(l).down_raw, l, LoraTarget::Down);
-      apply_norm(backend_, c, acts(l).down_raw, lw.mlp_norm_weight, lw.mlp_norm_bias, dtmp_);
-    } else {
-      linear(acts(l).act, lw.down, lw.down_bias, dtmp_, l, LoraTarget::Down);
-    }
+    const LayerTensors t = layer_tensors(l);
+    forward_layer(backend_, c, w.layers[static_cast<size_t>(l)], l, t, nullptr,
+                  {positions_, &inv_freq_tensor_}, *this);
     // The next layer's input; the last layer's is added by the fused final norm below.
-    if (l < last) backend_.add(acts(l).mid, dtmp_, residual_[static_cast<size_t>(l + 1)]);
+    if (l < last) backend_.add(t.mid, t.delta, residual_[static_cast<size_t>(l + 1)]);
   }
   apply_add_norm(backend_, config_, acts(last).mid, dtmp_, residual_.back(), w.final_norm_weight,
                  w.final_norm_bias, final_);
 }
 
-void TrainingPass::forward_activations(const ModelWeights& w, int64_t layer) {
+void TrainingPass::project(int64_t layer, const Tensor& x, std::span<const Projection> projections) {
+  for (const Projection& p : projections) linear(x, *p.w, p.bias, *p.y, layer, p.target);
+}
+
+void TrainingPass::attend(int64_t layer, const LayerTensors& t) {
   const ModelConfig& c = config_;
-  const int64_t n = rows_, q_width = c.num_attention_heads * c.head_dim;
-  const LayerWeights& lw = w.layers[static_cast<size_t>(layer)];
-  LayerActivations& a = acts(layer);
-  const Tensor& x = residual_[static_cast<size_t>(layer)];
-  // Attention: mid = x + o(attention(rope(q), rope(k), v)) of h1 = norm(x); with post-norms
-  // mid = x + norm(o(attention(...))) of h1 = x.
-  if (!c.post_norms) apply_norm(backend_, config_, x, lw.attn_norm_weight, lw.attn_norm_bias, a.h1);
-  const Tensor& h1 = attention_input(layer);
-  const bool qk_norm = c.qk_norm != QkNorm::None;
-  linear(h1, lw.q, lw.q_bias, qk_norm ? a.q_raw : a.q, layer, LoraTarget::Q);
-  linear(h1, lw.k, lw.k_bias, qk_norm ? a.k_raw : a.k, layer, LoraTarget::K);
-  linear(h1, lw.v, lw.v_bias, a.v, layer, LoraTarget::V);
-  if (qk_norm) {
-    const auto eps = static_cast<float>(c.norm_eps);
-    backend_.rms_norm(norm_rows(a.q_raw, c.q_norm_width()), lw.q_norm_weight, eps,
-                      norm_rows(a.q, c.q_norm_width()));
-    backend_.rms_norm(norm_rows(a.k_raw, c.k_norm_width()), lw.k_norm_weight, eps,
-                      norm_rows(a.k, c.k_norm_width()));
-  }
-  const Tensor q = a.q.reshaped({n, c.num_attention_heads, c.head_dim});
-  const Tensor k = a.k.reshaped({n, c.num_key_value_heads, c.head_dim});
-  if (c.positions == PositionKind::Rotary) {
-    backend_.rope(q, positions_, inv_freq_tensor_, c.rope_layout);
-    backend_.rope(k, positions_, inv_freq_tensor_, c.rope_layout);
-  }
-  const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
+  const AttentionScores scores = c.attention_scores(layer);
   for (int64_t b = 0; b < batch_; ++b)
-    backend_.attention(sequence(a.q, b, h), sequence(a.k, b, kvh), sequence(a.v, b, kvh), 0, attention_scale_,
-                       sequence(a.attended, b, h));
-  // MLP: next = mid + down(act(h2 W_gate) * h2 W_up) or mid + down(gelu(h2 W_up)), h2 =
-  // norm(mid) (post-norms: next = mid + norm(down(...)) of h2 = mid); the caller applies down.
-  if (c.post_norms) {
-    linear(a.attended.reshaped({n, q_width}), lw.o, lw.o_bias, a.o_raw, layer, LoraTarget::O);
-    apply_norm(backend_, config_, a.o_raw, lw.attn_norm_weight, lw.attn_norm_bias, dtmp_);
-    backend_.add(x, dtmp_, a.mid);
-  } else {
-    linear(a.attended.reshaped({n, q_width}), lw.o, lw.o_bias, dtmp_, layer, LoraTarget::O);
-    apply_add_norm(backend_, config_, x, dtmp_, a.mid, lw.mlp_norm_weight, lw.mlp_norm_bias, a.h2);
-  }
-  const Tensor& h2 = mlp_input(layer);
-  if (c.mlp == MlpKind::SwiGlu) {
-    linear(h2, lw.gate, lw.gate_bias, a.a, layer, LoraTarget::Gate);
-    linear(h2, lw.up, lw.up_bias, a.b, layer, LoraTarget::Up);
-    backend_.swiglu(a.a, a.b, a.act);
-  } else {
-    linear(h2, lw.up, lw.up_bias, a.a, layer, LoraTarget::Up);
-    backend_.gelu(a.a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, a.act);
-  }
+    backend_.attention(sequence(t.q, b, c.num_attention_heads), sequence(t.k, b, c.num_key_value_heads),
+                       sequence(t.v, b, c.num_key_value_heads), 0, scores,
+                       sequence(t.attended, b, c.num_attention_heads));
+}
+
+void TrainingPass::experts(int64_t, const LayerWeights&, const Tensor&, const Tensor&) {
+  fail("training: a mixture of experts is not trained yet");  // the constructor refuses such models
 }
 
 double TrainingPass::score(const ModelWeights& w, const ModelWeights* grads, std::span<const int32_t> targets,
@@ -237,7 +219,7 @@ double TrainingPass::score(const ModelWeights& w, const ModelWeights* grads, std
     const Tensor logits = logits_.slice_rows(0, r);
     const Tensor hidden = final_.slice_rows(r0, r);
     const Tensor losses = losses_.slice_rows(r0, r).reshaped({r});
-    backend_.matmul(hidden, w.lm_head, nullptr, logits);
+    output_logits(backend_, config_, w, hidden, logits);
     backend_.cross_entropy(logits, targets.subspan(static_cast<size_t>(r0), static_cast<size_t>(r)),
                            row_scale, losses, grads != nullptr ? &logits : nullptr);
     const float* host_losses = losses.as<const float>();
@@ -260,9 +242,11 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
   const LayerWeights& lg = g.layers[static_cast<size_t>(layer)];
   const int64_t n = rows_, q_width = c.num_attention_heads * c.head_dim;
   if (recompute_) {  // dtmp_ and the LoRA scratch are free here; dx_ is left alone
-    forward_activations(w, layer);
+    const LayerTensors t = layer_tensors(layer);
+    forward_attention(backend_, c, lw, layer, t, nullptr, {positions_, &inv_freq_tensor_}, *this);
+    forward_mlp_activation(backend_, c, lw, layer, t, *this);
     if (c.post_norms) {  // its norm's backward needs the down projection's output
-      linear(acts(layer).act, lw.down, lw.down_bias, acts(layer).down_raw, layer, LoraTarget::Down);
+      linear(t.act, lw.down, optional_tensor(lw.down_bias), t.down_raw, layer, LoraTarget::Down);
     } else {
       lora_u(acts(layer).act, layer, LoraTarget::Down);
     }
@@ -291,8 +275,9 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
   const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
   for (int64_t b = 0; b < batch_; ++b)
     backend_.attention_backward(sequence(a.q, b, h), sequence(a.k, b, kvh), sequence(a.v, b, kvh),
-                                sequence(a.attended, b, h), sequence(dattended_, b, h), attention_scale_,
-                                sequence(dq_, b, h), sequence(dk_, b, kvh), sequence(dv_, b, kvh));
+                                sequence(a.attended, b, h), sequence(dattended_, b, h),
+                                c.attention_scores(layer).scale, sequence(dq_, b, h), sequence(dk_, b, kvh),
+                                sequence(dv_, b, kvh));
   if (c.positions == PositionKind::Rotary) {
     backend_.rope_backward(dq_.reshaped({n, c.num_attention_heads, c.head_dim}), positions_, inv_freq_tensor_,
                            c.rope_layout);
@@ -340,9 +325,9 @@ void TrainingPass::add_block_input_grad(const Tensor& x, const Tensor& weight, c
   }
 }
 
-void TrainingPass::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+void TrainingPass::linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
                           int64_t layer, LoraTarget target) {
-  backend_.matmul(x, w, optional_tensor(bias), y);
+  backend_.matmul(x, w, bias, y);
   if (!lora_u(x, layer, target)) return;
   const Tensor& u = acts(layer).lora_u[static_cast<size_t>(target)];
   const Tensor delta(lora_wide_.data, DType::F32, {rows_, y.cols()});

@@ -1,7 +1,7 @@
 // TrainingPass: the training forward of a batch of sequences (every position, activations
-// kept) and its backward, for every architecture the inference Transformer runs
-// (model/transformer.h has the per-layer math; this is the same graph, run over B x T
-// tokens at once, then differentiated op by op with the Backend's backward ops).
+// kept) and its backward. The forward is the inference passes' own layer code
+// (model/layer_forward.h), run over B x T tokens at once with every activation kept, then
+// differentiated op by op with the Backend's backward ops.
 //
 // Loss: the mean, over targets >= 0 (a negative target is not scored), of the softmax
 // cross-entropy of the logits. The logits are formed, scored and differentiated in row
@@ -47,13 +47,14 @@
 
 #include "backend/backend.h"
 #include "core/arena.h"
+#include "model/layer_forward.h"
 #include "model/lora.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
 namespace tokenmill {
 
-class TrainingPass {
+class TrainingPass final : private LayerHooks {
  public:
   static constexpr size_t kLogitChunkBytes = size_t{32} << 20;
 
@@ -100,8 +101,14 @@ class TrainingPass {
   int64_t check(const ModelWeights& weights, std::span<const int32_t> inputs,
                 std::span<const int32_t> targets) const;
   void forward(const ModelWeights& w, std::span<const int32_t> inputs);
-  // Layer l's activations, from residual_[l] through the MLP's act, into acts(l).
-  void forward_activations(const ModelWeights& w, int64_t layer);
+  // Where layer l's forward (model/layer_forward.h) reads and writes: residual_[l], acts(l),
+  // and the scratch dtmp_ for the attention's and the MLP's deltas.
+  LayerTensors layer_tensors(int64_t layer);
+  // LayerHooks: each projection through linear() (with the adapter's term); the attention of
+  // each sequence of the batch over itself.
+  void project(int64_t layer, const Tensor& x, std::span<const Projection> projections) override;
+  void attend(int64_t layer, const LayerTensors& t) override;
+  void experts(int64_t layer, const LayerWeights& w, const Tensor& h, const Tensor& delta) override;
   // The buffers of layer l's activations (one set for every layer when Recomputed).
   LayerActivations& acts(int64_t layer) { return layers_[recompute_ ? 0 : static_cast<size_t>(layer)]; }
   // Sets the adapter of the coming call (null: none), checking its shapes against lora_.
@@ -110,7 +117,7 @@ class TrainingPass {
   Result run_backward(const ModelWeights& weights, const ModelWeights* grads, std::span<const int32_t> inputs,
                       std::span<const int32_t> targets, float grad_scale);
   // y = x W^T (+ b), plus the adapter's term when `target` of `layer` is adapted.
-  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, int64_t layer,
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, int64_t layer,
               LoraTarget target);
   // Its backward: dx overwritten; dw, db accumulated when present (not null); the adapter's
   // dA, dB accumulated.
@@ -160,7 +167,6 @@ class TrainingPass {
   const LoraWeights* adapter_grads_ = nullptr;  // of the current forward_backward
   ModelWeights frozen_;                         // all-null gradients of a frozen model
   int64_t batch_, seq_len_, rows_, logit_rows_;
-  float attention_scale_;
   std::vector<int32_t> positions_;  // [rows]: t of each row
   std::vector<float> host_losses_;  // a logit chunk's losses, when the host cannot read losses_
   std::optional<Arena> arena_;      // sized by a first pass of plan()

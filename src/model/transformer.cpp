@@ -46,7 +46,7 @@ Tensor Transformer::forward_last(std::span<const int32_t> ids) {
               begin + count == n ? 1 : 0);
   }
   const Tensor logits = logits_.slice_rows(0, 1);
-  output_logits(backend_, model_, buffers_.normed.slice_rows(0, 1), logits);
+  output_logits(backend_, config_, model_.weights, buffers_.normed.slice_rows(0, 1), logits);
   if (host_logits_.empty()) return logits;
   backend_.memory().copy_to_host(host_logits_.data(), logits.data, logits.nbytes());
   return Tensor(host_logits_.data(), DType::F32, {1, config_.vocab_size});
@@ -63,7 +63,7 @@ void Transformer::forward_all(std::span<const int32_t> ids, std::span<float> log
     run_chunk(ids.subspan(static_cast<size_t>(begin), static_cast<size_t>(count)), count);
     const Tensor host_out(logits.data() + begin * vocab, DType::F32, {count, vocab});
     const Tensor out = backend_.memory().is_host() ? host_out : logits_.slice_rows(0, count);
-    output_logits(backend_, model_, buffers_.normed.slice_rows(0, count), out);
+    output_logits(backend_, config_, model_.weights, buffers_.normed.slice_rows(0, count), out);
     if (out.data != host_out.data) backend_.memory().copy_to_host(host_out.data, out.data, out.nbytes());
   }
 }
@@ -73,49 +73,34 @@ void Transformer::run_chunk(std::span<const int32_t> ids, int64_t out_rows) {
   positions_.clear();
   for (int64_t t = 0; t < n; ++t) positions_.push_back(static_cast<int32_t>(position() + t));
 
-  const Tensor x = buffers_.residual.slice_rows(0, n);
-  embed_tokens(backend_, model_, ids, positions_, x, buffers_.projected.slice_rows(0, n));
+  LayerTensors t = step_layer_tensors(config_, buffers_, n);
+  embed_tokens(backend_, config_, model_.weights, ids, positions_, t.x, t.delta);
+  // An f32 cache takes the projections in place; an f16 one stores them after RoPE.
+  const bool in_place = cache_.dtype() == DType::F32;
   for (int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
-    attention_block(layer, n);
-    mlp_block(layer, n);
+    if (in_place) {
+      t.k = t.k_raw = cache_.keys(layer).slice_rows(position(), n);
+      t.v = cache_.values(layer).slice_rows(position(), n);
+    }
+    forward_layer(backend_, config_, model_.weights.layers[static_cast<size_t>(layer)], layer, t,
+                  layer == 0 ? nullptr : &t.delta, {positions_, &buffers_.rope_frequencies(config_, layer)},
+                  hooks_);
   }
   tokens_.insert(tokens_.end(), ids.begin(), ids.end());
   if (out_rows > 0) {  // the other rows of x never get the last layer's delta: nothing reads them
-    add_final_norm(backend_, model_, x.slice_rows(n - out_rows, out_rows),
-                   buffers_.projected.slice_rows(n - out_rows, out_rows),
-                   buffers_.normed.slice_rows(0, out_rows));
+    add_final_norm(backend_, model_, t.x.slice_rows(n - out_rows, out_rows),
+                   t.delta.slice_rows(n - out_rows, out_rows), buffers_.normed.slice_rows(0, out_rows));
   }
 }
 
-void Transformer::attention_block(int64_t layer, int64_t n) {
-  const ModelConfig& c = config_;
-  const LayerWeights& w = model_.weights.layers[static_cast<size_t>(layer)];
-  const Tensor x = buffers_.residual.slice_rows(0, n);
-  const Tensor q = buffers_.query.slice_rows(0, n).reshaped({n, c.num_attention_heads, c.head_dim});
-  // An f32 cache takes the projections in place; an f16 one stores them after RoPE.
-  const bool in_place = cache_.dtype() == DType::F32;
-  const Tensor cache_k = cache_.keys(layer).slice_rows(position(), n);
-  const Tensor cache_v = cache_.values(layer).slice_rows(position(), n);
-  const Tensor k = in_place
-                       ? cache_k
-                       : buffers_.new_keys.slice_rows(0, n).reshaped({n, c.num_key_value_heads, c.head_dim});
-  const Tensor v =
-      in_place ? cache_v
-               : buffers_.new_values.slice_rows(0, n).reshaped({n, c.num_key_value_heads, c.head_dim});
-  const Tensor delta = buffers_.projected.slice_rows(0, n);
-  attention_inputs(backend_, model_, w, x, layer == 0 ? nullptr : &delta, buffers_.normed.slice_rows(0, n), q,
-                   k, v, positions_, buffers_.rope_frequencies(c, layer));
-  if (!in_place) {
-    backend_.convert(k, cache_k);
-    backend_.convert(v, cache_v);
+void Transformer::CacheAttention::attend(int64_t layer, const LayerTensors& x) {
+  const int64_t n = x.q.dim(0), position = t_.position();
+  const Tensor keys = t_.cache_.keys(layer), values = t_.cache_.values(layer);
+  if (x.k.data != keys.slice_rows(position, n).data) {  // not projected in place
+    backend_.convert(x.k, keys.slice_rows(position, n));
+    backend_.convert(x.v, values.slice_rows(position, n));
   }
-  const Tensor a = buffers_.attended.slice_rows(0, n).reshaped({n, c.num_attention_heads, c.head_dim});
-  backend_.attention(q, cache_.keys(layer), cache_.values(layer), position(), c.attention_scores(layer), a);
-  attention_delta(backend_, model_, w, buffers_.attended.slice_rows(0, n), delta);
-}
-
-void Transformer::mlp_block(int64_t layer, int64_t n) {
-  mlp_delta(backend_, model_, model_.weights.layers[static_cast<size_t>(layer)], buffers_, n);
+  backend_.attention(x.q, keys, values, position, config_.attention_scores(layer), x.attended);
 }
 
 }  // namespace tokenmill

@@ -1,14 +1,11 @@
 // Transformer: the one config-driven forward pass (prefill and incremental decode) of
 // every supported architecture, written against the Backend op interface.
 //
-// Per layer, with x the residual stream [n, hidden]:
-//   h = norm_1(x);  q, k, v = h W_q (+b), h W_k (+b), h W_v (+b)   (k, v written into the cache)
-//   rotary: rotate q, k at their positions;  a = causal_gqa_attention(q, K[0..p+n), V[0..p+n))
-//   x += a W_o (+b)
-//   h = norm_2(x);  x += SwiGLU: (silu(h W_gate) * h W_up) W_down   |  GELU: gelu(h W_up + b) W_down + b
-// then logits = norm_f(x) W_lm_head. Each "x += delta" runs fused with the norm after it
-// (layer_ops.h). Learned positions (GPT-2) are added to the token
-// embedding. A prompt longer than the chunk size runs in chunks; buffers are sized once.
+// Each layer is model/layer_forward.h's, its attention causal over the KV cache (the chunk's
+// k and v written into it first: a = attention(q, K[0..p+n), V[0..p+n))); then logits =
+// norm_f(x) W_lm_head. Each "x += delta" runs fused with the norm after it (layer_ops.h).
+// Learned positions (GPT-2) are added to the token embedding. A prompt longer than the
+// chunk size runs in chunks; buffers are sized once.
 //
 // Activations and the KV cache live in the backend's memory; so must the weights
 // (place_weights, model/weight_placement.h, for a GPU backend). The logits come back to the
@@ -66,13 +63,26 @@ class Transformer {
   // Commits the whole KV cache now (KvCache::commit), for a context sized to what will be used.
   void commit_cache() { cache_.commit(); }
 
+  // Not copied or moved: its hooks point back at it.
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
  private:
   // Runs n <= chunk tokens at position() and leaves the final-normed hidden states of the
   // last `out_rows` tokens in `normed_` rows [0, out_rows).
   void run_chunk(std::span<const int32_t> ids, int64_t out_rows);
-  void attention_block(int64_t layer, int64_t n);
-  void mlp_block(int64_t layer, int64_t n);
   void check_append(size_t n) const;
+
+  // The layers' attention over the KV cache: the chunk's keys and values stored at
+  // position() first (by the projections themselves into an f32 cache).
+  class CacheAttention final : public StepHooks {
+   public:
+    explicit CacheAttention(Transformer& t) : StepHooks(t.backend_, t.config_, t.buffers_), t_(t) {}
+    void attend(int64_t layer, const LayerTensors& x) override;
+
+   private:
+    Transformer& t_;
+  };
 
   const Model& model_;
   const ModelConfig& config_;
@@ -84,6 +94,7 @@ class Transformer {
   std::vector<int32_t> positions_;
   Arena arena_;
   StepBuffers buffers_;
+  CacheAttention hooks_{*this};
   Tensor logits_;                   // [chunk, vocab] in the backend's memory
   std::vector<float> host_logits_;  // [vocab]: forward_last's result when that memory is not the host's
 };
