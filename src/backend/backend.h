@@ -238,17 +238,27 @@ class Backend {
   virtual void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
                                const Tensor& dup) = 0;
 
+  // Of geglu (y = gelu_tanh(gate) * up): dgate = dy * up * gelu_tanh'(gate), dup = dy *
+  // gelu_tanh(gate); in place as swiglu_backward.
+  virtual void geglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
+                              const Tensor& dup) = 0;
+
+  // Of softcap, from its output y = cap tanh(x / cap): dx = dy * (1 - (y / cap)^2); dx may be
+  // dy or y (in place).
+  virtual void softcap_backward(const Tensor& y, float cap, const Tensor& dy, const Tensor& dx) = 0;
+
   // Of rope, in place: dx [n, heads, head_dim] rotated back (angle -positions[t] * inv_freq[j]).
   virtual void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
                              RopeLayout layout) = 0;
 
   // Of causal attention over one sequence (training: no cache offset). q [n, heads, hd],
-  // k, v [n, kv_heads, hd] (query t attends to keys 0..t), out = the forward output
-  // attention(q, k, v, 0, scale); dout like out. Writes dq (like q), dk, dv (like k, v),
-  // summing the gradients of the query heads that share a kv head.
+  // k, v [n, kv_heads, hd] (query t attends to keys first_position(t)..t), out = the forward
+  // output attention(q, k, v, 0, scores); dout like out. Writes dq (like q), dk, dv (like k,
+  // v), summing the gradients of the query heads that share a kv head. With a soft cap, the
+  // score's derivative is scale * (1 - (s / cap)^2), s the capped score.
   virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                  const Tensor& dout, float scale, const Tensor& dq, const Tensor& dk,
-                                  const Tensor& dv) = 0;
+                                  const Tensor& dout, AttentionScores scores, const Tensor& dq,
+                                  const Tensor& dk, const Tensor& dv) = 0;
 
   // Softmax cross-entropy of logits [n, vocab] against targets[t] (a target < 0 is ignored:
   // loss 0 and a zero gradient row):

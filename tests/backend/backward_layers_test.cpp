@@ -1,5 +1,5 @@
 // Backward of the layer ops (Backend's "training" section): RMSNorm, LayerNorm, GELU,
-// SwiGLU, RoPE and causal GQA attention.
+// SwiGLU, GeGLU, soft-capping, RoPE and causal GQA attention (with sliding windows and soft caps).
 //
 //  1. The float64 reference (reference_backward.h) against fourth-order central finite
 //     differences of the forward reference (reference_ops.h) of the scalar sum(dy * f(x)):
@@ -132,12 +132,39 @@ TEST_F(ReferenceGradient, GeluBothForms) {
   }
 }
 
-TEST_F(ReferenceGradient, Swiglu) {
-  HostTensor gate({37}, rng_, 0.05f, 3.9f), up({37}, rng_), dy({37}, rng_);
-  const auto grads = reference::swiglu_backward(gate.tensor(), up.tensor(), dy.tensor());
-  const auto forward = [&] { return reference::swiglu(gate.tensor(), up.tensor()); };
-  EXPECT_TRUE(close_to_reference(numeric_gradient(gate, dy, forward), grads.dgate, kFiniteDifference));
-  EXPECT_TRUE(close_to_reference(numeric_gradient(up, dy, forward), grads.dup, kFiniteDifference));
+// The gated units (y = act(gate) * up), their forward and backward references and Backend ops.
+struct GatedUnit {
+  const char* name;
+  std::vector<double> (*forward)(const Tensor& gate, const Tensor& up);
+  reference::GatedGrads (*backward)(const Tensor& gate, const Tensor& up, const Tensor& dy);
+  void (Backend::*op)(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
+                      const Tensor& dup);
+};
+const GatedUnit kGatedUnits[] = {
+    {"swiglu", &reference::swiglu, &reference::swiglu_backward, &Backend::swiglu_backward},
+    {"geglu", &reference::geglu, &reference::geglu_backward, &Backend::geglu_backward}};
+
+TEST_F(ReferenceGradient, GatedUnits) {
+  for (const GatedUnit& unit : kGatedUnits) {
+    SCOPED_TRACE(unit.name);
+    HostTensor gate({37}, rng_, 0.05f, 3.9f), up({37}, rng_), dy({37}, rng_);
+    const auto grads = unit.backward(gate.tensor(), up.tensor(), dy.tensor());
+    const auto forward = [&] { return unit.forward(gate.tensor(), up.tensor()); };
+    EXPECT_TRUE(close_to_reference(numeric_gradient(gate, dy, forward), grads.dgate, kFiniteDifference));
+    EXPECT_TRUE(close_to_reference(numeric_gradient(up, dy, forward), grads.dup, kFiniteDifference));
+  }
+}
+
+TEST_F(ReferenceGradient, SoftcapFromItsOutput) {
+  HostTensor x({37}, rng_, 0.05f, 30.0f), dy({37}, rng_);
+  const float cap = 8.0f;  // x up to ~4 caps: tanh well into saturation
+  const std::vector<double> capped = reference::softcap(x.tensor(), cap);
+  std::vector<float> y_values(capped.begin(), capped.end());
+  HostTensor y({37}, std::move(y_values));
+  const auto forward = [&] { return reference::softcap(x.tensor(), cap); };
+  // The f32 rounding of y moves 1 - (y / cap)^2 by ~1e-7 relative to it, near saturation more.
+  EXPECT_TRUE(close_to_reference(numeric_gradient(x, dy, forward),
+                                 reference::softcap_backward(y.tensor(), cap, dy.tensor()), 1e-5));
 }
 
 // inv_freq [rotary_dim / 2] of base 10000, as Llama's.
@@ -160,16 +187,22 @@ TEST_F(ReferenceGradient, RopeBothLayoutsWithPartialRotation) {
   }
 }
 
-TEST_F(ReferenceGradient, AttentionWithGroupedHeads) {
-  for (const int64_t kv_heads : {2, 3, 6}) {
-    SCOPED_TRACE("kv_heads=" + std::to_string(kv_heads));
+TEST_F(ReferenceGradient, AttentionWithGroupedHeadsWindowsAndSoftCaps) {
+  const struct {
+    int64_t kv_heads, window;
+    float softcap;
+  } cases[] = {{2, 0, 0}, {3, 0, 0}, {6, 0, 0}, {2, 4, 0}, {3, 0, 1.5f}, {2, 5, 2.0f}};
+  for (const auto& c : cases) {
+    const int64_t kv_heads = c.kv_heads;
+    SCOPED_TRACE("kv_heads=" + std::to_string(kv_heads) + " window=" + std::to_string(c.window) +
+                 " softcap=" + std::to_string(c.softcap));
     const int64_t n = 13, heads = 6, hd = 10;
     HostTensor q({n, heads, hd}, rng_), k({n, kv_heads, hd}, rng_), v({n, kv_heads, hd}, rng_),
         dout({n, heads, hd}, rng_);
-    const float scale = 0.7f;
+    const AttentionScores scores(0.7f, c.window, c.softcap);
     const auto grads =
-        reference::attention_backward(q.tensor(), k.tensor(), v.tensor(), dout.tensor(), scale);
-    const auto forward = [&] { return reference::attention(q.tensor(), k.tensor(), v.tensor(), 0, scale); };
+        reference::attention_backward(q.tensor(), k.tensor(), v.tensor(), dout.tensor(), scores);
+    const auto forward = [&] { return reference::attention(q.tensor(), k.tensor(), v.tensor(), 0, scores); };
     EXPECT_TRUE(close_to_reference(numeric_gradient(q, dout, forward), grads.dq, kFiniteDifference));
     EXPECT_TRUE(close_to_reference(numeric_gradient(k, dout, forward), grads.dk, kFiniteDifference));
     EXPECT_TRUE(close_to_reference(numeric_gradient(v, dout, forward), grads.dv, kFiniteDifference));
@@ -397,41 +430,69 @@ TEST_P(BackwardLayers, GeluBothFormsMatchReferenceAndWorkInPlace) {
   }
 }
 
-TEST_P(BackwardLayers, SwigluMatchesReference) {
-  for (const int64_t count : kElementCounts) {
-    SCOPED_TRACE("count=" + std::to_string(count));
-    auto gate = input({count}, 0.01f, 12.0f);
-    auto up = input({count});
-    auto dy = input({count});
-    auto dgate = output({count});
-    auto dup = output({count});
-    backend_->swiglu_backward(gate->tensor(), up->tensor(), dy->tensor(), dgate->tensor(), dup->tensor());
-    const auto want = reference::swiglu_backward(gate->tensor(), up->tensor(), dy->tensor());
-    EXPECT_TRUE(close_to_reference(dgate->values(), want.dgate, kF32));
-    EXPECT_TRUE(close_to_reference(dup->values(), want.dup, kF32));
-    EXPECT_GUARDS(dgate);
-    EXPECT_GUARDS(dup);
-    EXPECT_UNCHANGED(gate);
-    EXPECT_UNCHANGED(up);
-    EXPECT_UNCHANGED(dy);
+TEST_P(BackwardLayers, GatedUnitsMatchReference) {
+  for (const GatedUnit& unit : kGatedUnits) {
+    for (const int64_t count : kElementCounts) {
+      SCOPED_TRACE(std::string(unit.name) + " count=" + std::to_string(count));
+      auto gate = input({count}, 0.01f, 12.0f);
+      auto up = input({count});
+      auto dy = input({count});
+      auto dgate = output({count});
+      auto dup = output({count});
+      ((*backend_).*unit.op)(gate->tensor(), up->tensor(), dy->tensor(), dgate->tensor(), dup->tensor());
+      const auto want = unit.backward(gate->tensor(), up->tensor(), dy->tensor());
+      EXPECT_TRUE(close_to_reference(dgate->values(), want.dgate, kF32));
+      EXPECT_TRUE(close_to_reference(dup->values(), want.dup, kF32));
+      EXPECT_GUARDS(dgate);
+      EXPECT_GUARDS(dup);
+      EXPECT_UNCHANGED(gate);
+      EXPECT_UNCHANGED(up);
+      EXPECT_UNCHANGED(dy);
+    }
   }
 }
 
-TEST_P(BackwardLayers, SwigluWorksInPlaceOverEveryPairOfInputs) {
+TEST_P(BackwardLayers, GatedUnitsWorkInPlaceOverEveryPairOfInputs) {
   // (dgate, dup) written over (a, b) of (gate, up, dy): indices 0, 1, 2.
   const int pairs[][2] = {{2, 0}, {1, 2}, {0, 1}, {2, 1}, {1, 0}, {0, 2}};
-  for (const auto& pair : pairs) {
-    SCOPED_TRACE("dgate over input " + std::to_string(pair[0]) + ", dup over input " +
-                 std::to_string(pair[1]));
-    auto gate = input({1001}, 0.01f, 8.0f);
-    auto up = input({1001});
-    auto dy = input({1001});
-    const auto want = reference::swiglu_backward(gate->tensor(), up->tensor(), dy->tensor());
-    const GuardedBuffer* buffers[3] = {gate.get(), up.get(), dy.get()};
-    backend_->swiglu_backward(gate->tensor(), up->tensor(), dy->tensor(), buffers[pair[0]]->tensor(),
-                              buffers[pair[1]]->tensor());
-    EXPECT_TRUE(close_to_reference(buffers[pair[0]]->values(), want.dgate, kF32));
-    EXPECT_TRUE(close_to_reference(buffers[pair[1]]->values(), want.dup, kF32));
+  for (const GatedUnit& unit : kGatedUnits) {
+    for (const auto& pair : pairs) {
+      SCOPED_TRACE(std::string(unit.name) + ": dgate over input " + std::to_string(pair[0]) +
+                   ", dup over input " + std::to_string(pair[1]));
+      auto gate = input({1001}, 0.01f, 8.0f);
+      auto up = input({1001});
+      auto dy = input({1001});
+      const auto want = unit.backward(gate->tensor(), up->tensor(), dy->tensor());
+      const GuardedBuffer* buffers[3] = {gate.get(), up.get(), dy.get()};
+      ((*backend_).*unit.op)(gate->tensor(), up->tensor(), dy->tensor(), buffers[pair[0]]->tensor(),
+                             buffers[pair[1]]->tensor());
+      EXPECT_TRUE(close_to_reference(buffers[pair[0]]->values(), want.dgate, kF32));
+      EXPECT_TRUE(close_to_reference(buffers[pair[1]]->values(), want.dup, kF32));
+    }
+  }
+}
+
+TEST_P(BackwardLayers, SoftcapMatchesReferenceInPlaceToo) {
+  for (const int64_t count : kElementCounts) {
+    SCOPED_TRACE("count=" + std::to_string(count));
+    const float cap = 5.0f;
+    auto x = input({count}, 0.01f, 20.0f);
+    auto y = output({count});
+    backend_->softcap(x->tensor(), cap, y->tensor());
+    y->snapshot();
+    auto dy = input({count});
+    auto dx = output({count});
+    backend_->softcap_backward(y->tensor(), cap, dy->tensor(), dx->tensor());
+    const auto want = reference::softcap_backward(y->tensor(), cap, dy->tensor());
+    EXPECT_TRUE(close_to_reference(dx->values(), want, kF32));
+    EXPECT_GUARDS(dx);
+    EXPECT_UNCHANGED(y);
+    EXPECT_UNCHANGED(dy);
+    backend_->softcap_backward(y->tensor(), cap, dy->tensor(), dy->tensor());  // dx = dy
+    EXPECT_TRUE(close_to_reference(dy->values(), want, kF32));
+    const auto want_over_y = reference::softcap_backward(y->tensor(), cap, x->tensor());
+    backend_->softcap_backward(y->tensor(), cap, x->tensor(), y->tensor());  // dx = y
+    EXPECT_TRUE(close_to_reference(y->values(), want_over_y, kF32));
   }
 }
 
@@ -454,6 +515,12 @@ TEST_P(BackwardLayers, ActivationsRejectMismatchedSizesAndOverlaps) {
   const Tensor shifted(big->tensor().as<float>() + 1, DType::F32, {10});
   EXPECT_THROW(backend_->swiglu_backward(big->tensor().slice_rows(0, 10), b->tensor(), c->tensor(), shifted,
                                          z->tensor()),
+               Error);
+  EXPECT_THROW(backend_->geglu_backward(a->tensor(), b->tensor(), c->tensor(), y->tensor(), y->tensor()),
+               Error);
+  EXPECT_THROW(backend_->softcap_backward(a->tensor(), 0.0f, b->tensor(), y->tensor()), Error);  // cap 0
+  EXPECT_THROW(backend_->softcap_backward(a->tensor(), 2.0f, longer->tensor(), y->tensor()), Error);
+  EXPECT_THROW(backend_->softcap_backward(big->tensor().slice_rows(0, 10), 2.0f, b->tensor(), shifted),
                Error);
   auto half = input(DType::BF16, {10});
   EXPECT_THROW(backend_->gelu_backward(half->tensor(), GeluForm::Tanh, b->tensor(), y->tensor()), Error);
@@ -517,6 +584,8 @@ TEST_P(BackwardLayers, RopeRejectsBadShapes) {
 struct AttentionCase {
   int64_t head_dim, heads, kv_heads, n;
   float scale;  // 0: 1 / sqrt(head_dim)
+  int64_t window = 0;
+  float softcap = 0.0f;
 };
 
 struct AttentionRun {
@@ -544,24 +613,38 @@ class BackwardAttention : public BackwardLayers {
     backend_->attention_backward(r.q->tensor(), r.k->tensor(), r.v->tensor(), r.out->tensor(),
                                  r.dout->tensor(), scale(c), r.dq->tensor(), r.dk->tensor(), r.dv->tensor());
   }
-  static float scale(const AttentionCase& c) {
-    return c.scale != 0 ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  static AttentionScores scale(const AttentionCase& c) {
+    return {c.scale != 0 ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window, c.softcap};
   }
 };
 
 TEST_P(BackwardAttention, MatchesReference) {
   const AttentionCase cases[] = {
-      {10, 6, 2, 13, 0}, {10, 6, 3, 13, 0}, {10, 6, 6, 13, 0}, {16, 4, 4, 1, 0},     {16, 4, 1, 2, 0},
-      {64, 8, 1, 37, 0}, {20, 2, 1, 6, 0},  {37, 5, 5, 9, 0},  {64, 4, 2, 40, 4.0f},  // scores up to ~500:
-                                                                                      // the softmax must
-                                                                                      // subtract its max
+      {10, 6, 2, 13, 0},
+      {10, 6, 3, 13, 0},
+      {10, 6, 6, 13, 0},
+      {16, 4, 4, 1, 0},
+      {16, 4, 1, 2, 0},
+      {64, 8, 1, 37, 0},
+      {20, 2, 1, 6, 0},
+      {37, 5, 5, 9, 0},
+      {64, 4, 2, 40, 4.0f},  // scores up to ~500:
+                             // the softmax must
+                             // subtract its max
+      // Sliding windows (shorter than the sequence, of one position, and longer) and soft caps.
+      {16, 4, 2, 37, 0, 5},
+      {10, 6, 3, 13, 0, 1},
+      {64, 4, 2, 40, 0, 64},
+      {16, 4, 4, 21, 4.0f, 0, 3.0f},
+      {16, 6, 2, 33, 0, 9, 2.5f},
   };
   for (const int threads : {0, 1}) {
     set_thread_count(threads);
     for (const AttentionCase& c : cases) {
       SCOPED_TRACE("threads=" + std::to_string(threads) + " head_dim=" + std::to_string(c.head_dim) +
                    " heads=" + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
-                   " n=" + std::to_string(c.n));
+                   " n=" + std::to_string(c.n) + " window=" + std::to_string(c.window) +
+                   " softcap=" + std::to_string(c.softcap));
       const AttentionRun r = prepare(c);
       backward(r, c);
       const auto want = reference::attention_backward(r.q->tensor(), r.k->tensor(), r.v->tensor(),
@@ -577,7 +660,8 @@ TEST_P(BackwardAttention, MatchesReference) {
 }
 
 TEST_P(BackwardAttention, IsBitwiseIndependentOfThreadCount) {
-  for (const AttentionCase& c : {AttentionCase{64, 8, 2, 50, 0}, AttentionCase{10, 6, 6, 13, 0}}) {
+  for (const AttentionCase& c : {AttentionCase{64, 8, 2, 50, 0}, AttentionCase{10, 6, 6, 13, 0},
+                                 AttentionCase{16, 4, 2, 30, 0, 7, 3.0f}}) {
     const AttentionRun r = prepare(c);
     std::vector<std::vector<float>> first;
     for (const int threads : {1, 2, 3, 5}) {
@@ -618,6 +702,11 @@ TEST_P(BackwardAttention, RejectsBadShapesDtypesAndOverlaps) {
   EXPECT_THROW(call(*k, *v, dq->tensor(), dk_small->tensor()), Error);
   EXPECT_THROW(call(*k, *v, q->tensor(), dk->tensor()), Error);   // dq over q
   EXPECT_THROW(call(*k, *v, dq->tensor(), dq->tensor()), Error);  // dk over dq
+  for (const AttentionScores bad : {AttentionScores(0.25f, -1, 0.0f), AttentionScores(0.25f, 0, -1.0f),
+                                    AttentionScores(NAN, 0, 0.0f), AttentionScores(0.25f, 0, INFINITY)})
+    EXPECT_THROW(backend_->attention_backward(q->tensor(), k->tensor(), v->tensor(), out->tensor(),
+                                              dout->tensor(), bad, dq->tensor(), dk->tensor(), dv->tensor()),
+                 Error);
   EXPECT_GUARDS(dq);
   EXPECT_GUARDS(dk);
   EXPECT_UNCHANGED(q);

@@ -198,14 +198,21 @@ class FencedBackend final : public Backend {
                        const Tensor& dup) override {
     run([&] { inner_->swiglu_backward(gate, up, dy, dgate, dup); });
   }
+  void geglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
+                      const Tensor& dup) override {
+    run([&] { inner_->geglu_backward(gate, up, dy, dgate, dup); });
+  }
+  void softcap_backward(const Tensor& y, float cap, const Tensor& dy, const Tensor& dx) override {
+    run([&] { inner_->softcap_backward(y, cap, dy, dx); });
+  }
   void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
                      RopeLayout layout) override {
     run([&] { inner_->rope_backward(dx, positions, inv_freq, layout); });
   }
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                          const Tensor& dout, float scale, const Tensor& dq, const Tensor& dk,
+                          const Tensor& dout, AttentionScores scores, const Tensor& dq, const Tensor& dk,
                           const Tensor& dv) override {
-    run([&] { inner_->attention_backward(q, k, v, out, dout, scale, dq, dk, dv); });
+    run([&] { inner_->attention_backward(q, k, v, out, dout, scores, dq, dk, dv); });
   }
   void cross_entropy(const Tensor& logits, std::span<const int32_t> targets, float grad_scale,
                      const Tensor& losses, const Tensor* dlogits) override {

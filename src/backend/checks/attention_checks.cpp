@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -135,9 +136,13 @@ StoreKvDims check_store_kv(const Tensor& rows, std::span<const int64_t> slots, c
 }
 
 AttentionDims check_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                       const Tensor& dout, const Tensor& dq, const Tensor& dk,
-                                       const Tensor& dv) {
+                                       const Tensor& dout, const AttentionScores& scores, const Tensor& dq,
+                                       const Tensor& dk, const Tensor& dv) {
   const char* op = "attention_backward";
+  if (!std::isfinite(scores.scale) || scores.window < 0 || !std::isfinite(scores.softcap) ||
+      scores.softcap < 0)
+    fail("{}: scores need a finite scale, a window >= 0 and a finite soft cap >= 0 (got {}, {}, {})", op,
+         scores.scale, scores.window, scores.softcap);
   expect_f32(
       op, {{"q", q}, {"k", k}, {"v", v}, {"out", out}, {"dout", dout}, {"dq", dq}, {"dk", dk}, {"dv", dv}});
   expect_rank(op, "q", q, 3);

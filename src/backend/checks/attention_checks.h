@@ -48,9 +48,10 @@ StoreKvDims check_store_kv(const Tensor& rows, std::span<const int64_t> slots, c
 
 // attention_backward(): everything f32; q [n, heads, head_dim], k and v [n, kv_heads,
 // head_dim] with heads % kv_heads == 0; out, dout and dq hold q's elements, dk and dv k's,
-// each with n rows; dq, dk and dv overlap no input and no other output.
+// each with n rows; dq, dk and dv overlap no input and no other output; the scores' scale
+// finite, window >= 0, soft cap finite and >= 0.
 AttentionDims check_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                       const Tensor& dout, const Tensor& dq, const Tensor& dk,
-                                       const Tensor& dv);
+                                       const Tensor& dout, const AttentionScores& scores, const Tensor& dq,
+                                       const Tensor& dk, const Tensor& dv);
 
 }  // namespace tokenmill::checks

@@ -74,6 +74,17 @@ void check_softcap(float cap) {
   if (!(cap > 0.0f) || !std::isfinite(cap)) fail("softcap: the cap must be finite and > 0, got {}", cap);
 }
 
+int64_t check_softcap_backward(float cap, const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  const char* op = "softcap_backward";
+  check_softcap(cap);
+  expect_f32(op, {{"y", y}, {"dy", dy}, {"dx", dx}});
+  expect_same_numel(op, "dy", dy, "y", y);
+  expect_same_numel(op, "dx", dx, "y", y);
+  expect_same_or_disjoint(op, "dx", dx, "y", y);
+  expect_same_or_disjoint(op, "dx", dx, "dy", dy);
+  return y.numel();
+}
+
 int64_t check_binary(const char* op, const Tensor& a, const Tensor& b, const Tensor& y) {
   expect_f32(op, "a", a);
   expect_f32(op, "b", b);

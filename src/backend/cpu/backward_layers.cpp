@@ -186,17 +186,32 @@ void gelu_backward(const KernelTable& kernels, const Tensor& x, GeluForm form, c
                       [&](int64_t i0, int64_t i1) { kernel(xp + i0, dyp + i0, i1 - i0, dxp + i0); });
 }
 
-// dgate = dy up s (1 + gate (1 - s)), dup = dy gate s, s = sigmoid(gate) (kernels_impl.h).
-void swiglu_backward(const KernelTable& kernels, const Tensor& gate, const Tensor& up, const Tensor& dy,
-                     const Tensor& dgate, const Tensor& dup) {
-  const int64_t count = check_swiglu_backward("swiglu_backward", gate, up, dy, dgate, dup);
+// SwiGLU: dgate = dy up s (1 + gate (1 - s)), dup = dy gate s, s = sigmoid(gate); GeGLU:
+// dgate = dy up gelu_tanh'(gate), dup = dy gelu_tanh(gate) (kernels_impl.h).
+void gated_backward(const KernelTable& kernels, GatedUnit unit, const Tensor& gate, const Tensor& up,
+                    const Tensor& dy, const Tensor& dgate, const Tensor& dup) {
+  const bool geglu = unit == GatedUnit::GeGlu;
+  const int64_t count =
+      check_swiglu_backward(geglu ? "geglu_backward" : "swiglu_backward", gate, up, dy, dgate, dup);
+  const auto kernel = geglu ? kernels.geglu_backward : kernels.swiglu_backward;
   const float* gp = gate.as<const float>();
   const float* upp = up.as<const float>();
   const float* dyp = dy.as<const float>();
   float* dgp = dgate.as<float>();
   float* dup_p = dup.as<float>();
   parallel_for_chunks(count, kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
-    kernels.swiglu_backward(gp + i0, upp + i0, dyp + i0, i1 - i0, dgp + i0, dup_p + i0);
+    kernel(gp + i0, upp + i0, dyp + i0, i1 - i0, dgp + i0, dup_p + i0);
+  });
+}
+
+void softcap_backward(const KernelTable& kernels, const Tensor& y, float cap, const Tensor& dy,
+                      const Tensor& dx) {
+  const int64_t count = check_softcap_backward(cap, y, dy, dx);
+  const float* yp = y.as<const float>();
+  const float* dyp = dy.as<const float>();
+  float* dxp = dx.as<float>();
+  parallel_for_chunks(count, kMinElementwiseWork, [&](int64_t i0, int64_t i1) {
+    kernels.softcap_backward(yp + i0, cap, dyp + i0, i1 - i0, dxp + i0);
   });
 }
 
@@ -322,70 +337,89 @@ struct AttentionBackwardArgs {
   const float *q, *k, *v, *out, *dout;
   float *dq, *dk, *dv;
   int64_t n, heads, kv_heads, hd;
-  float scale;
+  AttentionScores scores;
 };
 
 // All of query head h: writes dq[:, h, :] and adds the head's dk, dv to the rows
 // dk_h + p * stride, dv_h + p * stride (p = key position), which start at zero. Per key,
-// the contributions are added in query order. probs holds kQueryBlock * n floats.
+// the contributions are added in query order. probs holds kQueryBlock * n floats, and as
+// many more after them with a soft cap (each score's slope).
 void attention_backward_head(const AttentionBackwardArgs& a, int64_t h, float* dk_h, float* dv_h,
                              int64_t stride, float* probs) {
   const int64_t hd = a.hd, q_row = a.heads * hd, kv_row = a.kv_heads * hd;
   const float* k = a.k + h / (a.heads / a.kv_heads) * hd;  // key p at k + p * kv_row
   const float* v = a.v + h / (a.heads / a.kv_heads) * hd;
+  const float scale = a.scores.scale, cap = a.scores.softcap;
+  float* slopes = probs + kQueryBlock * a.n;  // with a cap: d(score)/d(q . k) / scale
   for (int64_t t0 = 0; t0 < a.n; t0 += kQueryBlock) {
     const int64_t rows = std::min<int64_t>(kQueryBlock, a.n - t0), keys = t0 + rows;
-    // Query t0 + b sees keys p <= t0 + b, i.e. the block's rows b >= p - t0.
+    // Query t0 + b sees keys first(t0 + b) <= p <= t0 + b, i.e. the block's rows
+    // [first_row(p), end_row(p)); no row sees a key before first(t0).
+    const auto first = [&](int64_t b) { return a.scores.first_position(t0 + b); };
     const auto first_row = [t0](int64_t p) { return std::max<int64_t>(0, p - t0); };
+    const auto end_row = [&](int64_t p) {
+      return a.scores.window > 0 ? std::min<int64_t>(rows, p + a.scores.window - t0) : rows;
+    };
     const auto offset = [&](int64_t b) { return (t0 + b) * q_row + h * hd; };
     const float* q_block = a.q + offset(0);
     const float* dout_block = a.dout + offset(0);
     float dots[kQueryBlock];
-    for (int64_t p = 0; p < keys; ++p) {
+    for (int64_t p = first(0); p < keys; ++p) {
       dot_rows(k + p * kv_row, q_block, q_row, rows, hd, dots);
-      for (int64_t b = first_row(p); b < rows; ++b) probs[b * a.n + p] = a.scale * dots[b];
+      for (int64_t b = first_row(p); b < end_row(p); ++b) {
+        float score = scale * dots[b];
+        if (cap > 0) {
+          score = cap * std::tanh(score / cap);
+          slopes[b * a.n + p] = (cap - score) * (cap + score) / (cap * cap);  // no cancellation near +-cap
+        }
+        probs[b * a.n + p] = score;
+      }
     }
     float expected_dp[kQueryBlock];  // sum_p P_p dP_p = dout . out
     for (int64_t b = 0; b < rows; ++b) {
       float* row = probs + b * a.n;
-      const float max_score = *std::max_element(row, row + t0 + b + 1);
+      const int64_t begin = first(b), end = t0 + b + 1;
+      const float max_score = *std::max_element(row + begin, row + end);
       double sum = 0;
-      for (int64_t p = 0; p <= t0 + b; ++p) sum += (row[p] = std::exp(row[p] - max_score));
+      for (int64_t p = begin; p < end; ++p) sum += (row[p] = std::exp(row[p] - max_score));
       const auto inv_sum = static_cast<float>(1.0 / sum);
-      for (int64_t p = 0; p <= t0 + b; ++p) row[p] *= inv_sum;
+      for (int64_t p = begin; p < end; ++p) row[p] *= inv_sum;
       expected_dp[b] = dot(a.dout + offset(b), a.out + offset(b), hd);
       std::fill(a.dq + offset(b), a.dq + offset(b) + hd, 0.0f);
     }
     // Per key: dS of the block's queries (kept in probs in place of P), dk_p and dv_p.
-    for (int64_t p = 0; p < keys; ++p) {
-      const int64_t b0 = first_row(p);
+    for (int64_t p = first(0); p < keys; ++p) {
+      const int64_t b0 = first_row(p), b1 = end_row(p);
+      if (b0 >= b1) continue;
       dot_rows(v + p * kv_row, dout_block, q_row, rows, hd, dots);  // dP_p of each query
       float prob[kQueryBlock], ds[kQueryBlock];
-      for (int64_t b = b0; b < rows; ++b) {
+      for (int64_t b = b0; b < b1; ++b) {
         prob[b] = probs[b * a.n + p];
-        ds[b] = a.scale * prob[b] * (dots[b] - expected_dp[b]);
+        ds[b] = scale * prob[b] * (dots[b] - expected_dp[b]);
+        if (cap > 0) ds[b] *= slopes[b * a.n + p];
         probs[b * a.n + p] = ds[b];
       }
-      add_scaled_rows(ds, q_block, q_row, b0, rows, hd, dk_h + p * stride);
-      add_scaled_rows(prob, dout_block, q_row, b0, rows, hd, dv_h + p * stride);
+      add_scaled_rows(ds, q_block, q_row, b0, b1, hd, dk_h + p * stride);
+      add_scaled_rows(prob, dout_block, q_row, b0, b1, hd, dv_h + p * stride);
     }
     // Per query: dq_t = sum over its keys of dS_p k_p (dq_t starts at zero).
     for (int64_t b = 0; b < rows; ++b)
-      add_scaled_rows(probs + b * a.n, k, kv_row, 0, t0 + b + 1, hd, a.dq + offset(b));
+      add_scaled_rows(probs + b * a.n, k, kv_row, first(b), t0 + b + 1, hd, a.dq + offset(b));
   }
 }
 
 }  // namespace
 
-// Softmax rows are recomputed from q and k (max subtracted), then per query t, head h:
-//   D = dout_t . out_t,  dS_p = P_p (dout_t . v_p - D),
-//   dq_t = scale sum_p dS_p k_p,  dk_p += scale dS_p q_t,  dv_p += P_p dout_t.
+// Softmax rows are recomputed from q and k (max subtracted), then per query t, head h, over
+// the keys p it attends to (its window):
+//   D = dout_t . out_t,  dS_p = P_p (dout_t . v_p - D) S'_p  (S'_p = scale, or with a soft cap
+//   c scale (1 - (S_p / c)^2)),  dq_t = sum_p dS_p k_p,  dk_p += dS_p q_t,  dv_p += P_p dout_t.
 // Work item: one query head. With GQA each head's dk, dv go to its own buffer and the
 // heads of a group are then summed in head order (deterministic).
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& dout, float scale, const Tensor& dq, const Tensor& dk,
+                        const Tensor& dout, AttentionScores scores, const Tensor& dq, const Tensor& dk,
                         const Tensor& dv) {
-  const checks::AttentionDims d = checks::check_attention_backward(q, k, v, out, dout, dq, dk, dv);
+  const checks::AttentionDims d = checks::check_attention_backward(q, k, v, out, dout, scores, dq, dk, dv);
   if (d.empty()) return;
   const int64_t n = d.n, heads = d.heads, hd = d.head_dim, kv_heads = d.kv_heads;
   const AttentionBackwardArgs a{.q = q.as<const float>(),
@@ -400,13 +434,13 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                                 .heads = heads,
                                 .kv_heads = kv_heads,
                                 .hd = hd,
-                                .scale = scale};
+                                .scores = scores};
   const int64_t group = heads / kv_heads, head_floats = n * hd;
   // Without GQA each head owns its columns of dk, dv; with it, heads write [heads, n, hd]
   // buffers (dk's, then dv's) that are summed per group below.
   float* head_grads = group == 1 ? nullptr : tl_head_grads.floats(2 * heads * head_floats);
   parallel_for_chunks(heads, 1, [&](int64_t h0, int64_t h1) {
-    float* probs = tl_worker_probs.floats(kQueryBlock * n);
+    float* probs = tl_worker_probs.floats((scores.softcap > 0 ? 2 : 1) * kQueryBlock * n);
     for (int64_t h = h0; h < h1; ++h) {
       float* dk_h = group == 1 ? a.dk + h * hd : head_grads + h * head_floats;
       float* dv_h = group == 1 ? a.dv + h * hd : head_grads + (heads + h) * head_floats;

@@ -396,16 +396,23 @@ class CpuBackend final : public Backend {
   }
   void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
                        const Tensor& dup) override {
-    cpu::swiglu_backward(kernels_, gate, up, dy, dgate, dup);
+    cpu::gated_backward(kernels_, cpu::GatedUnit::SwiGlu, gate, up, dy, dgate, dup);
+  }
+  void geglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
+                      const Tensor& dup) override {
+    cpu::gated_backward(kernels_, cpu::GatedUnit::GeGlu, gate, up, dy, dgate, dup);
+  }
+  void softcap_backward(const Tensor& y, float cap, const Tensor& dy, const Tensor& dx) override {
+    cpu::softcap_backward(kernels_, y, cap, dy, dx);
   }
   void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
                      RopeLayout layout) override {
     cpu::rope_backward(dx, positions, inv_freq, layout);
   }
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                          const Tensor& dout, float scale, const Tensor& dq, const Tensor& dk,
+                          const Tensor& dout, AttentionScores scores, const Tensor& dq, const Tensor& dk,
                           const Tensor& dv) override {
-    cpu::attention_backward(q, k, v, out, dout, scale, dq, dk, dv);
+    cpu::attention_backward(q, k, v, out, dout, scores, dq, dk, dv);
   }
   void cross_entropy(const Tensor& logits, std::span<const int32_t> targets, float grad_scale,
                      const Tensor& losses, const Tensor* dlogits) override {

@@ -29,12 +29,16 @@ void layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, const
                          const Tensor& dweight, const Tensor& dbias, GradWrite dx_write);
 void gelu_backward(const KernelTable& kernels, const Tensor& x, GeluForm form, const Tensor& dy,
                    const Tensor& dx);
-void swiglu_backward(const KernelTable& kernels, const Tensor& gate, const Tensor& up, const Tensor& dy,
-                     const Tensor& dgate, const Tensor& dup);
+// Of swiglu or geglu, as `unit` says.
+enum class GatedUnit : uint8_t { SwiGlu, GeGlu };
+void gated_backward(const KernelTable& kernels, GatedUnit unit, const Tensor& gate, const Tensor& up,
+                    const Tensor& dy, const Tensor& dgate, const Tensor& dup);
+void softcap_backward(const KernelTable& kernels, const Tensor& y, float cap, const Tensor& dy,
+                      const Tensor& dx);
 void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
                    RopeLayout layout);
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& dout, float scale, const Tensor& dq, const Tensor& dk,
+                        const Tensor& dout, AttentionScores scores, const Tensor& dq, const Tensor& dk,
                         const Tensor& dv);
 
 }  // namespace tokenmill::cpu

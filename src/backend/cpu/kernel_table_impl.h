@@ -37,6 +37,8 @@ KernelTable make_kernel_table(const char* isa) {
       .scale = &scale<S>,
       .softcap = &softcap<S>,
       .swiglu_backward = &swiglu_backward<S>,
+      .geglu_backward = &geglu_backward<S>,
+      .softcap_backward = &softcap_backward<S>,
       .add = &add<S>,
       .softmax = &softmax<S>,
       .attention = &attention<S>,

@@ -135,9 +135,13 @@ struct KernelTable {
   void (*geglu)(const float* gate, const float* up, int64_t count, float* y) = nullptr;
   void (*scale)(const float* x, float factor, int64_t count, float* y) = nullptr;
   void (*softcap)(const float* x, float cap, int64_t count, float* y) = nullptr;
-  // The gradients of swiglu's two inputs; the outputs may be any of the inputs.
+  // The gradients of swiglu's (geglu's) two inputs; the outputs may be any of the inputs.
   void (*swiglu_backward)(const float* gate, const float* up, const float* dy, int64_t count, float* dgate,
                           float* dup) = nullptr;
+  void (*geglu_backward)(const float* gate, const float* up, const float* dy, int64_t count, float* dgate,
+                         float* dup) = nullptr;
+  // dx = dy (1 - (y / cap)^2) from softcap's output y; dx may be y or dy.
+  void (*softcap_backward)(const float* y, float cap, const float* dy, int64_t count, float* dx) = nullptr;
   void (*add)(const float* a, const float* b, int64_t count, float* y) = nullptr;
   void (*softmax)(const float* x, int64_t rows, int64_t d, float* y) = nullptr;
   // out[t, h, :] for the tokens t in [t0, t1) and the query heads h in [h0, h1), which must

@@ -239,6 +239,28 @@ void swiglu_backward(const float* gate, const float* up, const float* dy, int64_
     store_n<S>(dup + i, S::mul(d_s, g), lanes);
   }
 }
+// y = gelu_tanh(gate) up:  dgate = dy up gelu_tanh'(gate),  dup = dy gelu_tanh(gate); in place
+// as swiglu_backward.
+template <class S>
+void geglu_backward(const float* gate, const float* up, const float* dy, int64_t count, float* dgate,
+                    float* dup) {
+  using V = typename S::V;
+  for (int64_t i = 0; i < count; i += S::kWidth) {
+    const int64_t lanes = count - i;
+    const V g = load_n<S>(gate + i, lanes), u = load_n<S>(up + i, lanes), d = load_n<S>(dy + i, lanes);
+    store_n<S>(dgate + i, S::mul(S::mul(d, u), gelu_tanh_derivative_v<S>(g)), lanes);
+    store_n<S>(dup + i, S::mul(d, gelu_tanh_v<S>(g)), lanes);
+  }
+}
+// dx = dy (1 - (y / cap)^2), y = softcap's output, as dy (cap - y) (cap + y) / cap^2: near
+// saturation (|y| -> cap) cap - |y| is exact (Sterbenz), where 1 - (y / cap)^2 would cancel.
+template <class S>
+void softcap_backward(const float* y, float cap, const float* dy, int64_t count, float* dx) {
+  const typename S::V c = S::set1(cap), inv_c2 = S::set1(1.0f / (cap * cap));
+  map_binary<S>(y, dy, count, dx, [=](typename S::V v, typename S::V d) {
+    return S::mul(S::mul(d, inv_c2), S::mul(S::sub(c, v), S::add(c, v)));
+  });
+}
 
 template <class S>
 void add(const float* a, const float* b, int64_t count, float* y) {

@@ -52,14 +52,25 @@ TM_HOST_DEVICE float silu(float x) { return times_sigmoid(x, x); }
 
 TM_HOST_DEVICE float swiglu(float gate, float up) { return silu(gate) * up; }
 
-// The gradients of y = silu(gate) up for the upstream gradient dy, s = sigmoid(gate):
-//   dgate = dy up s (1 + gate (1 - s)),  dup = dy gate s.
+// The gradients of a gated unit's two inputs. Of y = silu(gate) up for the upstream
+// gradient dy, s = sigmoid(gate):  dgate = dy up s (1 + gate (1 - s)),  dup = dy gate s.
 struct SwigluGrads {
   float dgate, dup;
 };
 TM_HOST_DEVICE SwigluGrads swiglu_grads(float gate, float up, float dy) {
   const float s = sigmoid(gate);
   return {dy * up * s * (1.0f + gate * (1.0f - s)), dy * gate * s};
+}
+
+// Of y = gelu_tanh(gate) up:  dgate = dy up gelu_tanh'(gate),  dup = dy gelu_tanh(gate).
+TM_HOST_DEVICE SwigluGrads geglu_grads(float gate, float up, float dy) {
+  return {dy * up * gelu_tanh_derivative(gate), dy * gelu_tanh(gate)};
+}
+
+// Of y = cap tanh(x / cap), from y: dx = dy (1 - (y / cap)^2) = dy (cap - y) (cap + y) / cap^2,
+// the form without cancellation near saturation (cap - |y| is exact there).
+TM_HOST_DEVICE float softcap_gradient(float y, float cap, float dy) {
+  return dy / (cap * cap) * ((cap - y) * (cap + y));
 }
 
 }  // namespace tokenmill::cuda

@@ -1,5 +1,6 @@
 #include <type_traits>
 
+#include "backend/cuda/activation_math.h"
 #include "backend/cuda/attention_kernels.h"
 #include "backend/cuda/attention_math.h"
 #include "backend/cuda/block_reduce.cuh"
@@ -48,11 +49,21 @@ __device__ float warp_score(const float (&x)[kChunks], const T* y, int64_t hd, f
   return __fmul_rn(warp_dot(x, y, hd), scale);
 }
 
+// softcap > 0: softcap * tanh(score / softcap), each step rounded on its own; else score.
+__device__ float capped_score(float score, float softcap) {
+  return softcap > 0.0f ? __fmul_rn(tanhf(__fdiv_rn(score, softcap)), softcap) : score;
+}
+
+// d(capped_score)/d(score) from the capped score c: 1 - (c / softcap)^2 (without cancellation:
+// activation_math.h's softcap_gradient), or 1 without a cap.
+__device__ float capped_score_slope(float capped, float softcap) {
+  return softcap > 0.0f ? softcap_gradient(capped, softcap, 1.0f) : 1.0f;
+}
+
 // A forward score of launch `a`: warp_score, then soft-capped when a.softcap > 0.
 template <class T>
 __device__ float forward_score(const float (&x)[kChunks], const T* y, const AttentionLaunch& a) {
-  const float score = warp_score(x, y, a.head_dim, a.scale);
-  return a.softcap > 0.0f ? __fmul_rn(tanhf(__fdiv_rn(score, a.softcap)), a.softcap) : score;
+  return capped_score(warp_score(x, y, a.head_dim, a.scale), a.softcap);
 }
 
 // acc += w y over the lane's head elements (y in memory).
@@ -244,8 +255,10 @@ struct StoreKvElement {
 
 // ---------------------------------------------------------------- backward
 //
-// Per query t, head h (P = softmax of the scores, recomputed):
-//   D = dout_t . out_t,  dS_p = P_p (dout_t . v_p - D),
+// Per query t, head h, over the positions p its window lets it see (P = softmax of the
+// scores, recomputed):
+//   D = dout_t . out_t,  dS_p = P_p (dout_t . v_p - D) S'_p  (S'_p = 1, or with a soft cap
+//   1 - (S_p / cap)^2, S_p the capped score),
 //   dq_t = scale sum_p dS_p k_p,  dk_p = scale sum_{t, h in p's group} dS_p q_t,  dv_p = sum P_p dout_t.
 // The dq pass (work item = (t, h)) also stores each row's softmax state and D; the dk/dv
 // pass (work item = (p, kv head)) walks the group's heads in order, and each head's queries
@@ -270,16 +283,20 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_dq_kernel(Attenti
     load_head(a.dout + at, hd, false, dout);
     const float expected_dp = warp_dot(dout, a.out + at, hd);
 
+    const int64_t first = t + 1 - attended_positions(t, a.window);
     SoftmaxState state = softmax_empty();
-    for (int64_t p = warp; p <= t; p += kAttentionWarps)
-      state = softmax_add(state, warp_score(q, a.k + kv + p * row_stride, hd, a.scale));
+    for (int64_t p = first + warp; p <= t; p += kAttentionWarps)
+      state =
+          softmax_add(state, capped_score(warp_score(q, a.k + kv + p * row_stride, hd, a.scale), a.softcap));
     const SoftmaxState all = merge_warps(state, states);
 
     float acc[kChunks] = {};
-    for (int64_t p = warp; p <= t; p += kAttentionWarps) {
+    for (int64_t p = first + warp; p <= t; p += kAttentionWarps) {
       const float* k = a.k + kv + p * row_stride;
-      const float prob = softmax_probability(warp_score(q, k, hd, a.scale), all);
-      const float ds = prob * (warp_dot(dout, a.v + kv + p * row_stride, hd) - expected_dp);
+      const float score = capped_score(warp_score(q, k, hd, a.scale), a.softcap);
+      const float prob = softmax_probability(score, all);
+      const float ds = prob * (warp_dot(dout, a.v + kv + p * row_stride, hd) - expected_dp) *
+                       capped_score_slope(score, a.softcap);
       warp_axpy(ds, k, hd, acc);
     }
     store_warp_sum(acc, a.scale, hd, partial, a.dq + at);
@@ -298,14 +315,17 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_dkdv_kernel(Atten
     load_head(a.k + at, hd, false, k);
     load_head(a.v + at, hd, false, v);
     float dk[kChunks] = {}, dv[kChunks] = {};
+    const int64_t end = a.window > 0 && p + a.window < a.n ? p + a.window : a.n;  // the queries that see p
     for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-      for (int64_t t = p + warp; t < a.n; t += kAttentionWarps) {
+      for (int64_t t = p + warp; t < end; t += kAttentionWarps) {
         const int64_t row = t * a.heads + h;
         const float* q = a.q + row * hd;
         const float* dout = a.dout + row * hd;
         const RowStats s = stats[row];
-        const float prob = softmax_probability(warp_score(k, q, hd, a.scale), s.softmax);
-        const float ds = prob * (warp_dot(v, dout, hd) - s.expected_dp);
+        const float score = capped_score(warp_score(k, q, hd, a.scale), a.softcap);
+        const float prob = softmax_probability(score, s.softmax);
+        const float ds =
+            prob * (warp_dot(v, dout, hd) - s.expected_dp) * capped_score_slope(score, a.softcap);
         warp_axpy(ds, q, hd, dk);
         warp_axpy(prob, dout, hd, dv);
       }

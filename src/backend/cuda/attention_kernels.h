@@ -73,14 +73,16 @@ void launch_store_kv(const float* rows, const int64_t* slots, int64_t n, int64_t
                      DType pool_dtype, cudaStream_t stream);
 
 // Backend::attention_backward, all f32: q, out, dout, dq [n, heads, head_dim]; k, v, dk, dv
-// [n, kv_heads, head_dim]. `scratch` holds attention_backward_scratch_bytes(n, heads): each
-// row's softmax statistics, written by the dq pass and read by the dk/dv pass.
+// [n, kv_heads, head_dim]; scores as AttentionLaunch's. `scratch` holds attention_backward_scratch_bytes(n,
+// heads): each row's softmax statistics, written by the dq pass and read by the dk/dv pass.
 struct AttentionBackwardLaunch {
   const float *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr, *dout = nullptr;
   float *dq = nullptr, *dk = nullptr, *dv = nullptr;
   void* scratch = nullptr;
   int64_t n = 0, heads = 0, kv_heads = 0, head_dim = 0;  // head_dim <= kMaxAttentionHeadDim
   float scale = 1.0f;
+  int64_t window = 0;    // 0: every position
+  float softcap = 0.0f;  // 0: no cap
 };
 size_t attention_backward_scratch_bytes(int64_t n, int64_t heads);
 void launch_attention_backward(const AttentionBackwardLaunch& a, cudaStream_t stream);

@@ -195,15 +195,15 @@ void CudaBackend::store_kv(const Tensor& rows, std::span<const int64_t> slots, c
 }
 
 void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                     const Tensor& dout, float scale, const Tensor& dq, const Tensor& dk,
-                                     const Tensor& dv) {
+                                     const Tensor& dout, AttentionScores scores, const Tensor& dq,
+                                     const Tensor& dk, const Tensor& dv) {
   make_current();
-  const checks::AttentionDims d = checks::check_attention_backward(q, k, v, out, dout, dq, dk, dv);
+  const checks::AttentionDims d = checks::check_attention_backward(q, k, v, out, dout, scores, dq, dk, dv);
   expect_head_dim("attention_backward", d.head_dim);
   if (d.empty()) return;
   const DeviceBuffer scratch =
       pool().allocate(attention_backward_scratch_bytes(d.n, d.heads), "attention_backward row statistics");
-  // In AttentionBackwardLaunch's field order: inputs, gradients, scratch, dimensions, scale.
+  // In AttentionBackwardLaunch's field order: inputs, gradients, scratch, dimensions, scores.
   const AttentionBackwardLaunch a{q.as<const float>(),
                                   k.as<const float>(),
                                   v.as<const float>(),
@@ -217,7 +217,9 @@ void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Ten
                                   d.heads,
                                   d.kv_heads,
                                   d.head_dim,
-                                  scale};
+                                  scores.scale,
+                                  scores.window,
+                                  scores.softcap};
   launch_attention_backward(a, stream_);
 }
 

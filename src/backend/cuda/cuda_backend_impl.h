@@ -95,10 +95,13 @@ class CudaBackend final : public Backend {
   void gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy, const Tensor& dx) override;
   void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
                        const Tensor& dup) override;
+  void geglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
+                      const Tensor& dup) override;
+  void softcap_backward(const Tensor& y, float cap, const Tensor& dy, const Tensor& dx) override;
   void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
                      RopeLayout layout) override;
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                          const Tensor& dout, float scale, const Tensor& dq, const Tensor& dk,
+                          const Tensor& dout, AttentionScores scores, const Tensor& dq, const Tensor& dk,
                           const Tensor& dv) override;
   void cross_entropy(const Tensor& logits, std::span<const int32_t> targets, float grad_scale,
                      const Tensor& losses, const Tensor* dlogits) override;

@@ -156,8 +156,22 @@ void CudaBackend::swiglu_backward(const Tensor& gate, const Tensor& up, const Te
                                   const Tensor& dup) {
   make_current();
   const int64_t count = checks::check_swiglu_backward("swiglu_backward", gate, up, dy, dgate, dup);
-  launch_swiglu_backward(gate.as<const float>(), up.as<const float>(), dy.as<const float>(), count,
-                         dgate.as<float>(), dup.as<float>(), stream_);
+  launch_gated_backward(false, gate.as<const float>(), up.as<const float>(), dy.as<const float>(), count,
+                        dgate.as<float>(), dup.as<float>(), stream_);
+}
+
+void CudaBackend::geglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, const Tensor& dgate,
+                                 const Tensor& dup) {
+  make_current();
+  const int64_t count = checks::check_swiglu_backward("geglu_backward", gate, up, dy, dgate, dup);
+  launch_gated_backward(true, gate.as<const float>(), up.as<const float>(), dy.as<const float>(), count,
+                        dgate.as<float>(), dup.as<float>(), stream_);
+}
+
+void CudaBackend::softcap_backward(const Tensor& y, float cap, const Tensor& dy, const Tensor& dx) {
+  make_current();
+  const int64_t count = checks::check_softcap_backward(cap, y, dy, dx);
+  launch_softcap_backward(y.as<const float>(), cap, dy.as<const float>(), count, dx.as<float>(), stream_);
 }
 
 void CudaBackend::rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,

@@ -60,14 +60,23 @@ struct GeluBackward {
   __device__ void operator()(int64_t i) const { dx[i] = dy[i] * gelu_derivative(x[i], tanh_form); }
 };
 
-struct SwigluBackward {
+struct GatedBackward {
   const float *gate, *up, *dy;
   float *dgate, *dup;
+  bool geglu;
   __device__ void operator()(int64_t i) const {
-    const SwigluGrads g = swiglu_grads(gate[i], up[i], dy[i]);  // all inputs read before either store
+    // all inputs read before either store
+    const SwigluGrads g = geglu ? geglu_grads(gate[i], up[i], dy[i]) : swiglu_grads(gate[i], up[i], dy[i]);
     dgate[i] = g.dgate;
     dup[i] = g.dup;
   }
+};
+
+struct SoftcapBackward {
+  const float *y, *dy;
+  float cap;
+  float* dx;
+  __device__ void operator()(int64_t i) const { dx[i] = softcap_gradient(y[i], cap, dy[i]); }
 };
 
 }  // namespace
@@ -105,9 +114,14 @@ void launch_gelu_backward(const float* x, bool tanh_form, const float* dy, int64
   launch_elementwise(count, GeluBackward{x, dy, dx, tanh_form}, stream);
 }
 
-void launch_swiglu_backward(const float* gate, const float* up, const float* dy, int64_t count, float* dgate,
-                            float* dup, cudaStream_t stream) {
-  launch_elementwise(count, SwigluBackward{gate, up, dy, dgate, dup}, stream);
+void launch_gated_backward(bool geglu, const float* gate, const float* up, const float* dy, int64_t count,
+                           float* dgate, float* dup, cudaStream_t stream) {
+  launch_elementwise(count, GatedBackward{gate, up, dy, dgate, dup, geglu}, stream);
+}
+
+void launch_softcap_backward(const float* y, float cap, const float* dy, int64_t count, float* dx,
+                             cudaStream_t stream) {
+  launch_elementwise(count, SoftcapBackward{y, dy, cap, dx}, stream);
 }
 
 }  // namespace tokenmill::cuda

@@ -21,8 +21,11 @@ void launch_add(const float* a, const float* b, int64_t count, float* y, cudaStr
 // dx = dy * gelu'(x).
 void launch_gelu_backward(const float* x, bool tanh_form, const float* dy, int64_t count, float* dx,
                           cudaStream_t stream);
-// dgate, dup of y = silu(gate) * up.
-void launch_swiglu_backward(const float* gate, const float* up, const float* dy, int64_t count, float* dgate,
-                            float* dup, cudaStream_t stream);
+// dgate, dup of y = silu(gate) * up, or with `geglu` of y = gelu_tanh(gate) * up.
+void launch_gated_backward(bool geglu, const float* gate, const float* up, const float* dy, int64_t count,
+                           float* dgate, float* dup, cudaStream_t stream);
+// dx = dy * (1 - (y / cap)^2), y = softcap's output.
+void launch_softcap_backward(const float* y, float cap, const float* dy, int64_t count, float* dx,
+                             cudaStream_t stream);
 
 }  // namespace tokenmill::cuda

@@ -30,10 +30,14 @@ NormGrads layer_norm_backward(const Tensor& x, const Tensor& weight, float eps, 
 
 std::vector<double> gelu_backward(const Tensor& x, GeluForm form, const Tensor& dy);
 
-struct SwigluGrads {
+struct GatedGrads {
   std::vector<double> dgate, dup;
 };
-SwigluGrads swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy);
+GatedGrads swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy);
+GatedGrads geglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy);
+
+// From softcap's output y: dy (1 - (y / cap)^2).
+std::vector<double> softcap_backward(const Tensor& y, float cap, const Tensor& dy);
 
 std::vector<double> rope_backward(const Tensor& dx, std::span<const int32_t> positions,
                                   const Tensor& inv_freq, RopeLayout layout);
@@ -42,7 +46,7 @@ struct AttentionGrads {
   std::vector<double> dq, dk, dv;
 };
 AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
-                                  float scale);
+                                  AttentionScores scores);
 
 struct CrossEntropy {
   std::vector<double> losses, dlogits;  // [n], [n, vocab]

@@ -121,10 +121,10 @@ std::vector<double> gelu_backward(const Tensor& x, GeluForm form, const Tensor& 
 }
 
 // y = silu(g) u with silu(g) = g s(g):  silu'(g) = s(g) (1 + g (1 - s(g))).
-SwigluGrads swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy) {
+GatedGrads swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy) {
   expect_numel("swiglu_backward", up, gate.numel());
   expect_numel("swiglu_backward", dy, gate.numel());
-  SwigluGrads grads;
+  GatedGrads grads;
   grads.dgate.resize(at(gate.numel()));
   grads.dup.resize(at(gate.numel()));
   for (int64_t i = 0; i < gate.numel(); ++i) {
@@ -133,6 +133,31 @@ SwigluGrads swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& 
     grads.dup[at(i)] = dyi * g * s;
   }
   return grads;
+}
+
+// y = gelu_tanh(g) u:  dgate = dy u gelu_tanh'(g) (gelu_backward's), dup = dy gelu_tanh(g).
+GatedGrads geglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy) {
+  expect_numel("geglu_backward", up, gate.numel());
+  expect_numel("geglu_backward", dy, gate.numel());
+  GatedGrads grads;
+  grads.dgate = gelu_backward(gate, GeluForm::Tanh, dy);
+  grads.dup = gelu(gate, GeluForm::Tanh);
+  for (int64_t i = 0; i < gate.numel(); ++i) {
+    grads.dgate[at(i)] *= element(up, i);
+    grads.dup[at(i)] *= element(dy, i);
+  }
+  return grads;
+}
+
+// y = c tanh(x / c):  dy/dx = 1 - tanh^2(x / c) = 1 - (y / c)^2.
+std::vector<double> softcap_backward(const Tensor& y, float cap, const Tensor& dy) {
+  expect_numel("softcap_backward", dy, y.numel());
+  std::vector<double> dx(at(y.numel()));
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const double ratio = element(y, i) / static_cast<double>(cap);
+    dx[at(i)] = element(dy, i) * (1.0 - ratio * ratio);
+  }
+  return dx;
 }
 
 // RoPE rotates each pair by a matrix R(angle); its transpose is R(-angle), the forward at
@@ -147,12 +172,13 @@ std::vector<double> rope_backward(const Tensor& dx, std::span<const int32_t> pos
   return rope(dx, negated, inv_freq, layout);
 }
 
-// Per query t and head h (kv head g), over keys p <= t:
-//   S_p = scale q_t . k_p,  P = softmax(S),  out_t = sum_p P_p v_p
-//   dP_p = dout_t . v_p,  dS_p = P_p (dP_p - sum_j P_j dP_j)
-//   dq_t += scale sum_p dS_p k_p,  dk_p += scale dS_p q_t,  dv_p += P_p dout_t.
+// Per query t and head h (kv head g), over keys first <= p <= t (first = the window's start):
+//   S_p = scale q_t . k_p (soft cap c: S_p = c tanh(scale q_t . k_p / c)),  P = softmax(S),
+//   out_t = sum_p P_p v_p,  dP_p = dout_t . v_p,  dS_p = P_p (dP_p - sum_j P_j dP_j) S'_p
+//   (S'_p = scale, or with the cap scale (1 - (S_p / c)^2)),
+//   dq_t += sum_p dS_p k_p,  dk_p += dS_p q_t,  dv_p += P_p dout_t.
 AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
-                                  float scale) {
+                                  AttentionScores scores) {
   const int64_t n = q.dim(0), heads = q.dim(1), hd = q.dim(2), kv_heads = k.dim(1);
   if (kv_heads < 1 || heads % kv_heads != 0 || k.dim(0) != n || k.dim(2) != hd)
     fail("reference attention_backward: bad shapes");
@@ -163,31 +189,39 @@ AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor
   grads.dq.assign(at(q.numel()), 0.0);
   grads.dk.assign(at(k.numel()), 0.0);
   grads.dv.assign(at(v.numel()), 0.0);
-  std::vector<double> p_row, dp_row;
+  const auto scale = static_cast<double>(scores.scale), cap = static_cast<double>(scores.softcap);
+  std::vector<double> p_row, dp_row, slope;
   for (int64_t t = 0; t < n; ++t) {
+    const int64_t first = scores.first_position(t);
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t g = h / group, qi = (t * heads + h) * hd;
-      p_row.assign(at(t + 1), 0.0);
+      p_row.assign(at(t + 1), 0.0);  // positions before `first` keep probability 0
       dp_row.assign(at(t + 1), 0.0);
+      slope.assign(at(t + 1), scale);
       double max_score = -INFINITY;
-      for (int64_t p = 0; p <= t; ++p) {
+      for (int64_t p = first; p <= t; ++p) {
         const int64_t ki = (p * kv_heads + g) * hd;
         double dot = 0, dot_v = 0;
         for (int64_t i = 0; i < hd; ++i) {
           dot += element(q, qi + i) * element(k, ki + i);
           dot_v += element(dout, qi + i) * element(v, ki + i);
         }
-        p_row[at(p)] = static_cast<double>(scale) * dot;
+        double score = scale * dot;
+        if (cap > 0) {
+          score = cap * std::tanh(score / cap);
+          slope[at(p)] = scale * (1.0 - (score / cap) * (score / cap));
+        }
+        p_row[at(p)] = score;
         dp_row[at(p)] = dot_v;
-        max_score = std::max(max_score, p_row[at(p)]);
+        max_score = std::max(max_score, score);
       }
       double sum = 0;
-      for (double& s : p_row) sum += (s = std::exp(s - max_score));
+      for (int64_t p = first; p <= t; ++p) sum += (p_row[at(p)] = std::exp(p_row[at(p)] - max_score));
       double expected_dp = 0;
-      for (int64_t p = 0; p <= t; ++p) expected_dp += (p_row[at(p)] /= sum) * dp_row[at(p)];
-      for (int64_t p = 0; p <= t; ++p) {
+      for (int64_t p = first; p <= t; ++p) expected_dp += (p_row[at(p)] /= sum) * dp_row[at(p)];
+      for (int64_t p = first; p <= t; ++p) {
         const int64_t ki = (p * kv_heads + g) * hd;
-        const double ds = p_row[at(p)] * (dp_row[at(p)] - expected_dp) * static_cast<double>(scale);
+        const double ds = p_row[at(p)] * (dp_row[at(p)] - expected_dp) * slope[at(p)];
         for (int64_t i = 0; i < hd; ++i) {
           grads.dq[at(qi + i)] += ds * element(k, ki + i);
           grads.dk[at(ki + i)] += ds * element(q, qi + i);

@@ -96,22 +96,39 @@ TEST(ActivationMath, SiluAndSwigluMatchReference) {
   EXPECT_EQ(silu(-1000.0f), 0.0f);
 }
 
-TEST(ActivationMath, SwigluGradsMatchReference) {
+TEST(ActivationMath, GatedGradsMatchReference) {
   std::vector<float> gate = random_values(20000, 0.01f, 12.0f, 6);
   std::vector<float> up = random_values(20000, 0.05f, 1.0f, 7);
   std::vector<float> dy = random_values(20000, 0.05f, 1.0f, 8);
-  std::vector<float> dgate(gate.size()), dup(gate.size());
-  for (size_t i = 0; i < gate.size(); ++i) {
-    const SwigluGrads g = swiglu_grads(gate[i], up[i], dy[i]);
-    dgate[i] = g.dgate;
-    dup[i] = g.dup;
+  for (const bool geglu : {false, true}) {
+    SCOPED_TRACE(geglu ? "geglu" : "swiglu");
+    std::vector<float> dgate(gate.size()), dup(gate.size());
+    for (size_t i = 0; i < gate.size(); ++i) {
+      const SwigluGrads g = geglu ? geglu_grads(gate[i], up[i], dy[i]) : swiglu_grads(gate[i], up[i], dy[i]);
+      dgate[i] = g.dgate;
+      dup[i] = g.dup;
+    }
+    const auto want = geglu ? reference::geglu_backward(view(gate), view(up), view(dy))
+                            : reference::swiglu_backward(view(gate), view(up), view(dy));
+    EXPECT_TRUE(close_to_reference(dgate, want.dgate, kF32));
+    EXPECT_TRUE(close_to_reference(dup, want.dup, kF32));
   }
-  const auto want = reference::swiglu_backward(view(gate), view(up), view(dy));
-  EXPECT_TRUE(close_to_reference(dgate, want.dgate, kF32));
-  EXPECT_TRUE(close_to_reference(dup, want.dup, kF32));
   const SwigluGrads far = swiglu_grads(-1000.0f, 1.0f, 1.0f);  // e^1000 = inf: s = 0, no NaN
   EXPECT_EQ(far.dgate, 0.0f);
   EXPECT_EQ(far.dup, 0.0f);
+}
+
+TEST(ActivationMath, SoftcapGradientMatchesReferenceNearSaturation) {
+  const float cap = 5.0f;
+  std::vector<float> x = random_values(20000, 0.01f, 30.0f, 9);
+  std::vector<float> dy = random_values(20000, 0.05f, 1.0f, 10);
+  std::vector<float> y(x.size()), dx(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = cap * tanhf(x[i] / cap);
+  for (size_t i = 0; i < x.size(); ++i) dx[i] = softcap_gradient(y[i], cap, dy[i]);
+  // Elementwise relative: the gradient of a saturated score is tiny and must keep its digits.
+  const auto want = reference::softcap_backward(view(y), cap, view(dy));
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_NEAR(dx[i], want[i], 4e-7 * std::abs(want[i]) + 1e-30) << "y = " << y[i];
 }
 
 }  // namespace
