@@ -35,6 +35,13 @@ class Exporter {
 
   // A tensor as it is (matrix [rows, cols] or vector [n]).
   void same(const std::string& name, const Tensor& t) { add_converted_tensor(writer_, name, t, dtype_); }
+  // A Gemma norm weight: the engine multiplies by 1 + w, the checkpoint stores w.
+  void less_one(const std::string& name, const Tensor& t) {
+    if (t.data == nullptr) fail("export: the model has no tensor for {}", name);
+    writer_.add(name, dtype_, {t.numel()}, [t, dtype = dtype_](std::span<std::byte> out) {
+      store(out, dtype, t.numel(), [&](int64_t i) { return at(t, i) - 1.0f; });
+    });
+  }
   // Row-blocks [parts[0]; parts[1]; ...] of [rows_p, cols] matrices (a fused q|k|v), or
   // concatenated vectors; with `transposed` a matrix is stored [cols, sum rows_p] (GPT-2's
   // Conv1D layout).
@@ -73,6 +80,14 @@ void add_weights(const ModelConfig& c, const ModelWeights& w, Exporter& e) {
   const std::string prefix(layout.hf_prefix);
   const auto model = [&](ModuleName m, const char* suffix) { return prefix + std::string(m.hf) + suffix; };
   const bool layer_norm = c.norm == NormKind::LayerNorm;
+  // A norm's weight as the checkpoint stores it (Gemma's without the 1 the engine adds).
+  const auto norm_weight = [&](const std::string& name, const Tensor& weight) {
+    if (c.norm_weight_offset) {
+      e.less_one(name, weight);
+    } else {
+      e.same(name, weight);
+    }
+  };
   e.same(model(layout.token_embedding, ".weight"), w.token_embedding);
   if (c.positions == PositionKind::Learned)
     e.same(model(layout.position_embedding, ".weight"), w.position_embedding);
@@ -82,7 +97,7 @@ void add_weights(const ModelConfig& c, const ModelWeights& w, Exporter& e) {
       return prefix + layer_module_name(layout, WeightFormat::HuggingFace, i, m) + suffix;
     };
     const auto norm = [&](ModuleName m, const Tensor& weight, const Tensor& bias) {
-      e.same(name(m, ".weight"), weight);
+      norm_weight(name(m, ".weight"), weight);
       if (layer_norm) e.same(name(m, ".bias"), bias);
     };
     const auto linear = [&](ModuleName m, std::vector<Tensor> weights, std::vector<Tensor> biases) {
@@ -98,20 +113,22 @@ void add_weights(const ModelConfig& c, const ModelWeights& w, Exporter& e) {
       linear(layout.v, {l.v}, {l.v_bias});
     }
     if (c.qk_norm != QkNorm::None) {
-      e.same(name(layout.q_norm, ".weight"), l.q_norm_weight);
-      e.same(name(layout.k_norm, ".weight"), l.k_norm_weight);
+      norm_weight(name(layout.q_norm, ".weight"), l.q_norm_weight);
+      norm_weight(name(layout.k_norm, ".weight"), l.k_norm_weight);
     }
     linear(layout.o, {l.o}, {l.o_bias});
+    if (c.sandwich_norms) norm_weight(name(layout.attn_post_norm, ".weight"), l.attn_post_norm_weight);
     norm(layout.mlp_norm, l.mlp_norm_weight, l.mlp_norm_bias);
     if (layout.gate_up.present()) {
       linear(layout.gate_up, {l.gate, l.up}, {l.gate_bias, l.up_bias});
     } else {
-      if (c.mlp == MlpKind::SwiGlu) linear(layout.gate, {l.gate}, {l.gate_bias});
+      if (gated_mlp(c.mlp)) linear(layout.gate, {l.gate}, {l.gate_bias});
       linear(layout.up, {l.up}, {l.up_bias});
     }
     linear(layout.down, {l.down}, {l.down_bias});
+    if (c.sandwich_norms) norm_weight(name(layout.mlp_post_norm, ".weight"), l.mlp_post_norm_weight);
   }
-  e.same(model(layout.final_norm, ".weight"), w.final_norm_weight);
+  norm_weight(model(layout.final_norm, ".weight"), w.final_norm_weight);
   if (layer_norm) e.same(model(layout.final_norm, ".bias"), w.final_norm_bias);
   if (!c.tie_word_embeddings) e.same(std::string(layout.lm_head.hf) + ".weight", w.lm_head);
 }

@@ -6,9 +6,6 @@ namespace tokenmill {
 
 namespace {
 
-// Whether a norm follows the attention's output projection and the MLP's down projection.
-bool normed_outputs(const ModelConfig& c) { return c.post_norms || c.sandwich_norms; }
-
 // out = the norm after a block's output projection (post-norms: the block's own norm;
 // sandwich norms: its post norm) of raw.
 void output_norm(Backend& backend, const ModelConfig& c, const Tensor& raw, const Tensor& block_weight,
@@ -54,10 +51,10 @@ void forward_attention(Backend& backend, const ModelConfig& c, const LayerWeight
   }
   hooks.attend(layer, t);
   const Tensor attended = t.attended.reshaped({n, c.num_attention_heads * c.head_dim});
-  const Tensor& o = normed_outputs(c) ? t.o_raw : t.o;
+  const Tensor& o = normed_block_outputs(c) ? t.o_raw : t.o;
   const Projection output[] = {{&w.o, optional_tensor(w.o_bias), &o, LoraTarget::O}};
   hooks.project(layer, attended, output);
-  if (normed_outputs(c))
+  if (normed_block_outputs(c))
     output_norm(backend, c, t.o_raw, w.attn_norm_weight, w.attn_norm_bias, w.attn_post_norm_weight, t.o);
 }
 
@@ -92,10 +89,10 @@ void forward_mlp_activation(Backend& backend, const ModelConfig& c, const LayerW
 void forward_mlp_output(Backend& backend, const ModelConfig& c, const LayerWeights& w, int64_t layer,
                         const LayerTensors& t, LayerHooks& hooks) {
   if (c.mixture_of_experts()) return;
-  const Tensor& down = normed_outputs(c) ? t.down_raw : t.delta;
+  const Tensor& down = normed_block_outputs(c) ? t.down_raw : t.delta;
   const Projection output[] = {{&w.down, optional_tensor(w.down_bias), &down, LoraTarget::Down}};
   hooks.project(layer, t.act, output);
-  if (normed_outputs(c))
+  if (normed_block_outputs(c))
     output_norm(backend, c, t.down_raw, w.mlp_norm_weight, w.mlp_norm_bias, w.mlp_post_norm_weight, t.delta);
 }
 

@@ -49,6 +49,11 @@ struct LayerTensors {
   Tensor down_raw, delta;  // [n, hidden]
 };
 
+// Whether a norm follows the attention's output projection and the MLP's down projection
+// (post-norms: the block's own norm; sandwich norms: its post norm): o_raw and down_raw then
+// differ from o and delta.
+inline bool normed_block_outputs(const ModelConfig& c) { return c.post_norms || c.sandwich_norms; }
+
 // One projection of a layer's input: y = x W^T (+ bias), the linear layer `target` names.
 struct Projection {
   const Tensor* w = nullptr;

@@ -69,7 +69,7 @@ void check_lora_config(const ModelConfig& config, const LoraConfig& lora) {
   if (lora.targets.empty()) fail("--lora-targets: give at least one of q,k,v,o,gate,up,down");
   if (const std::string gap = config.training_gap(); !gap.empty())
     fail("LoRA: {} is {}; adapters for those are not supported yet", config.architecture, gap);
-  if (lora.targets_layer(LoraTarget::Gate) && config.mlp != MlpKind::SwiGlu)
+  if (lora.targets_layer(LoraTarget::Gate) && !gated_mlp(config.mlp))
     fail(
         "--lora-targets: this {} model has no gate projection (its MLP is GELU, not SwiGLU); adapt "
         "q,k,v,o,up,down",

@@ -22,9 +22,6 @@ AttentionScores ModelConfig::attention_scores(int64_t layer) const {
 
 std::string ModelConfig::training_gap() const {
   if (mixture_of_experts()) return "a mixture of experts";
-  if (sandwich_norms || mlp == MlpKind::GeGlu || scale_embeddings || norm_weight_offset ||
-      !sliding_layers.empty() || attn_logit_softcapping > 0 || final_logit_softcapping > 0)
-    return "a Gemma layer (GeGLU, norms on both sides, scaled embeddings, sliding windows)";
   return {};
 }
 

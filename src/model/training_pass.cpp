@@ -45,11 +45,6 @@ TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t 
          config.context_length());
   if (const std::string gap = config.training_gap(); !gap.empty())
     fail("training: {} is {}; training and fine-tuning those is not supported yet", config.architecture, gap);
-  if (config.sliding_window > 0 && seq_len > config.sliding_window)
-    fail(
-        "training: sequence length {} exceeds the model's sliding window of {} positions; the training pass "
-        "attends over whole sequences, so train on sequences of at most {} tokens",
-        seq_len, config.sliding_window, config.sliding_window);
   const auto row_bytes = static_cast<int64_t>(config.vocab_size * sizeof(float));
   logit_rows_ =
       std::clamp<int64_t>(static_cast<int64_t>(kLogitChunkBytes) / std::max<int64_t>(1, row_bytes), 1, rows_);
@@ -74,8 +69,9 @@ void TrainingPass::plan(Plan& p) {
   const ModelConfig& c = config_;
   const int64_t n = rows_, hidden = c.hidden_size, ff = c.intermediate_size;
   const int64_t q_width = c.num_attention_heads * c.head_dim, kv_width = c.num_key_value_heads * c.head_dim;
-  const bool swiglu = c.mlp == MlpKind::SwiGlu;
+  const bool gated = gated_mlp(c.mlp);
   inv_freq_tensor_ = p.take({std::max<int64_t>(1, c.head_dim / 2)});
+  if (c.sliding_rope_theta > 0) sliding_inv_freq_ = p.take({std::max<int64_t>(1, c.head_dim / 2)});
   residual_.clear();
   for (int64_t l = 0; l <= c.num_hidden_layers; ++l) residual_.push_back(p.take({n, hidden}));
   layers_.assign(recompute_ ? 1 : static_cast<size_t>(c.num_hidden_layers), {});
@@ -90,19 +86,19 @@ void TrainingPass::plan(Plan& p) {
     a.v = p.take({n, kv_width});
     a.attended = p.take({n, q_width});
     a.mid = p.take({n, hidden});
-    if (c.post_norms) {
+    if (normed_block_outputs(c)) {
       a.o_raw = p.take({n, hidden});
       a.down_raw = p.take({n, hidden});
-    } else {
-      a.h2 = p.take({n, hidden});
     }
+    if (!c.post_norms) a.h2 = p.take({n, hidden});
     a.a = p.take({n, ff});
-    if (swiglu) a.b = p.take({n, ff});
+    if (gated) a.b = p.take({n, ff});
     a.act = p.take({n, ff});
     for (const LoraTarget t : lora_.targets) a.lora_u[static_cast<size_t>(t)] = p.take({n, lora_.rank});
   }
   final_ = p.take({n, hidden});
   logits_ = p.take({logit_rows_, c.vocab_size});
+  if (c.final_logit_softcapping > 0) dlogits_ = p.take({logit_rows_, c.vocab_size});
   losses_ = p.take({n});
   dx_ = p.take({n, hidden});
   dh_ = p.take({n, hidden});
@@ -112,7 +108,7 @@ void TrainingPass::plan(Plan& p) {
   dv_ = p.take({n, kv_width});
   dattended_ = p.take({n, q_width});
   da_ = p.take({n, ff});
-  if (swiglu) db_ = p.take({n, ff});
+  if (gated) db_ = p.take({n, ff});
   dact_ = p.take({n, ff});
   norm_sinks_ = p.take({2, hidden});
   if (c.qk_norm != QkNorm::None) {
@@ -179,13 +175,19 @@ void TrainingPass::forward(const ModelWeights& w, std::span<const int32_t> input
   if (c.positions == PositionKind::Rotary) {
     const std::vector<float> inv_freq = model_rope_frequencies(c, w);
     backend_.memory().copy_from_host(inv_freq_tensor_.data, inv_freq.data(), inv_freq.size() * sizeof(float));
+    if (sliding_inv_freq_.data != nullptr) {
+      const std::vector<float> sliding =
+          rope_inverse_frequencies(RopeScaling{}, c.sliding_rope_theta, c.head_dim);
+      backend_.memory().copy_from_host(sliding_inv_freq_.data, sliding.data(),
+                                       sliding.size() * sizeof(float));
+    }
   }
   embed_tokens(backend_, c, w, inputs, positions_, residual_[0], dtmp_);
   const int64_t last = c.num_hidden_layers - 1;
   for (int64_t l = 0; l <= last; ++l) {
     const LayerTensors t = layer_tensors(l);
     forward_layer(backend_, c, w.layers[static_cast<size_t>(l)], l, t, nullptr,
-                  {positions_, &inv_freq_tensor_}, *this);
+                  {positions_, &rope_frequencies(l)}, *this);
     // The next layer's input; the last layer's is added by the fused final norm below.
     if (l < last) backend_.add(t.mid, t.delta, residual_[static_cast<size_t>(l + 1)]);
   }
@@ -220,8 +222,11 @@ double TrainingPass::score(const ModelWeights& w, const ModelWeights* grads, std
     const Tensor hidden = final_.slice_rows(r0, r);
     const Tensor losses = losses_.slice_rows(r0, r).reshaped({r});
     output_logits(backend_, config_, w, hidden, logits);
+    // The logits' gradient overwrites them, unless the soft cap's backward needs them after.
+    const auto cap = static_cast<float>(config_.final_logit_softcapping);
+    const Tensor dlogits = cap > 0 ? dlogits_.slice_rows(0, r) : logits;
     backend_.cross_entropy(logits, targets.subspan(static_cast<size_t>(r0), static_cast<size_t>(r)),
-                           row_scale, losses, grads != nullptr ? &logits : nullptr);
+                           row_scale, losses, grads != nullptr ? &dlogits : nullptr);
     const float* host_losses = losses.as<const float>();
     if (!host_losses_.empty()) {  // backend memory the host cannot read
       backend_.memory().copy_to_host(host_losses_.data(), losses.data, losses.nbytes());
@@ -229,8 +234,10 @@ double TrainingPass::score(const ModelWeights& w, const ModelWeights* grads, std
     }
     for (int64_t i = 0; i < r; ++i) total += host_losses[i];
     if (grads != nullptr) {
+      if (cap > 0) backend_.softcap_backward(logits, cap, dlogits, dlogits);
       const Tensor dhidden = dh_.slice_rows(r0, r);
-      backend_.matmul_backward(hidden, w.lm_head, logits, &dhidden, optional_tensor(grads->lm_head), nullptr);
+      backend_.matmul_backward(hidden, w.lm_head, dlogits, &dhidden, optional_tensor(grads->lm_head),
+                               nullptr);
     }
   }
   return total / static_cast<double>(count);
@@ -243,9 +250,9 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
   const int64_t n = rows_, q_width = c.num_attention_heads * c.head_dim;
   if (recompute_) {  // dtmp_ and the LoRA scratch are free here; dx_ is left alone
     const LayerTensors t = layer_tensors(layer);
-    forward_attention(backend_, c, lw, layer, t, nullptr, {positions_, &inv_freq_tensor_}, *this);
+    forward_attention(backend_, c, lw, layer, t, nullptr, {positions_, &rope_frequencies(layer)}, *this);
     forward_mlp_activation(backend_, c, lw, layer, t, *this);
-    if (c.post_norms) {  // its norm's backward needs the down projection's output
+    if (normed_block_outputs(c)) {  // its norm's backward needs the down projection's output
       linear(t.act, lw.down, optional_tensor(lw.down_bias), t.down_raw, layer, LoraTarget::Down);
     } else {
       lora_u(acts(layer).act, layer, LoraTarget::Down);
@@ -254,12 +261,19 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
   const LayerActivations& a = acts(layer);
   // dx_ holds d(next residual). MLP: next = mid + down(act), or with post-norms mid +
   // norm_2(down(act)).
-  linear_backward(a.act, lw.down,
-                  block_output_grad(a.down_raw, lw.mlp_norm_weight, lg.mlp_norm_weight, lg.mlp_norm_bias),
-                  dact_, lg.down, lg.down_bias, layer, LoraTarget::Down);
+  linear_backward(
+      a.act, lw.down,
+      c.sandwich_norms
+          ? block_output_grad(a.down_raw, lw.mlp_post_norm_weight, lg.mlp_post_norm_weight, Tensor{})
+          : block_output_grad(a.down_raw, lw.mlp_norm_weight, lg.mlp_norm_weight, lg.mlp_norm_bias),
+      dact_, lg.down, lg.down_bias, layer, LoraTarget::Down);
   const Tensor& h2 = mlp_input(layer);
-  if (c.mlp == MlpKind::SwiGlu) {
-    backend_.swiglu_backward(a.a, a.b, dact_, da_, db_);
+  if (gated_mlp(c.mlp)) {
+    if (c.mlp == MlpKind::GeGlu) {
+      backend_.geglu_backward(a.a, a.b, dact_, da_, db_);
+    } else {
+      backend_.swiglu_backward(a.a, a.b, dact_, da_, db_);
+    }
     linear_backward(h2, lw.gate, da_, dh_, lg.gate, lg.gate_bias, layer, LoraTarget::Gate);
     linear_backward(h2, lw.up, db_, dtmp_, lg.up, lg.up_bias, layer, LoraTarget::Up);
     backend_.add(dh_, dtmp_, dh_);
@@ -269,20 +283,23 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
   }
   add_block_input_grad(a.mid, lw.mlp_norm_weight, lg.mlp_norm_weight, lg.mlp_norm_bias);  // d(mid)
   // Attention: mid = x + o(attended), or with post-norms x + norm_1(o(attended)).
-  linear_backward(a.attended, lw.o,
-                  block_output_grad(a.o_raw, lw.attn_norm_weight, lg.attn_norm_weight, lg.attn_norm_bias),
-                  dattended_, lg.o, lg.o_bias, layer, LoraTarget::O);
+  linear_backward(
+      a.attended, lw.o,
+      c.sandwich_norms
+          ? block_output_grad(a.o_raw, lw.attn_post_norm_weight, lg.attn_post_norm_weight, Tensor{})
+          : block_output_grad(a.o_raw, lw.attn_norm_weight, lg.attn_norm_weight, lg.attn_norm_bias),
+      dattended_, lg.o, lg.o_bias, layer, LoraTarget::O);
   const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
   for (int64_t b = 0; b < batch_; ++b)
     backend_.attention_backward(sequence(a.q, b, h), sequence(a.k, b, kvh), sequence(a.v, b, kvh),
                                 sequence(a.attended, b, h), sequence(dattended_, b, h),
-                                c.attention_scores(layer).scale, sequence(dq_, b, h), sequence(dk_, b, kvh),
+                                c.attention_scores(layer), sequence(dq_, b, h), sequence(dk_, b, kvh),
                                 sequence(dv_, b, kvh));
   if (c.positions == PositionKind::Rotary) {
-    backend_.rope_backward(dq_.reshaped({n, c.num_attention_heads, c.head_dim}), positions_, inv_freq_tensor_,
-                           c.rope_layout);
-    backend_.rope_backward(dk_.reshaped({n, c.num_key_value_heads, c.head_dim}), positions_, inv_freq_tensor_,
-                           c.rope_layout);
+    backend_.rope_backward(dq_.reshaped({n, c.num_attention_heads, c.head_dim}), positions_,
+                           rope_frequencies(layer), c.rope_layout);
+    backend_.rope_backward(dk_.reshaped({n, c.num_key_value_heads, c.head_dim}), positions_,
+                           rope_frequencies(layer), c.rope_layout);
   }
   const bool qk_norm = c.qk_norm != QkNorm::None;
   if (qk_norm) {  // d(q, k before their norms), the norms' weight gradients accumulated
@@ -309,7 +326,7 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
 
 const Tensor& TrainingPass::block_output_grad(const Tensor& raw, const Tensor& weight, const Tensor& dweight,
                                               const Tensor& dbias) {
-  if (!config_.post_norms) return dx_;
+  if (!normed_block_outputs(config_)) return dx_;
   apply_norm_backward(backend_, config_, raw, weight, dx_, dtmp_, norm_grad(dweight, 0), norm_grad(dbias, 1),
                       GradWrite::Overwrite);
   return dtmp_;
@@ -391,9 +408,11 @@ TrainingPass::Result TrainingPass::run_backward(const ModelWeights& weights, con
                       GradWrite::Overwrite);
   for (int64_t l = config_.num_hidden_layers - 1; l >= 0; --l) backward_layer(weights, g, l);
   if (grads == nullptr) return result;
-  backend_.embedding_backward(inputs, dx_, grads->token_embedding);
   if (config_.positions == PositionKind::Learned)
     backend_.embedding_backward(positions_, dx_, grads->position_embedding);
+  if (config_.scale_embeddings)  // x = sqrt(hidden) embedding (embed_tokens)
+    backend_.scale(dx_, static_cast<float>(std::sqrt(static_cast<double>(config_.hidden_size))), dx_);
+  backend_.embedding_backward(inputs, dx_, grads->token_embedding);
   return result;
 }
 

@@ -26,7 +26,8 @@
 //
 // Activation memory (activation_bytes()). Kept (Activations::Kept): every layer's residual
 // input and its activations (h1, q, k, v after RoPE, with q/k norms also q and k before
-// their norm, attended, mid, h2 (with post-norms o_raw and down_raw instead of h1 and h2),
+// their norm, attended, mid, h2 (with post-norms o_raw and down_raw instead of h1 and h2; with
+// sandwich norms o_raw and down_raw too),
 // the MLP's a, b, act, the LoRA u's): (L + 1) x rows x hidden + L x one
 // layer's activations, plus the backward's buffers (one layer's gradients, the logit chunk). Recomputed
 // (Activations::Recomputed): the forward keeps only the residual stream, (L + 1) x rows x hidden, and writes
@@ -91,7 +92,7 @@ class TrainingPass final : private LayerHooks {
   struct LayerActivations {
     Tensor h1, q, k, v, attended, mid, h2, a, b, act;  // b: SwiGLU's up projection
     Tensor q_raw, k_raw;     // q/k norms: the projections before their norm (q, k after it)
-    Tensor o_raw, down_raw;  // post-norms: the attention's and the MLP's outputs before their norm
+    Tensor o_raw, down_raw;  // normed block outputs: the attention's and the MLP's outputs before their norm
     std::array<Tensor, kLoraTargetCount> lora_u;  // u = s (x A^T) [rows, rank] per target
   };
   class Plan;
@@ -167,13 +168,19 @@ class TrainingPass final : private LayerHooks {
   const LoraWeights* adapter_grads_ = nullptr;  // of the current forward_backward
   ModelWeights frozen_;                         // all-null gradients of a frozen model
   int64_t batch_, seq_len_, rows_, logit_rows_;
-  std::vector<int32_t> positions_;  // [rows]: t of each row
-  std::vector<float> host_losses_;  // a logit chunk's losses, when the host cannot read losses_
-  std::optional<Arena> arena_;      // sized by a first pass of plan()
-  Tensor inv_freq_tensor_;
+  std::vector<int32_t> positions_;             // [rows]: t of each row
+  std::vector<float> host_losses_;             // a logit chunk's losses, when the host cannot read losses_
+  std::optional<Arena> arena_;                 // sized by a first pass of plan()
+  Tensor inv_freq_tensor_, sliding_inv_freq_;  // the latter: sliding layers of their own RoPE base
+  // The rotary frequencies of layer `layer`.
+  const Tensor& rope_frequencies(int64_t layer) const {
+    return sliding_inv_freq_.data != nullptr && config_.sliding_layer(layer) ? sliding_inv_freq_
+                                                                             : inv_freq_tensor_;
+  }
   std::vector<Tensor> residual_;          // num_layers + 1 residual streams [rows, hidden]
   std::vector<LayerActivations> layers_;  // L of them, or 1 when Recomputed
   Tensor final_, logits_, losses_;
+  Tensor dlogits_;  // a logit chunk's gradient, where the final soft cap's backward needs the logits after it
   Tensor dx_, dh_, dtmp_, dq_, dk_, dv_, dattended_, da_, db_, dact_;
   Tensor dq_raw_, dk_raw_;                            // q/k norms: d(projections before the norm)
   Tensor norm_sinks_;                                 // [2, hidden]

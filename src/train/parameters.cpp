@@ -56,10 +56,14 @@ void visit_slots(const ModelConfig& c, Weights& w, const Visit& visit) {
       visit(l.k_norm_weight, p + "k_norm_weight", {c.k_norm_width()}, false, Init::One);
     }
     linear(l.o, l.o_bias, "o", hidden, q_width, c.attention_out_bias, Init::Residual);
+    if (c.sandwich_norms)
+      visit(l.attn_post_norm_weight, p + "attn_post_norm_weight", {hidden}, false, Init::One);
     norm(l.mlp_norm_weight, l.mlp_norm_bias, "mlp_norm");
-    if (c.mlp == MlpKind::SwiGlu) linear(l.gate, l.gate_bias, "gate", ff, hidden, c.mlp_bias, Init::Normal);
+    if (gated_mlp(c.mlp)) linear(l.gate, l.gate_bias, "gate", ff, hidden, c.mlp_bias, Init::Normal);
     linear(l.up, l.up_bias, "up", ff, hidden, c.mlp_bias, Init::Normal);
     linear(l.down, l.down_bias, "down", hidden, ff, c.mlp_bias, Init::Residual);
+    if (c.sandwich_norms)
+      visit(l.mlp_post_norm_weight, p + "mlp_post_norm_weight", {hidden}, false, Init::One);
   }
   visit(w.final_norm_weight, "final_norm_weight", {hidden}, false, Init::One);
   if (layer_norm) visit(w.final_norm_bias, "final_norm_bias", {hidden}, false, Init::Zero);

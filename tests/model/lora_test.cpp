@@ -140,7 +140,8 @@ TEST_P(LoraPassTest, RecomputedActivationsGiveTheSameAdapterGradients) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, LoraPassTest,
-                         ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3", "olmo2"));
+                         ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3", "olmo2", "gemma2",
+                                           "gemma3"));
 
 TEST(LoraPass, GradientsAccumulateAndOnlyTargetedLayersAreAdapted) {
   Fixture f = make_fixture("llama", "v,down");

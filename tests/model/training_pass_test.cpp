@@ -1,7 +1,9 @@
 // TrainingPass: its forward loss equals the inference Transformer's cross-entropy, and its
 // gradients equal finite differences of that loss, tensor by tensor, for a Llama (RMSNorm,
-// SwiGLU, RoPE, GQA), a GPT-2 (LayerNorm, GELU, learned positions, biases) and a Qwen2
-// (q/k/v biases, f16 weights loaded into the f32 master copy) fixture model. With activation
+// SwiGLU, RoPE, GQA), a GPT-2 (LayerNorm, GELU, learned positions, biases), a Qwen2 (q/k/v
+// biases, f16 weights loaded into the f32 master copy), Qwen3, Phi-3, OLMo 2 and Gemma 2 / 3
+// (GeGLU, norms on both sides, (1 + w) norms, scaled embeddings, sliding windows shorter than
+// the sequences, soft-capped scores and logits) fixture models. With activation
 // recomputation, the loss, the gradients and the evaluation are the same bits, and the
 // activation memory is (layers - 1) x one layer's activations smaller.
 #include <gtest/gtest.h>
@@ -127,17 +129,18 @@ TEST_P(TrainingPassTest, RecomputedActivationsGiveTheSameBits) {
             kept.evaluate(ps.weights(), f.inputs, f.targets).loss);
 }
 
-// One layer's activation buffers (training_pass.h): h1, mid, h2 [rows, hidden]; q and
-// attended [rows, heads x head_dim]; k, v [rows, kv_heads x head_dim]; with q/k norms q and k
-// again (before the norm); a, act and SwiGLU's b [rows, ff]; a LoRA u [rows, rank] per target.
+// One layer's activation buffers (training_pass.h): h1, mid, h2 [rows, hidden] (post-norms:
+// mid, o_raw, down_raw; sandwich norms: all five); q and attended [rows, heads x head_dim]; k,
+// v [rows, kv_heads x head_dim]; with q/k norms q and k again (before the norm); a, act and a
+// gated MLP's b [rows, ff]; a LoRA u [rows, rank] per target.
 size_t layer_activation_bytes(const ModelConfig& c, int64_t rows, const LoraConfig& lora) {
   const auto f32 = [&](int64_t cols) {
     return Arena::footprint(static_cast<size_t>(rows * cols) * sizeof(float));
   };
   const int64_t q_width = c.num_attention_heads * c.head_dim, kv_width = c.num_key_value_heads * c.head_dim;
   const size_t head_norms = c.qk_norm != QkNorm::None ? f32(q_width) + f32(kv_width) : 0;
-  return 3 * f32(c.hidden_size) + 2 * f32(q_width) + 2 * f32(kv_width) + head_norms +
-         (c.mlp == MlpKind::SwiGlu ? 3 : 2) * f32(c.intermediate_size) + lora.targets.size() * f32(lora.rank);
+  return (c.sandwich_norms ? 5 : 3) * f32(c.hidden_size) + 2 * f32(q_width) + 2 * f32(kv_width) + head_norms +
+         (gated_mlp(c.mlp) ? 3 : 2) * f32(c.intermediate_size) + lora.targets.size() * f32(lora.rank);
 }
 
 TEST_P(TrainingPassTest, RecomputationKeepsOneLayersActivations) {
@@ -156,7 +159,8 @@ TEST_P(TrainingPassTest, RecomputationKeepsOneLayersActivations) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, TrainingPassTest,
-                         ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3", "olmo2"));
+                         ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3", "olmo2", "gemma2",
+                                           "gemma3"));
 
 TEST(TrainingPass, MixturesOfExpertsAreRefusedByName) {
   for (const char* name : {"mixtral", "qwen3_moe"}) {

@@ -59,7 +59,8 @@ TEST_P(ExportRoundTrip, ReloadsWithTheSameLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ExportRoundTrip,
-                         ::testing::Values("llama", "gpt2", "qwen2", "mistral", "qwen3", "phi3", "olmo2"));
+                         ::testing::Values("llama", "gpt2", "qwen2", "mistral", "qwen3", "phi3", "olmo2",
+                                           "gemma2", "gemma3"));
 
 TEST(ExportCommand, TrainedRunExportsAndGenerates) {
   const TempDir dir;

@@ -3,8 +3,11 @@
 // float32) hold, for the tiny `llama` (RMSNorm, SwiGLU, RoPE with llama3 scaling, GQA,
 // untied lm_head), `gpt2` (LayerNorm, GELU, learned positions, biases, Conv1D + fused
 // c_attn, tied embeddings), `qwen3` (llama's layout plus a per-head RMSNorm of q and k
-// before RoPE) and `olmo2` (norms after attention and MLP, q/k norms over the whole
-// projections) models and a fixed 4 x 16 batch: the loss, every parameter's gradient (norm,
+// before RoPE), `olmo2` (norms after attention and MLP, q/k norms over the whole
+// projections), `gemma2` (GeGLU, norms on both sides of each block, (1 + w) norms, scaled
+// embeddings, 4-position sliding windows on alternate layers, soft-capped scores and logits)
+// and `gemma3` (Gemma 2's layer without the caps, plus q/k norms and its sliding layers' own
+// RoPE base) models and a fixed 4 x 16 batch: the loss, every parameter's gradient (norm,
 // max |g|, a +-1 projection, sampled elements; small tensors whole), and ten
 // torch.optim.AdamW steps with tokenmill's default hyper-parameters (losses, gradient norms,
 // parameters after steps 1 and 10). TrainingPass + ParameterSet + AdamWOptimizer must match.
@@ -22,6 +25,10 @@
 //  - parameters after step 10: 3e-5 abs, 2x torch's own float32-vs-float64 spread (7e-6,
 //    from those near-zero gradients) for two float32 runs, 1.5% of the 2e-3 an element can
 //    move in 10 steps;
+//  - a fixture whose own float32 noise is larger than those (Gemma 3's: q/k norms, (1 + w)
+//    norms on both sides of each block, gradient norms near 40 make it ill-conditioned: torch's
+//    own float32 run is 1.7e-5 of the max away from float64 in its gradients, 2.6e-4 in the
+//    later steps' gradient norms) gets 5x that noise instead, each check by its own figure;
 //  - a gradient that is zero in exact arithmetic (GPT-2's key biases: softmax ignores a
 //    score added to every key) is noise on both sides: ours must be as small as torch's
 //    noise (< 1e-6 x the largest gradient), and its parameters are not compared.
@@ -52,7 +59,7 @@ namespace tokenmill {
 namespace {
 
 constexpr double kLossTolerance = 1e-5, kGradTolerance = 1e-5, kStep1Tolerance = 2.5e-7,
-                 kStep10Tolerance = 3e-5, kZeroGradBound = 1e-6, kSignificantGrad = 1e-3;
+                 kStep10Tolerance = 3e-5, kZeroGradBound = 1e-6, kSignificantGrad = 1e-3, kNoiseFactor = 5;
 
 // +1 / -1 by the low bit of splitmix64(i), as make_train_golden.py's signs().
 double sign_of(uint64_t i) {
@@ -94,6 +101,10 @@ struct Golden {
   std::span<const float> values(const Parameter& p) const {
     return std::span<const float>(params->values())
         .subspan(static_cast<size_t>(p.offset), static_cast<size_t>(p.numel));
+  }
+  // The fixed tolerance, or 5x the fixture's own float32 noise `key` where that is larger.
+  double tolerance(double fixed, const char* key) const {
+    return std::max(fixed, kNoiseFactor * doc.at("f32_noise").at(key).get<double>());
   }
   double largest_gradient() const {
     double m = 0.0;
@@ -148,7 +159,7 @@ TEST_P(TrainGolden, LossAndGradientsMatchPyTorch) {
   g.params->zero_grads();
   const TrainingPass::Result r =
       pass.forward_backward(g.params->weights(), g.params->grads(), g.inputs, g.targets, 1.0f);
-  expect_relative(r.loss, g.doc.at("loss").get<double>(), kLossTolerance, "loss");
+  expect_relative(r.loss, g.doc.at("loss").get<double>(), g.tolerance(kLossTolerance, "loss"), "loss");
   EXPECT_EQ(r.tokens, g.batch * g.seq_len - 1);  // one target is not scored
   const double largest = g.largest_gradient();
   for (const auto& t : g.doc.at("tensors")) {
@@ -164,9 +175,10 @@ TEST_P(TrainGolden, LossAndGradientsMatchPyTorch) {
       EXPECT_LT(max_abs, kZeroGradBound * largest) << p.name << " should be zero up to rounding";
       continue;
     }
-    const double torch_max = t.at("grad_max_abs").get<double>(), tolerance = kGradTolerance * torch_max;
+    const double relative = g.tolerance(kGradTolerance, "grad_rel_to_max");
+    const double torch_max = t.at("grad_max_abs").get<double>(), tolerance = relative * torch_max;
     const auto n = static_cast<double>(p.numel);
-    expect_relative(max_abs, torch_max, kGradTolerance, p.name + " max |grad|");
+    expect_relative(max_abs, torch_max, relative, p.name + " max |grad|");
     EXPECT_NEAR(std::sqrt(sum_squares), t.at("grad_norm").get<double>(), std::sqrt(n) * tolerance)
         << p.name << " gradient norm";
     EXPECT_NEAR(sign_dot, t.at("grad_sign_dot").get<double>(), n * tolerance) << p.name << " +-1 projection";
@@ -212,16 +224,18 @@ TEST_P(TrainGolden, TenAdamWStepsTrackPyTorch) {
         pass.forward_backward(g.params->weights(), g.params->grads(), g.inputs, g.targets, 1.0f).loss;
     const AdamWOptimizer::StepResult r = optimizer.step(*g.params, *backend, schedule.at(step), 1.0);
     ASSERT_TRUE(r.applied) << at;
-    expect_relative(loss, losses[i], kLossTolerance, at + " loss");
-    expect_relative(r.grad_norm, norms[i], kLossTolerance, at + " gradient norm");
+    expect_relative(loss, losses[i], g.tolerance(kLossTolerance, "step_losses"), at + " loss");
+    expect_relative(r.grad_norm, norms[i], g.tolerance(kLossTolerance, "grad_norms"), at + " gradient norm");
     if (step == 1) expect_parameters(g, "param_step1", kStep1Tolerance, true);
   }
   expect_relative(pass.evaluate(g.params->weights(), g.inputs, g.targets).loss,
-                  g.doc.at("final_loss").get<double>(), kLossTolerance, "loss after the last step");
-  expect_parameters(g, "param_after", kStep10Tolerance, false);
+                  g.doc.at("final_loss").get<double>(), g.tolerance(kLossTolerance, "step_losses"),
+                  "loss after the last step");
+  expect_parameters(g, "param_after", g.tolerance(kStep10Tolerance, "params_after_abs"), false);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, TrainGolden, ::testing::Values("llama", "gpt2", "qwen3", "olmo2"));
+INSTANTIATE_TEST_SUITE_P(Models, TrainGolden,
+                         ::testing::Values("llama", "gpt2", "qwen3", "olmo2", "gemma2", "gemma3"));
 
 }  // namespace
 }  // namespace tokenmill
