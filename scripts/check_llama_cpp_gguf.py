@@ -36,7 +36,7 @@ TOLERANCE = 1e-4
 # GPT-2, Gemma 2/3: ggml's CPU GELU reads a table of f16 values (GGML_GELU_FP16), 5e-4 to
 # 1.2e-3 relative here.
 GELU_TABLE_TOLERANCE = 2e-3
-GELU_MODEL_TYPES = ("gpt2", "gemma2", "gemma3_text")
+GELU_MODEL_TYPES = ("gpt2", "gemma2", "gemma3_text", "gemma3")
 
 failures = []
 
@@ -71,7 +71,9 @@ def main():
                 check(False, f"{name}: tokenmill convert failed: {converted.stderr.strip()}")
                 continue
             config = json.load(open(os.path.join(directory, "config.json")))
-            context = config.get("max_position_embeddings") or config["n_positions"]
+            # A multimodal checkpoint's text_config may leave it out (131072 by default): any
+            # context holding the prompts does.
+            context = config.get("max_position_embeddings") or config.get("n_positions") or 512
             worst = 0.0
             try:
                 for ids, logits in zip(expected["prompts"], expected["logits"]):

@@ -79,6 +79,9 @@ std::optional<Mapping> map_tensor(const std::string& hf, const ModelConfig& c, c
     if (c.tie_word_embeddings) return std::nullopt;
     return Mapping{gguf(layout.lm_head, ".weight")};
   }
+  // Outside a required prefix: another part of the checkpoint (a vision tower, which
+  // llama.cpp keeps in a separate mmproj file).
+  if (layout.hf_prefix_required && !hf.starts_with(layout.hf_prefix)) return std::nullopt;
   const std::string base =
       !layout.hf_prefix.empty() && hf.starts_with(layout.hf_prefix) ? hf.substr(layout.hf_prefix.size()) : hf;
   const auto norm_transform = [&](bool norm) {

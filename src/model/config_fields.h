@@ -73,6 +73,7 @@ class FieldReader {
     return out;
   }
   const nlohmann::json& raw(const char* key) const { return object_.at(key); }
+  const nlohmann::json& object() const { return object_; }
   const std::string& source() const { return source_; }
 
  private:

@@ -7,7 +7,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "formats/safetensors_writer.h"
-#include "model/arch/tensor_layout.h"
+#include "model/arch/architecture.h"
 
 namespace tokenmill {
 
@@ -74,9 +74,8 @@ class Exporter {
   DType dtype_;
 };
 
-// Every tensor of `w` under the Hugging Face names of its family's layout.
-void add_weights(const ModelConfig& c, const ModelWeights& w, Exporter& e) {
-  const TensorLayout& layout = tensor_layout(c);
+// Every tensor of `w` under the Hugging Face names of `layout`.
+void add_weights(const ModelConfig& c, const TensorLayout& layout, const ModelWeights& w, Exporter& e) {
   const std::string prefix(layout.hf_prefix);
   const auto model = [&](ModuleName m, const char* suffix) { return prefix + std::string(m.hf) + suffix; };
   const bool layer_norm = c.norm == NormKind::LayerNorm;
@@ -159,10 +158,14 @@ void export_hf_model(const ModelConfig& config, nlohmann::json config_json, cons
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail("{}: cannot create the export directory ({})", dir.string(), ec.message());
+  // A language model inside a multimodal checkpoint is written as its text-only architecture.
+  const Architecture& architecture = architecture_of(config);
+  const Architecture::Export& as = architecture.exported_as;
+  if (as.text_model != nullptr) config_json = as.config_json(config_json);
   SafetensorsWriter writer;
   writer.set_metadata({{"format", "pt"}});
   Exporter exporter(writer, dtype);
-  add_weights(config, weights, exporter);
+  add_weights(config, *(as.text_model != nullptr ? as.text_model : &architecture)->layout, weights, exporter);
   writer.write(dir / "model.safetensors");
   // transformers 4 reads "torch_dtype", 5 reads "dtype": both say the weights' dtype.
   const char* dtype_key = dtype == DType::F32 ? "float32" : dtype == DType::BF16 ? "bfloat16" : "float16";

@@ -68,8 +68,9 @@ void load_layout_weights(const ModelConfig& c, const WeightSource& w, WeightForm
                          ModelWeights& out) {
   const TensorLayout& layout = tensor_layout(c);
   const std::string hf_prefix(layout.hf_prefix);
-  const bool prefixed = format == WeightFormat::HuggingFace && !hf_prefix.empty() &&
-                        w.has(hf_prefix + std::string(layout.token_embedding.hf) + ".weight");
+  const bool prefixed =
+      format == WeightFormat::HuggingFace && !hf_prefix.empty() &&
+      (layout.hf_prefix_required || w.has(hf_prefix + std::string(layout.token_embedding.hf) + ".weight"));
   const Names names(layout, format, prefixed ? hf_prefix : "");
   const int64_t d = c.hidden_size, ff = c.intermediate_size;
   const int64_t q_width = c.num_attention_heads * c.head_dim;

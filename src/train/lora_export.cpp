@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "formats/safetensors_writer.h"
-#include "model/arch/tensor_layout.h"
+#include "model/arch/architecture.h"
 #include "model/hf_export.h"
 
 namespace tokenmill {
@@ -103,6 +103,11 @@ void export_peft_adapter(const ModelConfig& config, const LoraConfig& lora, cons
                          const std::string& base_model, DType dtype, const std::filesystem::path& dir) {
   const bool gpt2 = config.model_type == "gpt2";
   const TensorLayout& layout = tensor_layout(config);
+  if (architecture_of(config).exported_as.text_model != nullptr)
+    fail(
+        "export: a PEFT adapter for {} (a language model inside a multimodal checkpoint) cannot be written "
+        "yet; export the run with --lora merged (a text-only model)",
+        config.architecture);
   if (!gpt2 && (layout.qkv.present() || layout.gate_up.present()))
     fail(
         "export: a PEFT adapter for {} (fused {} / {} projections) cannot be written yet; export the run "

@@ -271,6 +271,22 @@ TEST(GgufConvert, Gemma3AddsOneToItsNormWeightsAndComputesTransformersLogits) {
   expect_transformers_logits(dir, "gemma3");
 }
 
+// Gemma 3 4B+ (Gemma3ForConditionalGeneration): the language model becomes llama.cpp's
+// "gemma3" file, its tensors without the "language_model." prefix; the vision tower's are left
+// out (llama.cpp keeps those in a separate mmproj file); the file computes transformers' logits.
+TEST(GgufConvert, AMultimodalGemma3ConvertsItsLanguageModel) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "gemma3_vision", DType::F32);
+  EXPECT_EQ(f.get_string("general.architecture"), "gemma3");
+  EXPECT_EQ(f.get_int("gemma3.attention.head_count"), 8);  // a default the text_config left out
+  EXPECT_NE(f.find_tensor("token_embd.weight"), nullptr);
+  for (const GgufTensorInfo& t : f.tensors())
+    EXPECT_TRUE(t.name.starts_with("blk.") || t.name.starts_with("token_embd") ||
+                t.name.starts_with("output"))
+        << t.name;
+  expect_transformers_logits(dir, "gemma3_vision");
+}
+
 // Gemma 2: llama.cpp's "gemma2" with both soft caps stored, norms written 1 + w as for Gemma 3.
 TEST(GgufConvert, Gemma2StoresItsSoftCapsAndComputesTransformersLogits) {
   const testing::TempDir dir;

@@ -165,6 +165,43 @@ TEST(ModelConfig, Gemma3ReadsItsSlidingLayersAndTheirRopeInBothLayouts) {
   EXPECT_THAT(error_of(bad), HasSubstr("hidden_activation 'silu'"));
 }
 
+// Gemma 3 4B as the Hub ships it: Gemma3ForConditionalGeneration, whose text_config lists only
+// what differs from Gemma3TextConfig's defaults (not even the head counts); a file without a
+// text_config is refused by name.
+TEST(ModelConfig, AMultimodalGemma3ReadsItsTextConfigOverTransformersDefaults) {
+  nlohmann::json j = {{"architectures", {"Gemma3ForConditionalGeneration"}},
+                      {"model_type", "gemma3"},
+                      {"text_config",
+                       {{"hidden_size", 2560},
+                        {"intermediate_size", 10240},
+                        {"model_type", "gemma3_text"},
+                        {"num_hidden_layers", 34},
+                        {"rope_scaling", {{"factor", 8.0}, {"rope_type", "linear"}}},
+                        {"sliding_window", 1024}}},
+                      {"vision_config", {{"hidden_size", 1152}}}};
+  const ModelConfig c = parse_model_config(j, "cfg.json");
+  EXPECT_EQ(c.architecture, "Gemma3ForConditionalGeneration");
+  EXPECT_EQ(c.vocab_size, 262208);
+  EXPECT_EQ(c.num_attention_heads, 8);
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.max_position_embeddings, 131072);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rope_scaling.rope_type, "linear");
+  EXPECT_EQ(c.sliding_rope_theta, 1e4);
+  for (int64_t l = 0; l < 12; ++l) EXPECT_EQ(c.sliding_layer(l), l % 6 != 5) << l;
+  EXPECT_EQ(c.attention_scores(0).window, 1024);
+  EXPECT_FLOAT_EQ(c.attention_scores(0).scale, 1.0f / 16.0f);  // query_pre_attn_scalar 256
+  EXPECT_TRUE(c.tie_word_embeddings && c.sandwich_norms && c.qk_norm == QkNorm::PerHead);
+  j.erase("text_config");
+  try {
+    parse_model_config(j, "cfg.json");
+    ADD_FAILURE() << "a multimodal config without text_config was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("text_config"));
+  }
+}
+
 // Gemma 2: every other layer slides (the first does), both soft caps, one RoPE base.
 TEST(ModelConfig, Gemma2AlternatesSlidingLayersAndSoftCapsScoresAndLogits) {
   auto j = llama_config();

@@ -83,7 +83,7 @@ using testing::DeviceCase;
 std::vector<DeviceCase> parity_cases() {
   return testing::on_every_device({"gpt2", "llama", "llama_bf16", "mistral", "qwen2", "qwen3", "phi3",
                                    "olmo2", "mixtral", "qwen3_moe", "gemma2", "gemma3", "gemma3_bf16",
-                                   "smollm_chat"});
+                                   "gemma3_vision", "smollm_chat"});
 }
 
 bool has_half_weights(const Model& model) {

@@ -60,7 +60,27 @@ TEST_P(ExportRoundTrip, ReloadsWithTheSameLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ExportRoundTrip,
                          ::testing::Values("llama", "gpt2", "qwen2", "mistral", "qwen3", "phi3", "olmo2",
-                                           "gemma2", "gemma3"));
+                                           "gemma2", "gemma3", "gemma3_vision"));
+
+// Gemma 3 4B+ checkpoints hold a vision tower beside the language model: the export is the
+// language model alone, as the text-only Gemma3ForCausalLM (its config from text_config,
+// with the defaults the Hub's file leaves out, and the outer file's token ids).
+TEST(ExportCommand, AMultimodalGemma3ExportsItsLanguageModelAsText) {
+  const TempDir dir;
+  const auto original = Model::load(kFixtures / "gemma3_vision");
+  ParameterSet params(original->config);
+  params.load(original->weights);
+  export_hf_model(original->config, read_json_file(kFixtures / "gemma3_vision" / "config.json"),
+                  params.weights(), DType::F32, dir.path());
+  const nlohmann::json written = read_json_file(dir.path() / "config.json");
+  EXPECT_EQ(written["architectures"], nlohmann::json::array({"Gemma3ForCausalLM"}));
+  EXPECT_EQ(written["model_type"], "gemma3_text");
+  EXPECT_EQ(written["num_attention_heads"], 8);  // a default the source's text_config left out
+  EXPECT_FALSE(written.contains("vision_config"));
+  const auto reloaded = Model::load(dir.path());
+  EXPECT_EQ(reloaded->config.architecture, "Gemma3ForCausalLM");
+  EXPECT_EQ(reloaded->config.num_key_value_heads, 4);
+}
 
 TEST(ExportCommand, TrainedRunExportsAndGenerates) {
   const TempDir dir;

@@ -12,11 +12,12 @@ namespace tokenmill {
 
 namespace {
 
-// Every architecture, Llama before Mistral and Mixtral (all three are "llama" in GGUF files).
+// Every architecture, Llama before Mistral and Mixtral (all three are "llama" in GGUF files),
+// Gemma 3's text model before its multimodal checkpoints' (both "gemma3").
 constexpr const Architecture* kArchitectures[] = {
     &kGpt2Architecture,  &kLlamaArchitecture,  &kMistralArchitecture,  &kMixtralArchitecture,
     &kQwen2Architecture, &kQwen3Architecture,  &kQwen3MoeArchitecture, &kPhi3Architecture,
-    &kOlmo2Architecture, &kGemma2Architecture, &kGemma3Architecture};
+    &kOlmo2Architecture, &kGemma2Architecture, &kGemma3Architecture,   &kGemma3VisionArchitecture};
 
 template <class Member>
 const Architecture* find_by(Member member, std::string_view value) {

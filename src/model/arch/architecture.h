@@ -21,6 +21,13 @@ struct Architecture {
   // Reads the family's config.json fields into `config` (whose architecture and model_type
   // are set); the checks every family shares follow in parse_model_config.
   void (*read_config)(const FieldReader& fields, ModelConfig& config);
+  // A checkpoint that holds a language model beside other parts (a vision tower): the
+  // architecture `tokenmill export` writes it as, and that architecture's config.json made
+  // from this one's. Empty: exported as itself.
+  struct Export {
+    const Architecture* text_model = nullptr;
+    nlohmann::json (*config_json)(const nlohmann::json& config_json) = nullptr;
+  } exported_as{};
 };
 
 // The architecture of a config.json "architectures" class; nullptr when unsupported.

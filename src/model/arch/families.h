@@ -32,6 +32,8 @@ extern const Architecture kPhi3Architecture;
 // (1 + weight), scaled embeddings, sliding-window layers among global ones; Gemma 2 soft-caps
 // scores and logits, Gemma 3 norms q and k per head.
 extern const Architecture kGemma2Architecture, kGemma3Architecture;
+// Gemma 3 4B+ (Gemma3ForConditionalGeneration): its language model, exported as Gemma 3 text.
+extern const Architecture kGemma3VisionArchitecture;
 // GPT-2: LayerNorm, learned positions, GELU MLP, fused Conv1D c_attn, biases everywhere.
 extern const Architecture kGpt2Architecture;
 

@@ -6,6 +6,10 @@
 // has 5 sliding to 1 global). Gemma 2 soft-caps the attention scores and the final logits;
 // Gemma 3 has per-head q/k norms and its own RoPE base for the sliding layers. llama.cpp's
 // GGUF "gemma2" / "gemma3" name the same tensors (their norm weights already hold 1 + weight).
+// Gemma 3 4B / 12B / 27B ship as Gemma3ForConditionalGeneration (model type gemma3): a vision
+// tower beside the same language model, whose config sits under text_config and whose tensors
+// under "language_model."; tokenmill runs the language model (text in, text out), and exports
+// it as the text-only Gemma3ForCausalLM.
 #include <cmath>
 
 #include "model/arch/families.h"
@@ -112,12 +116,69 @@ void read_gemma2_config(const FieldReader& f, ModelConfig& c) {
   parse_rope(f, c);
 }
 
-void read_gemma3_config(const FieldReader& f, ModelConfig& c) {
+// Gemma3TextConfig's defaults (transformers), for the fields a config.json leaves out: the
+// Hub's Gemma 3 4B+ text_config lists only what differs (not even the head counts).
+nlohmann::json gemma3_text_defaults() {
+  return {{"vocab_size", 262208},
+          {"hidden_size", 2304},
+          {"intermediate_size", 9216},
+          {"num_hidden_layers", 26},
+          {"num_attention_heads", 8},
+          {"num_key_value_heads", 4},
+          {"head_dim", 256},
+          {"hidden_activation", "gelu_pytorch_tanh"},
+          {"max_position_embeddings", 131072},
+          {"rms_norm_eps", 1e-6},
+          {"query_pre_attn_scalar", 256},
+          {"sliding_window", 4096},
+          {"tie_word_embeddings", true}};
+}
+
+// `fields` over Gemma3TextConfig's defaults.
+nlohmann::json with_gemma3_text_defaults(const nlohmann::json& fields) {
+  nlohmann::json merged = gemma3_text_defaults();
+  for (const auto& [key, value] : fields.items())
+    if (!value.is_null()) merged[key] = value;
+  return merged;
+}
+
+void read_gemma3_text_fields(const FieldReader& f, ModelConfig& c) {
   read_gemma_config(f, c, 6);
-  c.max_position_embeddings = f.integer_or("max_position_embeddings", 131072, 1, kMaxPositions);
   c.qk_norm = QkNorm::PerHead;
   read_gemma3_rope(f, c);
 }
+
+void read_gemma3_config(const FieldReader& f, ModelConfig& c) {
+  read_gemma3_text_fields(FieldReader(with_gemma3_text_defaults(f.object()), f.source()), c);
+}
+
+// Gemma3ForConditionalGeneration: the language model's fields under text_config.
+void read_gemma3_vision_config(const FieldReader& f, ModelConfig& c) {
+  if (!f.has("text_config") || !f.raw("text_config").is_object())
+    fail("{}: missing 'text_config' (the language model's configuration) for {}", f.source(), c.architecture);
+  read_gemma3_text_fields(
+      FieldReader(with_gemma3_text_defaults(f.raw("text_config")), f.source() + ": text_config"), c);
+}
+
+// The config.json of the text-only Gemma3ForCausalLM holding a Gemma3ForConditionalGeneration's
+// language model: its text_config (with the defaults it left out) and the outer file's token ids.
+nlohmann::json gemma3_text_config_json(const nlohmann::json& multimodal) {
+  nlohmann::json text = with_gemma3_text_defaults(multimodal.value("text_config", nlohmann::json::object()));
+  text["architectures"] = {"Gemma3ForCausalLM"};
+  text["model_type"] = "gemma3_text";
+  for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"})
+    if (multimodal.contains(key) && !text.contains(key)) text[key] = multimodal[key];
+  return text;
+}
+
+// The language model's tensors sit under "language_model." (not optional here); the vision
+// tower's and the projector's are not the engine's.
+const TensorLayout kGemma3VisionLayout = [] {
+  TensorLayout layout = kGemmaLayout;
+  layout.hf_prefix = "language_model.";
+  layout.hf_prefix_required = true;
+  return layout;
+}();
 
 }  // namespace
 
@@ -133,5 +194,11 @@ const Architecture kGemma2Architecture = {"Gemma2ForCausalLM", "gemma2", "gemma2
                                           read_gemma2_config};
 const Architecture kGemma3Architecture = {"Gemma3ForCausalLM", "gemma3_text", "gemma3", &kGemmaLayout,
                                           read_gemma3_config};
+const Architecture kGemma3VisionArchitecture = {"Gemma3ForConditionalGeneration",
+                                                "gemma3",
+                                                "gemma3",
+                                                &kGemma3VisionLayout,
+                                                read_gemma3_vision_config,
+                                                {&kGemma3Architecture, gemma3_text_config_json}};
 
 }  // namespace tokenmill

@@ -27,8 +27,11 @@ struct ModuleName {
 
 struct TensorLayout {
   // Prefixed to every Hugging Face name but lm_head's: GPT-2's "transformer.", which Hub
-  // checkpoints carry or not (a loader accepts both; an export writes it).
+  // checkpoints carry or not (a loader accepts both; an export writes it); a multimodal
+  // checkpoint's "language_model.", which its tensors always carry (hf_prefix_required: the
+  // tensors without it belong to other parts, a vision tower, which the engine does not read).
   std::string_view hf_prefix{};
+  bool hf_prefix_required = false;
   ModuleName token_embedding{}, position_embedding{}, final_norm{}, lm_head{};
   ModuleName layer{};
   ModuleName attn_norm{}, o{}, mlp_norm{};
