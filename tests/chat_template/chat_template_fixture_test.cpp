@@ -178,7 +178,7 @@ INSTANTIATE_TEST_SUITE_P(JinjaFeatures, ChatTemplateFixture, ::testing::ValuesIn
 
 TEST(ChatTemplateFixtures, EveryTemplateHasCases) {
   const std::vector<fs::path> files = template_fixture_files();
-  EXPECT_EQ(files.size(), 7u);
+  EXPECT_EQ(files.size(), 9u);
   for (const fs::path& file : files) {
     const ordered_json fixture = ordered_json::parse(read_file(file));
     EXPECT_GE(fixture["cases"].size(), 18u) << file;
