@@ -261,12 +261,8 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
   const LayerActivations& a = acts(layer);
   // dx_ holds d(next residual). MLP: next = mid + down(act), or with post-norms mid +
   // norm_2(down(act)).
-  linear_backward(
-      a.act, lw.down,
-      c.sandwich_norms
-          ? block_output_grad(a.down_raw, lw.mlp_post_norm_weight, lg.mlp_post_norm_weight, Tensor{})
-          : block_output_grad(a.down_raw, lw.mlp_norm_weight, lg.mlp_norm_weight, lg.mlp_norm_bias),
-      dact_, lg.down, lg.down_bias, layer, LoraTarget::Down);
+  linear_backward(a.act, lw.down, block_output_grad(a.down_raw, lw, lg, true), dact_, lg.down, lg.down_bias,
+                  layer, LoraTarget::Down);
   const Tensor& h2 = mlp_input(layer);
   if (gated_mlp(c.mlp)) {
     if (c.mlp == MlpKind::GeGlu) {
@@ -283,12 +279,8 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
   }
   add_block_input_grad(a.mid, lw.mlp_norm_weight, lg.mlp_norm_weight, lg.mlp_norm_bias);  // d(mid)
   // Attention: mid = x + o(attended), or with post-norms x + norm_1(o(attended)).
-  linear_backward(
-      a.attended, lw.o,
-      c.sandwich_norms
-          ? block_output_grad(a.o_raw, lw.attn_post_norm_weight, lg.attn_post_norm_weight, Tensor{})
-          : block_output_grad(a.o_raw, lw.attn_norm_weight, lg.attn_norm_weight, lg.attn_norm_bias),
-      dattended_, lg.o, lg.o_bias, layer, LoraTarget::O);
+  linear_backward(a.attended, lw.o, block_output_grad(a.o_raw, lw, lg, false), dattended_, lg.o, lg.o_bias,
+                  layer, LoraTarget::O);
   const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
   for (int64_t b = 0; b < batch_; ++b)
     backend_.attention_backward(sequence(a.q, b, h), sequence(a.k, b, kvh), sequence(a.v, b, kvh),
@@ -324,9 +316,15 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
                        lg.attn_norm_bias);  // d(x)
 }
 
-const Tensor& TrainingPass::block_output_grad(const Tensor& raw, const Tensor& weight, const Tensor& dweight,
-                                              const Tensor& dbias) {
+const Tensor& TrainingPass::block_output_grad(const Tensor& raw, const LayerWeights& w, const LayerWeights& g,
+                                              bool mlp) {
   if (!normed_block_outputs(config_)) return dx_;
+  const bool sandwich = config_.sandwich_norms;  // else post-norms
+  const Tensor& weight = sandwich ? (mlp ? w.mlp_post_norm_weight : w.attn_post_norm_weight)
+                                  : (mlp ? w.mlp_norm_weight : w.attn_norm_weight);
+  const Tensor& dweight = sandwich ? (mlp ? g.mlp_post_norm_weight : g.attn_post_norm_weight)
+                                   : (mlp ? g.mlp_norm_weight : g.attn_norm_weight);
+  const Tensor& dbias = sandwich ? Tensor{} : mlp ? g.mlp_norm_bias : g.attn_norm_bias;
   apply_norm_backward(backend_, config_, raw, weight, dx_, dtmp_, norm_grad(dweight, 0), norm_grad(dbias, 1),
                       GradWrite::Overwrite);
   return dtmp_;

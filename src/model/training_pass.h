@@ -151,10 +151,11 @@ class TrainingPass final : private LayerHooks {
   // Sequence b of a [rows, heads * head_dim] activation, as [seq_len, heads, head_dim].
   Tensor sequence(const Tensor& rows, int64_t b, int64_t heads) const;
   void backward_layer(const ModelWeights& w, const ModelWeights& g, int64_t layer);
-  // d(a block's output) given dx_ = d(the residual it is added to): dx_ itself, or with
-  // post-norms the backward of norm(raw) (written to dtmp_; the norm's gradients accumulated).
-  const Tensor& block_output_grad(const Tensor& raw, const Tensor& weight, const Tensor& dweight,
-                                  const Tensor& dbias);
+  // d(a block's output) given dx_ = d(the residual it is added to): dx_ itself, or where a
+  // norm follows the block's output projection (post-norms: the block's own norm; sandwich
+  // norms: its post norm) the backward of norm(raw), written to dtmp_, the norm's gradients
+  // (in g) accumulated. The attention's block, or with `mlp` the MLP's.
+  const Tensor& block_output_grad(const Tensor& raw, const LayerWeights& w, const LayerWeights& g, bool mlp);
   // dx_ += d(the residual x) through the block's input, given dh_ = d(input): the norm's
   // backward of x (its gradients accumulated), or with post-norms dh_ itself (the input is x).
   void add_block_input_grad(const Tensor& x, const Tensor& weight, const Tensor& dweight,
