@@ -8,6 +8,19 @@
 
 namespace tokenmill {
 
+void router_probabilities(std::span<const float> scores, int64_t experts, std::span<float> p) {
+  if (experts < 1 || scores.size() % static_cast<size_t>(experts) != 0 || p.size() != scores.size())
+    fail("router probabilities: {} scores, {} outputs for {} experts", scores.size(), p.size(), experts);
+  for (size_t row = 0; row < scores.size(); row += static_cast<size_t>(experts)) {
+    const float* s = scores.data() + row;
+    float* out = p.data() + row;
+    const float top = *std::max_element(s, s + experts);
+    float sum = 0.0f;
+    for (int64_t e = 0; e < experts; ++e) sum += out[e] = std::exp(s[e] - top);
+    for (int64_t e = 0; e < experts; ++e) out[e] /= sum;
+  }
+}
+
 void route_to_experts(std::span<const float> scores, int64_t tokens, int64_t experts, int64_t k,
                       bool normalize, ExpertRouting& out) {
   if (k < 1 || k > experts) fail("expert routing: {} experts per token of {}", k, experts);
@@ -28,11 +41,8 @@ void route_to_experts(std::span<const float> scores, int64_t tokens, int64_t exp
   p.resize(static_cast<size_t>(experts));
   order.resize(static_cast<size_t>(experts));
   for (int64_t t = 0; t < tokens; ++t) {
-    const float* s = scores.data() + t * experts;
-    const float top = *std::max_element(s, s + experts);
-    float sum = 0.0f;
-    for (int64_t e = 0; e < experts; ++e) sum += p[static_cast<size_t>(e)] = std::exp(s[e] - top);
-    for (float& v : p) v /= sum;
+    router_probabilities(scores.subspan(static_cast<size_t>(t * experts), static_cast<size_t>(experts)),
+                         experts, p);
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
       return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)] ||

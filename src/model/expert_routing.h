@@ -32,6 +32,10 @@ struct ExpertRouting {
   std::vector<int64_t> next_slot;
 };
 
+// p = softmax(scores) of each row of `experts` scores, as the routing computes it (f32, the
+// maximum subtracted first), into `p` (of the size of scores).
+void router_probabilities(std::span<const float> scores, int64_t experts, std::span<float> p);
+
 // Routes `tokens` tokens whose router scores are `scores` [tokens, experts] (row-major) to k
 // experts each, into `out` (its vectors reused). Throws Error unless 1 <= k <= experts and
 // the scores hold tokens * experts values.

@@ -118,13 +118,22 @@ void add_weights(const ModelConfig& c, const TensorLayout& layout, const ModelWe
     linear(layout.o, {l.o}, {l.o_bias});
     if (c.sandwich_norms) norm_weight(name(layout.attn_post_norm, ".weight"), l.attn_post_norm_weight);
     norm(layout.mlp_norm, l.mlp_norm_weight, l.mlp_norm_bias);
-    if (layout.gate_up.present()) {
+    if (c.mixture_of_experts()) {  // each expert's matrices under its own name
+      e.same(name(layout.router, ".weight"), l.router);
+      for (int64_t x = 0; x < c.num_experts; ++x)
+        for (const auto& [module, stacked] :
+             {std::pair{layout.expert_gate, &l.expert_gate}, std::pair{layout.expert_up, &l.expert_up},
+              std::pair{layout.expert_down, &l.expert_down}})
+          e.same(prefix + expert_name(layer_module_name(layout, WeightFormat::HuggingFace, i, module), x) +
+                     ".weight",
+                 expert_matrix(*stacked, x, c.num_experts));
+    } else if (layout.gate_up.present()) {
       linear(layout.gate_up, {l.gate, l.up}, {l.gate_bias, l.up_bias});
     } else {
       if (gated_mlp(c.mlp)) linear(layout.gate, {l.gate}, {l.gate_bias});
       linear(layout.up, {l.up}, {l.up_bias});
     }
-    linear(layout.down, {l.down}, {l.down_bias});
+    if (!c.mixture_of_experts()) linear(layout.down, {l.down}, {l.down_bias});
     if (c.sandwich_norms) norm_weight(name(layout.mlp_post_norm, ".weight"), l.mlp_post_norm_weight);
   }
   norm_weight(model(layout.final_norm, ".weight"), w.final_norm_weight);
@@ -153,8 +162,6 @@ void export_hf_model(const ModelConfig& config, nlohmann::json config_json, cons
                      DType dtype, const std::filesystem::path& dir) {
   if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
     fail("export: --dtype must be f32, bf16 or f16, got {}", dtype_name(dtype));
-  if (const std::string gap = config.training_gap(); !gap.empty())
-    fail("export: {} is {}; such models are not exported yet", config.architecture, gap);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail("{}: cannot create the export directory ({})", dir.string(), ec.message());

@@ -19,6 +19,52 @@ void output_norm(Backend& backend, const ModelConfig& c, const Tensor& raw, cons
 
 }  // namespace
 
+namespace {
+
+// matmul_many over `operands` ([x, w, y] each, no bias), `products` its scratch.
+void run_products(Backend& backend, const std::vector<std::array<Tensor, 3>>& operands,
+                  std::vector<Backend::MatmulProduct>& products) {
+  products.clear();
+  for (const auto& [x, w, y] : operands) products.push_back({&x, &w, nullptr, &y});
+  backend.matmul_many(products);
+}
+
+}  // namespace
+
+std::span<const float> experts_forward(Backend& backend, const ModelConfig& c, const LayerWeights& w,
+                                       const Tensor& h, const ExpertTensors& t, ExpertScratch& s) {
+  const int64_t n = h.rows();
+  backend.matmul(h, w.router, nullptr, t.scores);
+  std::span<const float> host_scores(t.scores.as<const float>(), static_cast<size_t>(t.scores.numel()));
+  if (!backend.memory().is_host()) {
+    s.host_scores.resize(host_scores.size());
+    backend.memory().copy_to_host(s.host_scores.data(), t.scores.data, t.scores.nbytes());
+    host_scores = s.host_scores;
+  }
+  ExpertRouting& r = s.routing;
+  route_to_experts(host_scores, n, c.num_experts, c.experts_per_token, c.normalize_expert_weights, r);
+  backend.embedding(h, r.slot_tokens, t.inputs);  // each expert's tokens together
+  std::vector<std::array<Tensor, 3>>& gate_up = s.operands[0];
+  std::vector<std::array<Tensor, 3>>& down = s.operands[1];
+  gate_up.clear();
+  down.clear();
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    const int64_t first = r.expert_begin[static_cast<size_t>(e)];
+    const int64_t count = r.expert_begin[static_cast<size_t>(e) + 1] - first;
+    if (count == 0) continue;
+    const Tensor x = t.inputs.slice_rows(first, count);
+    gate_up.push_back({x, expert_matrix(w.expert_gate, e, c.num_experts), t.gate.slice_rows(first, count)});
+    gate_up.push_back({x, expert_matrix(w.expert_up, e, c.num_experts), t.up.slice_rows(first, count)});
+    down.push_back({t.act.slice_rows(first, count), expert_matrix(w.expert_down, e, c.num_experts),
+                    t.outputs.slice_rows(first, count)});
+  }
+  run_products(backend, gate_up, s.products);
+  backend.swiglu(t.gate, t.up, t.act);  // every slot at once
+  run_products(backend, down, s.products);
+  backend.combine_rows(t.outputs, r.slots, r.weights, t.delta);
+  return host_scores;
+}
+
 void forward_attention(Backend& backend, const ModelConfig& c, const LayerWeights& w, int64_t layer,
                        const LayerTensors& t, const Tensor* pending, const LayerPositions& positions,
                        LayerHooks& hooks) {

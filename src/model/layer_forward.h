@@ -26,7 +26,11 @@
 #include <cstdint>
 #include <span>
 
+#include <array>
+#include <vector>
+
 #include "backend/backend.h"
+#include "model/expert_routing.h"
 #include "model/lora.h"
 #include "model/model_config.h"
 #include "model/weights.h"
@@ -75,6 +79,31 @@ class LayerHooks {
  protected:
   ~LayerHooks() = default;
 };
+
+// Where a mixture of experts' forward (experts_forward) writes, over n rows routed to k experts
+// each: scores [n, experts]; inputs, outputs [n k, hidden]; gate, up, act [n k, expert width]
+// (act may be gate); delta [n, hidden].
+struct ExpertTensors {
+  Tensor scores, inputs, gate, up, act, outputs, delta;
+};
+
+// The host-side state of a mixture of experts' forward, reused so that steps do not allocate
+// once grown: the routing, the scores where the host cannot read the backend's memory, the
+// chosen experts' [x, w, y] products and their matmul_many arguments.
+struct ExpertScratch {
+  ExpertRouting routing;
+  std::vector<float> host_scores;
+  std::array<std::vector<std::array<Tensor, 3>>, 2> operands;
+  std::vector<Backend::MatmulProduct> products;
+};
+
+// delta = sum_j weight_j SwiGLU_{expert_j}(h) of every row of h [n, hidden] (model_config.h):
+// scores = h W_router^T, routed on the host (route_to_experts, into s.routing); inputs = h's
+// rows gathered expert by expert; each chosen expert one matmul per projection over its rows
+// (one matmul_many per projection; the other experts' weights are not read); delta = the
+// weighted sum of the outputs. Returns the scores as the host reads them.
+std::span<const float> experts_forward(Backend& backend, const ModelConfig& c, const LayerWeights& w,
+                                       const Tensor& h, const ExpertTensors& t, ExpertScratch& s);
 
 // Rotary models: each row's position and the layer's inverse frequencies.
 struct LayerPositions {

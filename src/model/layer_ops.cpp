@@ -64,7 +64,7 @@ StepBuffers StepBuffers::allocate(Arena& arena, const Model& model, int64_t rows
   for (const BufferShape& s : buffer_shapes(c, rows))
     b.*s.field = arena.allocate(DType::F32, {s.rows, s.width});
   if (c.mixture_of_experts() && !arena.memory().is_host())
-    b.host_scores.resize(static_cast<size_t>(rows * c.num_experts));
+    b.experts.host_scores.reserve(static_cast<size_t>(rows * c.num_experts));
   return b;
 }
 
@@ -80,18 +80,6 @@ void embed_tokens(Backend& backend, const ModelConfig& config, const ModelWeight
     backend.add(x, scratch, x);
   }
 }
-
-namespace {
-
-// matmul_many over `operands` ([x, w, y] each, no bias), `products` its scratch.
-void run_products(Backend& backend, const std::vector<std::array<Tensor, 3>>& operands,
-                  std::vector<Backend::MatmulProduct>& products) {
-  products.clear();
-  for (const auto& [x, w, y] : operands) products.push_back({&x, &w, nullptr, &y});
-  backend.matmul_many(products);
-}
-
-}  // namespace
 
 LayerTensors step_layer_tensors(const ModelConfig& c, const StepBuffers& b, int64_t n) {
   LayerTensors t;
@@ -120,43 +108,20 @@ void StepHooks::project(int64_t, const Tensor& x, std::span<const Projection> pr
   backend_.matmul_shared(x, std::span(targets.data(), projections.size()));
 }
 
-// delta = sum_j weight_j SwiGLU_{expert_j}(h) of every row of h [n, hidden].
 void StepHooks::experts(int64_t, const LayerWeights& w, const Tensor& h, const Tensor& delta) {
-  const ModelConfig& c = config_;
   StepBuffers& b = buffers_;
-  Backend& backend = backend_;
-  const int64_t n = h.rows(), slots = n * c.experts_per_token;
-  const Tensor scores = b.router_scores.slice_rows(0, n);
-  backend.matmul(h, w.router, nullptr, scores);
-  std::span<const float> host_scores(scores.as<const float>(), static_cast<size_t>(scores.numel()));
-  if (!b.host_scores.empty()) {  // backend memory the host cannot read
-    backend.memory().copy_to_host(b.host_scores.data(), scores.data, scores.nbytes());
-    host_scores = std::span<const float>(b.host_scores).first(static_cast<size_t>(scores.numel()));
-  }
-  ExpertRouting& r = b.routing;
-  route_to_experts(host_scores, n, c.num_experts, c.experts_per_token, c.normalize_expert_weights, r);
-  if (b.routing_observer) b.routing_observer(r);
-  const Tensor inputs = b.expert_inputs.slice_rows(0, slots), outputs = b.expert_outputs.slice_rows(0, slots);
-  const Tensor a = b.mlp_a.slice_rows(0, slots), up = b.mlp_b.slice_rows(0, slots);
-  backend.embedding(h, r.slot_tokens, inputs);  // each expert's tokens together
-  // The chosen experts' slices: [x, w, y] per projection; the others' weights are not read.
-  std::vector<std::array<Tensor, 3>>& gate_up = b.expert_operands[0];
-  std::vector<std::array<Tensor, 3>>& down = b.expert_operands[1];
-  gate_up.clear();
-  down.clear();
-  for (int64_t e = 0; e < c.num_experts; ++e) {
-    const int64_t first = r.expert_begin[static_cast<size_t>(e)];
-    const int64_t count = r.expert_begin[static_cast<size_t>(e) + 1] - first;
-    if (count == 0) continue;
-    const Tensor x = inputs.slice_rows(first, count), act = a.slice_rows(first, count);
-    gate_up.push_back({x, expert_matrix(w.expert_gate, e, c.num_experts), act});
-    gate_up.push_back({x, expert_matrix(w.expert_up, e, c.num_experts), up.slice_rows(first, count)});
-    down.push_back({act, expert_matrix(w.expert_down, e, c.num_experts), outputs.slice_rows(first, count)});
-  }
-  run_products(backend, gate_up, b.products);
-  backend.swiglu(a, up, a);  // every slot at once
-  run_products(backend, down, b.products);
-  backend.combine_rows(outputs, r.slots, r.weights, delta);
+  const int64_t n = h.rows(), slots = n * config_.experts_per_token;
+  const Tensor a = b.mlp_a.slice_rows(0, slots);
+  experts_forward(backend_, config_, w, h,
+                  {.scores = b.router_scores.slice_rows(0, n),
+                   .inputs = b.expert_inputs.slice_rows(0, slots),
+                   .gate = a,
+                   .up = b.mlp_b.slice_rows(0, slots),
+                   .act = a,
+                   .outputs = b.expert_outputs.slice_rows(0, slots),
+                   .delta = delta},
+                  b.experts);
+  if (b.routing_observer) b.routing_observer(b.experts.routing);
 }
 
 void output_logits(Backend& backend, const ModelConfig& config, const ModelWeights& weights,

@@ -30,13 +30,8 @@ struct StepBuffers {
   Tensor mlp_a, mlp_b;                   // [rows, intermediate]; experts: [rows * k, expert width]
   Tensor router_scores;                  // experts: [rows, experts]
   Tensor expert_inputs, expert_outputs;  // experts: [rows * k, hidden]
-  std::vector<float> host_scores;        // experts: router_scores where the host reads them
-  ExpertRouting routing;                 // experts: the step's routing
+  ExpertScratch experts;                 // experts: the step's routing and host-side scratch
   std::function<void(const ExpertRouting&)> routing_observer;  // experts: told each layer's routing
-  // experts: the chosen experts' gate|up and down products ([x, w, y] views), and their
-  // matmul_many arguments (host memory, reused so steps do not allocate once grown).
-  std::array<std::vector<std::array<Tensor, 3>>, 2> expert_operands;
-  std::vector<Backend::MatmulProduct> products;
 
   static size_t bytes(const ModelConfig& config, int64_t rows);  // what `arena` needs for them
   static StepBuffers allocate(Arena& arena, const Model& model, int64_t rows);

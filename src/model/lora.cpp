@@ -67,8 +67,13 @@ void check_lora_config(const ModelConfig& config, const LoraConfig& lora) {
   if (lora.rank < 1) fail("--lora-rank must be >= 1, got {}", lora.rank);
   if (!(lora.alpha > 0.0)) fail("--lora-alpha must be > 0, got {}", lora.alpha);
   if (lora.targets.empty()) fail("--lora-targets: give at least one of q,k,v,o,gate,up,down");
-  if (const std::string gap = config.training_gap(); !gap.empty())
-    fail("LoRA: {} is {}; adapters for those are not supported yet", config.architecture, gap);
+  if (config.mixture_of_experts())
+    for (const LoraTarget t : {LoraTarget::Gate, LoraTarget::Up, LoraTarget::Down})
+      if (lora.targets_layer(t))
+        fail(
+            "--lora-targets: {} is a mixture of experts, whose experts are not adapted yet; adapt its "
+            "attention (q,k,v,o)",
+            config.architecture);
   if (lora.targets_layer(LoraTarget::Gate) && !gated_mlp(config.mlp))
     fail(
         "--lora-targets: this {} model has no gate projection (its MLP is GELU, not SwiGLU); adapt "

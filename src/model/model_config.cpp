@@ -20,11 +20,6 @@ AttentionScores ModelConfig::attention_scores(int64_t layer) const {
           static_cast<float>(attn_logit_softcapping)};
 }
 
-std::string ModelConfig::training_gap() const {
-  if (mixture_of_experts()) return "a mixture of experts";
-  return {};
-}
-
 ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source) {
   FieldReader f(json, source);
   ModelConfig c;

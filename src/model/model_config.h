@@ -113,6 +113,9 @@ struct ModelConfig {
   int64_t experts_per_token = 0;
   int64_t expert_intermediate_size = 0;
   bool normalize_expert_weights = true;
+  // Training a mixture of experts adds router_aux_loss_coef x transformers' load-balancing loss
+  // (model/router_gradient.h) when config.json asks for it (output_router_logits); 0: none.
+  double router_aux_loss_coef = 0.0;
 
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;  // generation_config.json's, else config.json's
@@ -142,9 +145,6 @@ struct ModelConfig {
   }
   // The attention scores of layer `layer`: scale, window and soft cap (Backend::AttentionScores).
   AttentionScores attention_scores(int64_t layer) const;
-  // What of this model the training pass (and so LoRA and export) does not run yet, as a
-  // phrase ("a mixture of experts"); empty when it trains.
-  std::string training_gap() const;
   // Floats of K and V cached per token over all layers.
   int64_t kv_floats_per_token() const { return 2 * num_hidden_layers * num_key_value_heads * head_dim; }
 };

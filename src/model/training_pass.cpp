@@ -43,8 +43,6 @@ TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t 
   if (seq_len > config.context_length())
     fail("training: sequence length {} exceeds the model's context length {}", seq_len,
          config.context_length());
-  if (const std::string gap = config.training_gap(); !gap.empty())
-    fail("training: {} is {}; training and fine-tuning those is not supported yet", config.architecture, gap);
   const auto row_bytes = static_cast<int64_t>(config.vocab_size * sizeof(float));
   logit_rows_ =
       std::clamp<int64_t>(static_cast<int64_t>(kLogitChunkBytes) / std::max<int64_t>(1, row_bytes), 1, rows_);
@@ -58,6 +56,15 @@ TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t 
   Plan carving(&*arena_);
   plan(carving);
   if (!backend.memory().is_host()) host_losses_.resize(static_cast<size_t>(logit_rows_));
+  if (config.mixture_of_experts()) {
+    if (normed_block_outputs(config))
+      fail("training: {} has norms after its mixture of experts, which the training pass does not run",
+           config.architecture);
+    experts_.resize(recompute_ ? 1 : static_cast<size_t>(config.num_hidden_layers));
+    if (config.router_aux_loss_coef > 0) load_balance_.emplace(config.num_experts);
+    identity_slots_.resize(static_cast<size_t>(rows_ * config.experts_per_token));
+    for (size_t i = 0; i < identity_slots_.size(); ++i) identity_slots_[i] = static_cast<int32_t>(i);
+  }
   if (lora_.enabled()) {
     std::vector<float> s(static_cast<size_t>(lora_.rank * lora_.rank), 0.0f);
     for (size_t i = 0; i < s.size(); i += static_cast<size_t>(lora_.rank + 1)) s[i] = lora_.scale();
@@ -67,9 +74,10 @@ TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t 
 
 void TrainingPass::plan(Plan& p) {
   const ModelConfig& c = config_;
-  const int64_t n = rows_, hidden = c.hidden_size, ff = c.intermediate_size;
+  const int64_t n = rows_, hidden = c.hidden_size, ff = c.mlp_width();
   const int64_t q_width = c.num_attention_heads * c.head_dim, kv_width = c.num_key_value_heads * c.head_dim;
-  const bool gated = gated_mlp(c.mlp);
+  const bool gated = gated_mlp(c.mlp), moe = c.mixture_of_experts();
+  const int64_t slots = moe ? n * c.experts_per_token : n;  // the MLP's rows
   inv_freq_tensor_ = p.take({std::max<int64_t>(1, c.head_dim / 2)});
   if (c.sliding_rope_theta > 0) sliding_inv_freq_ = p.take({std::max<int64_t>(1, c.head_dim / 2)});
   residual_.clear();
@@ -91,9 +99,14 @@ void TrainingPass::plan(Plan& p) {
       a.down_raw = p.take({n, hidden});
     }
     if (!c.post_norms) a.h2 = p.take({n, hidden});
-    a.a = p.take({n, ff});
-    if (gated) a.b = p.take({n, ff});
-    a.act = p.take({n, ff});
+    a.a = p.take({slots, ff});
+    if (gated) a.b = p.take({slots, ff});
+    a.act = p.take({slots, ff});
+    if (moe) {
+      a.scores = p.take({n, c.num_experts});
+      a.inputs = p.take({slots, hidden});
+      a.outputs = p.take({slots, hidden});
+    }
     for (const LoraTarget t : lora_.targets) a.lora_u[static_cast<size_t>(t)] = p.take({n, lora_.rank});
   }
   final_ = p.take({n, hidden});
@@ -107,9 +120,14 @@ void TrainingPass::plan(Plan& p) {
   dk_ = p.take({n, kv_width});
   dv_ = p.take({n, kv_width});
   dattended_ = p.take({n, q_width});
-  da_ = p.take({n, ff});
-  if (gated) db_ = p.take({n, ff});
-  dact_ = p.take({n, ff});
+  da_ = p.take({slots, ff});
+  if (gated) db_ = p.take({slots, ff});
+  dact_ = p.take({slots, ff});
+  if (moe) {
+    dslots_ = p.take({slots, hidden});
+    dslots_b_ = p.take({slots, hidden});
+    dscores_ = p.take({n, c.num_experts});
+  }
   norm_sinks_ = p.take({2, hidden});
   if (c.qk_norm != QkNorm::None) {
     dq_raw_ = p.take({n, q_width});
@@ -183,6 +201,8 @@ void TrainingPass::forward(const ModelWeights& w, std::span<const int32_t> input
     }
   }
   embed_tokens(backend_, c, w, inputs, positions_, residual_[0], dtmp_);
+  if (load_balance_) load_balance_->clear();
+  counting_routes_ = true;  // the forward's routes count once (not again when recomputed)
   const int64_t last = c.num_hidden_layers - 1;
   for (int64_t l = 0; l <= last; ++l) {
     const LayerTensors t = layer_tensors(l);
@@ -191,6 +211,7 @@ void TrainingPass::forward(const ModelWeights& w, std::span<const int32_t> input
     // The next layer's input; the last layer's is added by the fused final norm below.
     if (l < last) backend_.add(t.mid, t.delta, residual_[static_cast<size_t>(l + 1)]);
   }
+  counting_routes_ = false;
   apply_add_norm(backend_, config_, acts(last).mid, dtmp_, residual_.back(), w.final_norm_weight,
                  w.final_norm_bias, final_);
 }
@@ -208,8 +229,94 @@ void TrainingPass::attend(int64_t layer, const LayerTensors& t) {
                        sequence(t.attended, b, c.num_attention_heads));
 }
 
-void TrainingPass::experts(int64_t, const LayerWeights&, const Tensor&, const Tensor&) {
-  fail("training: a mixture of experts is not trained yet");  // the constructor refuses such models
+void TrainingPass::experts(int64_t layer, const LayerWeights& w, const Tensor& h, const Tensor& delta) {
+  const LayerActivations& a = acts(layer);
+  ExpertScratch& s = expert_scratch(layer);
+  const std::span<const float> scores = experts_forward(backend_, config_, w, h,
+                                                        {.scores = a.scores,
+                                                         .inputs = a.inputs,
+                                                         .gate = a.a,
+                                                         .up = a.b,
+                                                         .act = a.act,
+                                                         .outputs = a.outputs,
+                                                         .delta = delta},
+                                                        s);
+  if (!load_balance_ || !counting_routes_) return;
+  host_p_.resize(scores.size());
+  router_probabilities(scores, config_.num_experts, host_p_);
+  load_balance_->add(s.routing, host_p_);
+}
+
+std::span<const float> TrainingPass::host_floats(const Tensor& t, std::vector<float>& storage) const {
+  const auto count = static_cast<size_t>(t.numel());
+  if (backend_.memory().is_host()) return {t.as<const float>(), count};
+  storage.resize(count);
+  backend_.memory().copy_to_host(storage.data(), t.data, t.nbytes());
+  return storage;
+}
+
+// With delta = sum_j w_j out_{s_j} per token (s_j its j-th choice's slot):
+//   d w_j = out_{s_j} . d delta,  d out_s = w_s d delta[token(s)],
+// then each expert's down, SwiGLU, gate and up backward over its slots, d(inputs) scattered
+// back to their tokens, and the router's scores' gradient (router_gradient.h) through W_router.
+void TrainingPass::experts_backward(const LayerWeights& lw, const LayerWeights& lg, int64_t layer) {
+  const ModelConfig& c = config_;
+  const LayerActivations& a = acts(layer);
+  const ExpertRouting& r = expert_scratch(layer).routing;
+  const int64_t experts = c.num_experts, k = c.experts_per_token, hidden = c.hidden_size;
+  // d(weights), on the host.
+  const std::span<const float> outputs = host_floats(a.outputs, host_a_), ddelta = host_floats(dx_, host_b_);
+  dweights_.resize(r.slots.size());
+  slot_weights_.resize(r.slots.size());
+  for (size_t choice = 0; choice < r.slots.size(); ++choice) {
+    const float* out = outputs.data() + static_cast<int64_t>(r.slots[choice]) * hidden;
+    const float* d = ddelta.data() + static_cast<int64_t>(choice / static_cast<size_t>(k)) * hidden;
+    double dot = 0.0;
+    for (int64_t i = 0; i < hidden; ++i) dot += static_cast<double>(out[i]) * d[i];
+    dweights_[choice] = static_cast<float>(dot);
+    slot_weights_[static_cast<size_t>(r.slots[choice])] = r.weights[choice];
+  }
+  // d(outputs) = each slot's weight x d(delta) of its token.
+  backend_.embedding(dx_, r.slot_tokens, dslots_);
+  backend_.combine_rows(dslots_, identity_slots_, slot_weights_, dslots_b_);
+  const auto matrix = [&](const Tensor& stacked, int64_t e) {
+    return stacked.data != nullptr ? expert_matrix(stacked, e, experts) : Tensor{};
+  };
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t first = r.expert_begin[static_cast<size_t>(e)];
+    const int64_t count = r.expert_begin[static_cast<size_t>(e) + 1] - first;
+    if (count == 0) continue;
+    const Tensor dact = dact_.slice_rows(first, count), dw = matrix(lg.expert_down, e);
+    backend_.matmul_backward(a.act.slice_rows(first, count), expert_matrix(lw.expert_down, e, experts),
+                             dslots_b_.slice_rows(first, count), &dact, optional_tensor(dw), nullptr);
+  }
+  backend_.swiglu_backward(a.a, a.b, dact_, da_, db_);
+  for (int64_t e = 0; e < experts; ++e) {  // d(inputs): dslots_ (gate's) + dslots_b_ (up's)
+    const int64_t first = r.expert_begin[static_cast<size_t>(e)];
+    const int64_t count = r.expert_begin[static_cast<size_t>(e) + 1] - first;
+    if (count == 0) continue;
+    const Tensor x = a.inputs.slice_rows(first, count);
+    const Tensor dx_gate = dslots_.slice_rows(first, count), dx_up = dslots_b_.slice_rows(first, count);
+    const Tensor dw_gate = matrix(lg.expert_gate, e), dw_up = matrix(lg.expert_up, e);
+    backend_.matmul_backward(x, expert_matrix(lw.expert_gate, e, experts), da_.slice_rows(first, count),
+                             &dx_gate, optional_tensor(dw_gate), nullptr);
+    backend_.matmul_backward(x, expert_matrix(lw.expert_up, e, experts), db_.slice_rows(first, count), &dx_up,
+                             optional_tensor(dw_up), nullptr);
+  }
+  backend_.add(dslots_, dslots_b_, dslots_);
+  // The router: d(scores) on the host, then through W_router into dh_ (overwritten), and the
+  // gathered inputs' gradients added to their tokens' rows.
+  const std::span<const float> scores = host_floats(a.scores, host_a_);
+  host_p_.resize(scores.size());
+  host_dscores_.resize(scores.size());
+  router_probabilities(scores, experts, host_p_);
+  router_scores_backward(host_p_, r, dweights_, c.normalize_expert_weights, host_dscores_);
+  if (load_balance_)
+    load_balance_->add_gradient(host_p_, grad_scale_ * static_cast<float>(c.router_aux_loss_coef),
+                                host_dscores_);
+  backend_.memory().copy_from_host(dscores_.data, host_dscores_.data(), dscores_.nbytes());
+  backend_.matmul_backward(mlp_input(layer), lw.router, dscores_, &dh_, optional_tensor(lg.router), nullptr);
+  backend_.embedding_backward(r.slot_tokens, dslots_, dh_);
 }
 
 double TrainingPass::score(const ModelWeights& w, const ModelWeights* grads, std::span<const int32_t> targets,
@@ -252,7 +359,8 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
     const LayerTensors t = layer_tensors(layer);
     forward_attention(backend_, c, lw, layer, t, nullptr, {positions_, &rope_frequencies(layer)}, *this);
     forward_mlp_activation(backend_, c, lw, layer, t, *this);
-    if (normed_block_outputs(c)) {  // its norm's backward needs the down projection's output
+    if (c.mixture_of_experts()) {          // the experts' forward kept all they need
+    } else if (normed_block_outputs(c)) {  // its norm's backward needs the down projection's output
       linear(t.act, lw.down, optional_tensor(lw.down_bias), t.down_raw, layer, LoraTarget::Down);
     } else {
       lora_u(acts(layer).act, layer, LoraTarget::Down);
@@ -261,10 +369,12 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
   const LayerActivations& a = acts(layer);
   // dx_ holds d(next residual). MLP: next = mid + down(act), or with post-norms mid +
   // norm_2(down(act)).
-  linear_backward(a.act, lw.down, block_output_grad(a.down_raw, lw, lg, true), dact_, lg.down, lg.down_bias,
-                  layer, LoraTarget::Down);
   const Tensor& h2 = mlp_input(layer);
-  if (gated_mlp(c.mlp)) {
+  if (c.mixture_of_experts()) {
+    experts_backward(lw, lg, layer);
+  } else if (gated_mlp(c.mlp)) {
+    linear_backward(a.act, lw.down, block_output_grad(a.down_raw, lw, lg, true), dact_, lg.down, lg.down_bias,
+                    layer, LoraTarget::Down);
     if (c.mlp == MlpKind::GeGlu) {
       backend_.geglu_backward(a.a, a.b, dact_, da_, db_);
     } else {
@@ -274,6 +384,8 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
     linear_backward(h2, lw.up, db_, dtmp_, lg.up, lg.up_bias, layer, LoraTarget::Up);
     backend_.add(dh_, dtmp_, dh_);
   } else {
+    linear_backward(a.act, lw.down, block_output_grad(a.down_raw, lw, lg, true), dact_, lg.down, lg.down_bias,
+                    layer, LoraTarget::Down);
     backend_.gelu_backward(a.a, c.mlp == MlpKind::GeluTanh ? GeluForm::Tanh : GeluForm::Erf, dact_, da_);
     linear_backward(h2, lw.up, da_, dh_, lg.up, lg.up_bias, layer, LoraTarget::Up);
   }
@@ -393,13 +505,19 @@ void TrainingPass::use_adapter(const LoraWeights* adapter, const LoraWeights* ad
   }
 }
 
+TrainingPass::Result TrainingPass::scored(double cross_entropy, int64_t tokens) const {
+  const double router = load_balance_ ? config_.router_aux_loss_coef * load_balance_->loss() : 0.0;
+  return {cross_entropy + router, tokens, router};
+}
+
 TrainingPass::Result TrainingPass::run_backward(const ModelWeights& weights, const ModelWeights* grads,
                                                 std::span<const int32_t> inputs,
                                                 std::span<const int32_t> targets, float grad_scale) {
   const int64_t count = check(weights, inputs, targets);
   const ModelWeights& g = grads != nullptr ? *grads : frozen_;
+  grad_scale_ = grad_scale;
   forward(weights, inputs);
-  Result result{score(weights, &g, targets, count, grad_scale), count};
+  Result result = scored(score(weights, &g, targets, count, grad_scale), count);
   // dh_ holds d(final normed); back through the final norm into the residual stream.
   apply_norm_backward(backend_, config_, residual_.back(), weights.final_norm_weight, dh_, dx_,
                       norm_grad(g.final_norm_weight, 0), norm_grad(g.final_norm_bias, 1),
@@ -434,7 +552,7 @@ TrainingPass::Result TrainingPass::evaluate(const ModelWeights& weights, std::sp
   const int64_t count = check(weights, inputs, targets);
   use_adapter(adapter, nullptr);
   forward(weights, inputs);
-  return {score(weights, nullptr, targets, count, 1.0f), count};
+  return scored(score(weights, nullptr, targets, count, 1.0f), count);
 }
 
 }  // namespace tokenmill

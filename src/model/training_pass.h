@@ -51,6 +51,7 @@
 #include "model/layer_forward.h"
 #include "model/lora.h"
 #include "model/model_config.h"
+#include "model/router_gradient.h"
 #include "model/weights.h"
 
 namespace tokenmill {
@@ -68,8 +69,11 @@ class TrainingPass final : private LayerHooks {
                const LoraConfig& lora = {}, Activations activations = Activations::Kept);
 
   struct Result {
-    double loss = 0.0;   // mean cross-entropy over the scored targets
-    int64_t tokens = 0;  // scored targets
+    // Mean cross-entropy over the scored targets, plus the router's load-balancing loss
+    // where the model adds one (router_loss; transformers' loss, with output_router_logits).
+    double loss = 0.0;
+    int64_t tokens = 0;        // scored targets
+    double router_loss = 0.0;  // router_aux_loss_coef x the load-balancing loss (router_gradient.h)
   };
   // inputs, targets: [batch, seq_len] row-major. Throws Error on weights outside the
   // backend's memory, a size mismatch, an id outside the vocabulary, or no scored target.
@@ -90,7 +94,10 @@ class TrainingPass final : private LayerHooks {
 
  private:
   struct LayerActivations {
-    Tensor h1, q, k, v, attended, mid, h2, a, b, act;  // b: SwiGLU's up projection
+    // b: a gated MLP's up projection; a mixture of experts' a, b, act have a row per slot
+    Tensor h1, q, k, v, attended, mid, h2, a, b, act;
+    Tensor scores, inputs,
+        outputs;             // a mixture of experts': the router's scores, each slot's input and output
     Tensor q_raw, k_raw;     // q/k norms: the projections before their norm (q, k after it)
     Tensor o_raw, down_raw;  // normed block outputs: the attention's and the MLP's outputs before their norm
     std::array<Tensor, kLoraTargetCount> lora_u;  // u = s (x A^T) [rows, rank] per target
@@ -110,6 +117,15 @@ class TrainingPass final : private LayerHooks {
   void project(int64_t layer, const Tensor& x, std::span<const Projection> projections) override;
   void attend(int64_t layer, const LayerTensors& t) override;
   void experts(int64_t layer, const LayerWeights& w, const Tensor& h, const Tensor& delta) override;
+  // A mixture of experts' backward: dh_ = d(the MLP's input h2) given dx_ = d(its delta); the
+  // experts' and the router's gradients accumulated (the load-balancing loss's too).
+  void experts_backward(const LayerWeights& w, const LayerWeights& g, int64_t layer);
+  // The routing of layer l (one for every layer when Recomputed).
+  ExpertScratch& expert_scratch(int64_t layer) {
+    return experts_[recompute_ ? 0 : static_cast<size_t>(layer)];
+  }
+  // A tensor of the backend's memory as host floats: itself, or copied into `storage`.
+  std::span<const float> host_floats(const Tensor& t, std::vector<float>& storage) const;
   // The buffers of layer l's activations (one set for every layer when Recomputed).
   LayerActivations& acts(int64_t layer) { return layers_[recompute_ ? 0 : static_cast<size_t>(layer)]; }
   // Sets the adapter of the coming call (null: none), checking its shapes against lora_.
@@ -142,6 +158,8 @@ class TrainingPass final : private LayerHooks {
     return config_.post_norms ? residual_[static_cast<size_t>(layer)] : acts(layer).h1;
   }
   const Tensor& mlp_input(int64_t layer) { return config_.post_norms ? acts(layer).mid : acts(layer).h2; }
+  // The result of a forward whose cross-entropy is `cross_entropy`: the router's loss added.
+  Result scored(double cross_entropy, int64_t tokens) const;
   // Scores the final hidden states chunk by chunk; with grads, also writes dfinal and
   // accumulates the lm_head gradient.
   double score(const ModelWeights& w, const ModelWeights* grads, std::span<const int32_t> targets,
@@ -180,6 +198,17 @@ class TrainingPass final : private LayerHooks {
   }
   std::vector<Tensor> residual_;          // num_layers + 1 residual streams [rows, hidden]
   std::vector<LayerActivations> layers_;  // L of them, or 1 when Recomputed
+  // Mixtures of experts: each layer's routing (L, or 1 when Recomputed), the load-balancing
+  // statistics of the forward (counted in forward(), not in a recomputation), the backward's
+  // scratch: d(gathered rows) x 2 [rows k, hidden], d(router scores) [rows, experts], and host
+  // copies.
+  std::vector<ExpertScratch> experts_;
+  std::optional<LoadBalance> load_balance_;
+  bool counting_routes_ = false;
+  float grad_scale_ = 1.0f;  // of the current forward_backward
+  Tensor dslots_, dslots_b_, dscores_;
+  std::vector<int32_t> identity_slots_;
+  std::vector<float> slot_weights_, dweights_, host_p_, host_dscores_, host_a_, host_b_;
   Tensor final_, logits_, losses_;
   Tensor dlogits_;  // a logit chunk's gradient, where the final soft cap's backward needs the logits after it
   Tensor dx_, dh_, dtmp_, dq_, dk_, dv_, dattended_, da_, db_, dact_;

@@ -20,8 +20,6 @@ enum class Init : uint8_t { Normal, Residual, One, Zero };
 // the initialisation and loading come from.
 template <class Weights, class Visit>
 void visit_slots(const ModelConfig& c, Weights& w, const Visit& visit) {
-  if (const std::string gap = c.training_gap(); !gap.empty())
-    fail("training: {} is {}; training and fine-tuning those is not supported yet", c.architecture, gap);
   const int64_t hidden = c.hidden_size, ff = c.intermediate_size;
   const int64_t q_width = c.num_attention_heads * c.head_dim, kv_width = c.num_key_value_heads * c.head_dim;
   const bool layer_norm = c.norm == NormKind::LayerNorm;
@@ -59,9 +57,17 @@ void visit_slots(const ModelConfig& c, Weights& w, const Visit& visit) {
     if (c.sandwich_norms)
       visit(l.attn_post_norm_weight, p + "attn_post_norm_weight", {hidden}, false, Init::One);
     norm(l.mlp_norm_weight, l.mlp_norm_bias, "mlp_norm");
-    if (gated_mlp(c.mlp)) linear(l.gate, l.gate_bias, "gate", ff, hidden, c.mlp_bias, Init::Normal);
-    linear(l.up, l.up_bias, "up", ff, hidden, c.mlp_bias, Init::Normal);
-    linear(l.down, l.down_bias, "down", hidden, ff, c.mlp_bias, Init::Residual);
+    if (c.mixture_of_experts()) {  // the experts' matrices stacked (model/weights.h)
+      const int64_t experts = c.num_experts, width = c.expert_intermediate_size;
+      visit(l.router, p + "router", {experts, hidden}, true, Init::Normal);
+      visit(l.expert_gate, p + "expert_gate", {experts * width, hidden}, true, Init::Normal);
+      visit(l.expert_up, p + "expert_up", {experts * width, hidden}, true, Init::Normal);
+      visit(l.expert_down, p + "expert_down", {experts * hidden, width}, true, Init::Residual);
+    } else {
+      if (gated_mlp(c.mlp)) linear(l.gate, l.gate_bias, "gate", ff, hidden, c.mlp_bias, Init::Normal);
+      linear(l.up, l.up_bias, "up", ff, hidden, c.mlp_bias, Init::Normal);
+      linear(l.down, l.down_bias, "down", hidden, ff, c.mlp_bias, Init::Residual);
+    }
     if (c.sandwich_norms)
       visit(l.mlp_post_norm_weight, p + "mlp_post_norm_weight", {hidden}, false, Init::One);
   }

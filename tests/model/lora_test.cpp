@@ -70,7 +70,9 @@ AdapterGradients adapter_gradients(TrainingPass& pass, Fixture& f) {
   return {loss, {ad.gradients().begin(), ad.gradients().end()}};
 }
 
+// Every layer a model's adapters may target (a mixture of experts: its attention's).
 const char* all_targets(const std::string& model) {
+  if (model == "mixtral" || model == "qwen3_moe") return "q,k,v,o";
   return model == "gpt2" ? "q,k,v,o,up,down" : "q,k,v,o,gate,up,down";
 }
 
@@ -141,7 +143,7 @@ TEST_P(LoraPassTest, RecomputedActivationsGiveTheSameAdapterGradients) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, LoraPassTest,
                          ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3", "olmo2", "gemma2",
-                                           "gemma3"));
+                                           "gemma3", "mixtral", "qwen3_moe"));
 
 TEST(LoraPass, GradientsAccumulateAndOnlyTargetedLayersAreAdapted) {
   Fixture f = make_fixture("llama", "v,down");

@@ -139,15 +139,22 @@ size_t layer_activation_bytes(const ModelConfig& c, int64_t rows, const LoraConf
   };
   const int64_t q_width = c.num_attention_heads * c.head_dim, kv_width = c.num_key_value_heads * c.head_dim;
   const size_t head_norms = c.qk_norm != QkNorm::None ? f32(q_width) + f32(kv_width) : 0;
+  const auto slots = [&](int64_t cols) {  // a mixture of experts' MLP has a row per slot
+    return Arena::footprint(static_cast<size_t>(rows * c.experts_per_token * cols) * sizeof(float));
+  };
+  const size_t mlp = c.mixture_of_experts()
+                         ? 3 * slots(c.mlp_width()) + 2 * slots(c.hidden_size) + f32(c.num_experts)
+                         : (gated_mlp(c.mlp) ? 3 : 2) * f32(c.intermediate_size);
   return (c.sandwich_norms ? 5 : 3) * f32(c.hidden_size) + 2 * f32(q_width) + 2 * f32(kv_width) + head_norms +
-         (gated_mlp(c.mlp) ? 3 : 2) * f32(c.intermediate_size) + lora.targets.size() * f32(lora.rank);
+         mlp + lora.targets.size() * f32(lora.rank);
 }
 
 TEST_P(TrainingPassTest, RecomputationKeepsOneLayersActivations) {
   const Fixture f = make_fixture(GetParam());
   const ModelConfig& c = f.model->config;
   auto backend = make_cpu_backend();
-  const LoraConfig lora{4, 8.0, parse_lora_targets(GetParam() == "gpt2" ? "q,v,up" : "q,v,gate,down")};
+  const char* targets = GetParam() == "gpt2" ? "q,v,up" : c.mixture_of_experts() ? "q,v,o" : "q,v,gate,down";
+  const LoraConfig lora{4, 8.0, parse_lora_targets(targets)};
   for (const LoraConfig& l : {LoraConfig{}, lora}) {
     const TrainingPass kept(c, *backend, kBatch, kSeq, l);
     const TrainingPass recomputed(c, *backend, kBatch, kSeq, l, TrainingPass::Activations::Recomputed);
@@ -160,19 +167,19 @@ TEST_P(TrainingPassTest, RecomputationKeepsOneLayersActivations) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, TrainingPassTest,
                          ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3", "olmo2", "gemma2",
-                                           "gemma3"));
+                                           "gemma3", "mixtral", "qwen3_moe"));
 
-TEST(TrainingPass, MixturesOfExpertsAreRefusedByName) {
+TEST(TrainingPass, MixturesOfExpertsAdaptOnlyTheirAttention) {
   for (const char* name : {"mixtral", "qwen3_moe"}) {
     const auto model = Model::load(std::filesystem::path(TOKENMILL_FIXTURES_DIR) / "hf" / name);
     const ModelConfig& c = model->config;
-    testing::expect_error([&] { ParameterSet{c}; },
-                          {c.architecture, "mixture of experts", "not supported yet"});
-    testing::expect_error(
-        [&] {
-          check_lora_config(c, LoraConfig{4, 8.0, parse_lora_targets("q,v")});
-        },
-        {c.architecture, "mixture of experts"});
+    check_lora_config(c, LoraConfig{4, 8.0, parse_lora_targets("q,k,v,o")});
+    for (const char* experts : {"q,gate", "up", "v,down"})
+      testing::expect_error(
+          [&] {
+            check_lora_config(c, LoraConfig{4, 8.0, parse_lora_targets(experts)});
+          },
+          {c.architecture, "mixture of experts", "q,k,v,o"});
   }
 }
 

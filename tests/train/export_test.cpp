@@ -60,7 +60,7 @@ TEST_P(ExportRoundTrip, ReloadsWithTheSameLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ExportRoundTrip,
                          ::testing::Values("llama", "gpt2", "qwen2", "mistral", "qwen3", "phi3", "olmo2",
-                                           "gemma2", "gemma3", "gemma3_vision"));
+                                           "gemma2", "gemma3", "gemma3_vision", "mixtral", "qwen3_moe"));
 
 // Gemma 3 4B+ checkpoints hold a vision tower beside the language model: the export is the
 // language model alone, as the text-only Gemma3ForCausalLM (its config from text_config,

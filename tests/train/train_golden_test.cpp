@@ -6,9 +6,11 @@
 // before RoPE), `olmo2` (norms after attention and MLP, q/k norms over the whole
 // projections), `gemma2` (GeGLU, norms on both sides of each block, (1 + w) norms, scaled
 // embeddings, 4-position sliding windows on alternate layers, soft-capped scores and logits)
-// and `gemma3` (Gemma 2's layer without the caps, plus q/k norms and its sliding layers' own
-// RoPE base) models and a fixed 4 x 16 batch: the loss, every parameter's gradient (norm,
-// max |g|, a +-1 projection, sampled elements; small tensors whole), and ten
+// `gemma3` (Gemma 2's layer without the caps, plus q/k norms and its sliding layers' own
+// RoPE base), `mixtral` and `qwen3_moe` (mixtures of experts, trained with transformers'
+// load-balancing loss at coefficient 0.02, on a batch where no token's k-th and (k+1)-th router
+// probabilities are within 1e-4 at any step) models and a fixed 4 x 16 batch: the loss, every parameter's
+// gradient (norm, max |g|, a +-1 projection, sampled elements; small tensors whole), and ten
 // torch.optim.AdamW steps with tokenmill's default hyper-parameters (losses, gradient norms,
 // parameters after steps 1 and 10). TrainingPass + ParameterSet + AdamWOptimizer must match.
 //
@@ -86,6 +88,9 @@ struct Golden {
         batch(doc.at("batch").get<int64_t>()),
         seq_len(doc.at("seq_len").get<int64_t>()) {
     params->load(model->weights);
+    // A mixture of experts' fixture trains with the load-balancing loss (output_router_logits).
+    if (doc.contains("router_aux_loss_coef"))
+      model->config.router_aux_loss_coef = doc.at("router_aux_loss_coef").get<double>();
   }
 
   const Parameter& parameter(const std::string& name) const {
@@ -235,7 +240,8 @@ TEST_P(TrainGolden, TenAdamWStepsTrackPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TrainGolden,
-                         ::testing::Values("llama", "gpt2", "qwen3", "olmo2", "gemma2", "gemma3"));
+                         ::testing::Values("llama", "gpt2", "qwen3", "olmo2", "gemma2", "gemma3", "mixtral",
+                                           "qwen3_moe"));
 
 }  // namespace
 }  // namespace tokenmill

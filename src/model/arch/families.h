@@ -19,6 +19,9 @@ void read_llama_config(const FieldReader& fields, ModelConfig& config);
 // names for them (ffn_gate_inp, ffn_{gate,up,down}_exps).
 TensorLayout with_experts(TensorLayout layout, std::string_view router, std::string_view gate,
                           std::string_view up, std::string_view down);
+// A mixture of experts' load-balancing loss in training: router_aux_loss_coef (transformers'
+// default 0.001) when output_router_logits is true, else none.
+void read_router_aux_loss(const FieldReader& fields, ModelConfig& config);
 // Qwen3: the Llama family with RMSNorm over each head of q and k; Qwen3-MoE: with a mixture
 // of experts for its MLP.
 extern const Architecture kQwen3Architecture, kQwen3MoeArchitecture;

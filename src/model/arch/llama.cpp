@@ -41,6 +41,11 @@ void read_layer_sizes(const FieldReader& f, ModelConfig& c) {
   c.num_key_value_heads = f.integer_or("num_key_value_heads", c.num_attention_heads, 1, kMaxDimension);
 }
 
+void read_router_aux_loss(const FieldReader& f, ModelConfig& c) {
+  if (f.boolean_or("output_router_logits", false))
+    c.router_aux_loss_coef = f.number_or("router_aux_loss_coef", 0.001, 0.0, 1e6);
+}
+
 void read_llama_config(const FieldReader& f, ModelConfig& c) {
   read_layer_sizes(f, c);
   if (f.has("head_dim")) c.head_dim = f.integer("head_dim", 1, kMaxDimension);

@@ -20,6 +20,7 @@ void read_mixtral_config(const FieldReader& f, ModelConfig& c) {
   c.experts_per_token = f.integer("num_experts_per_tok", 1, c.num_experts);
   c.expert_intermediate_size = c.intermediate_size;
   c.normalize_expert_weights = true;
+  read_router_aux_loss(f, c);
 }
 
 }  // namespace

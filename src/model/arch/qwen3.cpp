@@ -28,6 +28,7 @@ void read_qwen3_moe_config(const FieldReader& f, ModelConfig& c) {
   c.experts_per_token = f.integer("num_experts_per_tok", 1, c.num_experts);
   c.expert_intermediate_size = f.integer("moe_intermediate_size", 1, kMaxDimension);
   c.normalize_expert_weights = f.boolean_or("norm_topk_prob", false);
+  read_router_aux_loss(f, c);
   if (f.integer_or("decoder_sparse_step", 1, 0, kMaxLayers) != 1)
     fail("{}: decoder_sparse_step other than 1 (dense layers among the sparse ones) is not supported",
          f.source());
