@@ -86,6 +86,14 @@ TEST_F(CudaTraining, Bf16AndFp16WithLossScalingTrackTheCpu) {
   testing::expect_resume_is_bit_exact(options_, dir_, *cuda);  // fp16: with its loss scale
 }
 
+TEST_F(CudaTraining, AMixtureOfExpertsTracksTheCpu) {
+  options_.scratch_config["architectures"] = {"MixtralForCausalLM"};
+  options_.scratch_config["num_local_experts"] = 4;
+  options_.scratch_config["num_experts_per_tok"] = 2;
+  options_.scratch_config["output_router_logits"] = true;
+  expect_cuda_run_tracks_cpu("experts", 1e-4);
+}
+
 TEST_F(CudaTraining, LoraFineTuningTracksTheCpu) {
   options_.from_model = testing::kTinyRunModel;
   options_.lora = {4, 8.0, parse_lora_targets("q,k,v,o,gate,up,down")};

@@ -146,6 +146,18 @@ TEST_F(DeviceTraining, LoraFineTuningGivesTheCpuRunAndResumes) {
   expect_fenced_run_equals_cpu("lora_bf16");
 }
 
+// A mixture of experts from scratch, with the load-balancing loss: its routing reads the
+// router's scores and its backward the experts' outputs through the memory's copies only.
+TEST_F(DeviceTraining, AMixtureOfExpertsGivesTheCpuRunAndResumes) {
+  options_.scratch_config["architectures"] = {"MixtralForCausalLM"};
+  options_.scratch_config["num_local_experts"] = 4;
+  options_.scratch_config["num_experts_per_tok"] = 2;
+  options_.scratch_config["output_router_logits"] = true;
+  options_.scratch_config["router_aux_loss_coef"] = 0.02;
+  expect_fenced_run_equals_cpu("experts");
+  testing::expect_resume_is_bit_exact(options_, dir_, fenced_);
+}
+
 TEST_F(DeviceTraining, FullFineTuningGivesTheCpuRun) {
   options_.from_model = testing::kTinyRunModel;
   expect_fenced_run_equals_cpu("full");
