@@ -265,6 +265,10 @@ void add_train_command(CLI::App& app) {
                   "Data parallel: seconds a collective may take before every rank stops (a rank died or "
                   "stalled)")
       ->capture_default_str();
+  cmd->add_option("--router-aux-loss", o.router_aux_loss,
+                  "Mixtures of experts: add this times transformers' load-balancing loss to the training "
+                  "loss (default: the model's config.json, its router_aux_loss_coef when "
+                  "output_router_logits is true, else none)");
   cmd->add_option("--lora-rank", f->lora_rank, "LoRA: adapter rank r (0: full fine-tuning); needs --from");
   auto* alpha = cmd->add_option("--lora-alpha", f->lora_alpha,
                                 "LoRA: alpha; the update is scaled by alpha / r (default: r)");

@@ -137,6 +137,8 @@ class Run {
   StepReport step(int64_t step, StepBatch& batch);
   bool finish_step(int64_t step, TrainSummary& summary, const std::atomic<bool>* stop);
   void setup_model();
+  // --router-aux-loss: into the model's configuration (and so into its checkpoints).
+  void apply_router_aux_loss();
   // The base model with the adapter merged, in the backend's memory (LoRA samples).
   ModelWeights merged_model() const;
   EvalReport evaluate(int64_t step);
@@ -216,6 +218,18 @@ void Run::setup_model() {
   }
   trainable_ = params_.get();
   model_->weights = view_weights(params_->weights());
+}
+
+void Run::apply_router_aux_loss() {
+  if (!o_.router_aux_loss) return;
+  const double coef = *o_.router_aux_loss;
+  if (!model_->config.mixture_of_experts())
+    fail("--router-aux-loss: {} is not a mixture of experts (it has no router to balance)",
+         model_->config.architecture);
+  if (!(coef >= 0.0) || !std::isfinite(coef)) fail("--router-aux-loss must be finite and >= 0, got {}", coef);
+  model_config_json_["output_router_logits"] = coef > 0.0;
+  model_config_json_["router_aux_loss_coef"] = coef;
+  model_->config.router_aux_loss_coef = coef;
 }
 
 void Run::setup_precision() {
@@ -520,6 +534,7 @@ TrainSummary Run::go(const std::atomic<bool>* stop) {
   validate(o_);
   open_data();
   setup_model();
+  apply_router_aux_loss();
   const ModelConfig& config = model_->config;
   if (train_->vocab_size() > config.vocab_size)
     fail(

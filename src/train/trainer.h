@@ -86,6 +86,10 @@ struct TrainOptions {
   bool resume = false;
   LoraConfig lora;  // rank 0: full fine-tuning (or from scratch)
   bool recompute_activations = false;
+  // A mixture of experts: the coefficient of transformers' load-balancing loss added to the
+  // training loss (0: none), written into the run's model configuration as transformers'
+  // output_router_logits + router_aux_loss_coef; unset: the model's config.json decides.
+  std::optional<double> router_aux_loss;
   Precision precision = Precision::FP32;
   double initial_loss_scale = 65536.0;        // fp16 (PyTorch GradScaler's defaults)
   int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps before the scale doubles

@@ -71,6 +71,33 @@ TEST(TrainCommand, RecomputedActivationsGiveTheSameLosses) {
   }
 }
 
+// --router-aux-loss adds the load-balancing loss to a mixture of experts' training loss (the
+// first step's loss grows by about coefficient x k, the loss of a balanced router), and is
+// refused for a model without a router.
+TEST(TrainCommand, RouterAuxLossBalancesAMixtureOfExpertsOnly) {
+  const TempDir dir;
+  const std::string mixtral = std::string(TOKENMILL_FIXTURES_DIR) + "/hf/mixtral";
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "Speak, speak. You are all resolved rather to die than to famish?\n";
+  const auto corpus = dir.write("corpus.txt", text);
+  const std::string data = (dir.path() / "data").string();
+  ASSERT_EQ(
+      run_tokenmill("prepare -m " + mixtral + " --input " + corpus.string() + " --out " + data).exit_code, 0);
+  const auto first_loss = [&](const std::string& run, const std::string& flags) {
+    const auto r = run_tokenmill("-t 1 train --data " + data + " --from " + mixtral + " --out " +
+                                 (dir.path() / run).string() + " --batch 2 --seq-len 16 --steps 1 " + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const std::string line = line_from(r.output, "step     1/1 | loss");
+    return line.empty() ? 0.0 : std::stod(line.substr(std::string("step     1/1 | loss").size()));
+  };
+  const double plain = first_loss("plain", ""), balanced = first_loss("balanced", "--router-aux-loss 0.5");
+  EXPECT_GT(balanced - plain, 0.5 * 0.9) << plain << " -> " << balanced;  // k = 2 experts a token
+  EXPECT_LT(balanced - plain, 0.5 * 2.5) << plain << " -> " << balanced;
+  const auto dense = train_tiny(dir, prepare_data(dir), "--router-aux-loss 0.01");
+  EXPECT_NE(dense.exit_code, 0);
+  EXPECT_NE(dense.output.find("not a mixture of experts"), std::string::npos) << dense.output;
+}
+
 size_t count_of(const std::string& text, const std::string& part) {
   size_t n = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
