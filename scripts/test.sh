@@ -4,7 +4,7 @@
 # AddressSanitizer + UBSan, libFuzzer, and the CUDA backend run on the CPU by the CUDA
 # emulation, so every GPU case runs too) and the whole suite again under it (bad input, fuzz
 # corpus included); then the tsan preset (ThreadSanitizer over the emulated kernels: races
-# between a kernel's GPU threads) on the kernel tests.
+# between a kernel's GPU threads) on the kernel tests, forward and backward.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +17,8 @@ ctest --preset release -j"$(nproc)"
 scripts/build.sh asan
 ctest --preset asan -j"$(nproc)"
 
-scripts/build.sh tsan --target cuda_emu_kernel_test --target backend_conformance_test
+scripts/build.sh tsan --target cuda_emu_kernel_test --target backend_conformance_test \
+  --target backend_backward_layers_test
 # (the matmul cases are left out: their GPU side is the emulated cuBLASLt, host code)
 ctest --preset tsan -j"$(nproc)" -R '^KernelExecution[.]|/cuda( |$)|Attention.*/cuda_tiled( |$)' \
   -E '_NOT_BUILT$|AMissingBarrierReads|[.]Matmul'
