@@ -55,7 +55,6 @@ TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t 
   arena_.emplace(sizing.bytes(), backend.memory());
   Plan carving(&*arena_);
   plan(carving);
-  if (!backend.memory().is_host()) host_losses_.resize(static_cast<size_t>(logit_rows_));
   if (config.mixture_of_experts()) {
     if (normed_block_outputs(config))
       fail("training: {} has norms after its mixture of experts, which the training pass does not run",
@@ -334,12 +333,8 @@ double TrainingPass::score(const ModelWeights& w, const ModelWeights* grads, std
     const Tensor dlogits = cap > 0 ? dlogits_.slice_rows(0, r) : logits;
     backend_.cross_entropy(logits, targets.subspan(static_cast<size_t>(r0), static_cast<size_t>(r)),
                            row_scale, losses, grads != nullptr ? &dlogits : nullptr);
-    const float* host_losses = losses.as<const float>();
-    if (!host_losses_.empty()) {  // backend memory the host cannot read
-      backend_.memory().copy_to_host(host_losses_.data(), losses.data, losses.nbytes());
-      host_losses = host_losses_.data();
-    }
-    for (int64_t i = 0; i < r; ++i) total += host_losses[i];
+    const std::span<const float> host_losses = host_floats(losses, host_losses_);
+    for (int64_t i = 0; i < r; ++i) total += host_losses[static_cast<size_t>(i)];
     if (grads != nullptr) {
       if (cap > 0) backend_.softcap_backward(logits, cap, dlogits, dlogits);
       const Tensor dhidden = dh_.slice_rows(r0, r);

@@ -188,7 +188,7 @@ class TrainingPass final : private LayerHooks {
   ModelWeights frozen_;                         // all-null gradients of a frozen model
   int64_t batch_, seq_len_, rows_, logit_rows_;
   std::vector<int32_t> positions_;             // [rows]: t of each row
-  std::vector<float> host_losses_;             // a logit chunk's losses, when the host cannot read losses_
+  std::vector<float> host_losses_;             // a logit chunk's losses, where the host cannot read losses_
   std::optional<Arena> arena_;                 // sized by a first pass of plan()
   Tensor inv_freq_tensor_, sliding_inv_freq_;  // the latter: sliding layers of their own RoPE base
   // The rotary frequencies of layer `layer`.
