@@ -12,6 +12,7 @@ std::string_view dtype_name(DType t) {
     case DType::Q5_0: return "q5_0";
     case DType::Q5_1: return "q5_1";
     case DType::Q8_0: return "q8_0";
+    case DType::MXFP4: return "mxfp4";
     case DType::Q4_K: return "q4_k";
     case DType::Q5_K: return "q5_k";
     case DType::Q6_K: return "q6_k";

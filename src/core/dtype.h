@@ -27,6 +27,7 @@ enum class DType : uint8_t {
   Q5_0,
   Q5_1,
   Q8_0,
+  MXFP4,  // OCP microscaling FP4 (E2M1 values, an e8m0 power-of-two scale per block)
   // ... 256 weights per block ("k-quants").
   Q4_K,
   Q5_K,
@@ -64,6 +65,7 @@ constexpr size_t dtype_block_bytes(DType t) {
     case DType::Q5_0: return 22;
     case DType::Q5_1: return 24;
     case DType::Q8_0: return 34;
+    case DType::MXFP4: return 17;
     case DType::Q8_1: return 36;
     case DType::Q4_K: return 144;
     case DType::Q5_K: return 176;

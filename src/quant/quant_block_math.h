@@ -14,6 +14,8 @@
 //     and the high nibble of qs[j - 16] for j >= 16 (weights j and j + 16 share a byte);
 //     5-bit formats: bit 4 of weight j is bit j of qh read as a little-endian u32.
 //   Q8_0, Q8_1: weight j is qs[j] as int8.
+//   MXFP4: the nibble q of weight j is placed as in the 4-bit formats; its value is
+//     mxfp4_value(q) * e8m0_half(e).
 // Weight n = 0..255 of a 256-weight k-quant super-block:
 //   Q4_K  8 sub-blocks of 32; sub-block s = n / 32 has a 6-bit scale sc[s] and 6-bit min
 //         mn[s] packed in scales[12] (scale_min_k4). The 4-bit level of weight n = 64g + l
@@ -104,6 +106,24 @@ TM_HOST_DEVICE int high_bit(const uint8_t* qh_bytes, int j) {
   return static_cast<int>((qh >> j) & 1u) << 4;
 }
 
+// ggml's kvalues_mxfp4[q]: twice the FP4 E2M1 value of nibble q = s e1 e0 m (sign, 2-bit
+// exponent, 1-bit mantissa), an integer: q & 7 = 0..7 gives 0 1 2 3 4 6 8 12 (packed below as
+// nibbles), and bit 3 negates it (q = 8 is -0, i.e. 0).
+TM_HOST_DEVICE int mxfp4_value(int q) {
+  const int magnitude = static_cast<int>((0xC8643210u >> (4 * (q & 7))) & 0xFu);
+  return (q & 8) != 0 ? -magnitude : magnitude;
+}
+
+// ggml's GGML_E8M0_TO_FP32_HALF: 2^(e - 128), the e8m0 scale 2^(e - 127) halved to undo the
+// doubling of mxfp4_value, exactly. e = 0 and 1 give the f32 subnormals 2^-128 and 2^-127;
+// e = 255 (NaN in e8m0) is not special-cased and gives 2^127, as in ggml.
+TM_HOST_DEVICE float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block, packed in 12 bytes:
 //   j < 4:  scale = bits 0-5 of scales[j],            min = bits 0-5 of scales[j + 4]
 //   j >= 4: scale = bits 0-3 of scales[j + 4]          min = bits 4-7 of scales[j + 4]
@@ -155,6 +175,9 @@ TM_HOST_DEVICE float weight(const BlockQ5_1& b, int j) {
 }
 TM_HOST_DEVICE float weight(const BlockQ8_0& b, int j) { return static_cast<float>(b.qs[j]) * fp16(b.d); }
 TM_HOST_DEVICE float weight(const BlockQ8_1& b, int j) { return static_cast<float>(b.qs[j]) * fp16(b.d); }
+TM_HOST_DEVICE float weight(const BlockMXFP4& b, int j) {
+  return static_cast<float>(mxfp4_value(low_bits(b.qs, j))) * e8m0_half(b.e);
+}
 
 // Q4_K / Q5_K: (d * sc[s]) * q - (dmin * mn[s]) for sub-block s = n / 32.
 TM_HOST_DEVICE float k4_weight(uint16_t d, uint16_t dmin, const uint8_t* scales, int n, int level) {
@@ -206,6 +229,13 @@ TM_HOST_DEVICE float dot(const BlockQ8_0& x, const BlockQ8_0& y) {
   int sumi = 0;
   for (int j = 0; j < kBlock32; ++j) sumi += x.qs[j] * y.qs[j];
   return static_cast<float>(sumi) * (fp16(x.d) * fp16(y.d));
+}
+
+// ggml's order: (d_a * d_w) * sumi.
+TM_HOST_DEVICE float dot(const BlockMXFP4& x, const BlockQ8_0& y) {
+  int sumi = 0;
+  for (int j = 0; j < kBlock32; ++j) sumi += mxfp4_value(low_bits(x.qs, j)) * y.qs[j];
+  return fp16(y.d) * e8m0_half(x.e) * static_cast<float>(sumi);
 }
 
 // k-quants with Q8_K, exact int32 sums:

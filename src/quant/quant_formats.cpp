@@ -13,9 +13,9 @@ struct GgmlId {
 
 // ggml.h's enum ggml_type, for the types tokenmill reads and writes.
 constexpr GgmlId kGgmlIds[] = {
-    {0, DType::F32},   {1, DType::F16},   {2, DType::Q4_0},  {3, DType::Q4_1},  {6, DType::Q5_0},
-    {7, DType::Q5_1},  {8, DType::Q8_0},  {9, DType::Q8_1},  {12, DType::Q4_K}, {13, DType::Q5_K},
-    {14, DType::Q6_K}, {15, DType::Q8_K}, {30, DType::BF16},
+    {0, DType::F32},   {1, DType::F16},   {2, DType::Q4_0},  {3, DType::Q4_1},   {6, DType::Q5_0},
+    {7, DType::Q5_1},  {8, DType::Q8_0},  {9, DType::Q8_1},  {12, DType::Q4_K},  {13, DType::Q5_K},
+    {14, DType::Q6_K}, {15, DType::Q8_K}, {30, DType::BF16}, {39, DType::MXFP4},
 };
 
 }  // namespace
@@ -36,7 +36,8 @@ DType activation_type(DType weight_type) {
   switch (weight_type) {
     case DType::Q4_0:
     case DType::Q5_0:
-    case DType::Q8_0: return DType::Q8_0;
+    case DType::Q8_0:
+    case DType::MXFP4: return DType::Q8_0;
     case DType::Q4_1:
     case DType::Q5_1: return DType::Q8_1;
     case DType::Q4_K:

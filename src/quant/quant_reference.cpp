@@ -67,6 +67,7 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t k) {
     case DType::Q5_1: dequantize_blocks<BlockQ5_1>(src, dst, nb); return;
     case DType::Q8_0: dequantize_blocks<BlockQ8_0>(src, dst, nb); return;
     case DType::Q8_1: dequantize_blocks<BlockQ8_1>(src, dst, nb); return;
+    case DType::MXFP4: dequantize_blocks<BlockMXFP4>(src, dst, nb); return;
     case DType::Q4_K: dequantize_blocks<BlockQ4_K>(src, dst, nb); return;
     case DType::Q5_K: dequantize_blocks<BlockQ5_K>(src, dst, nb); return;
     case DType::Q6_K: dequantize_blocks<BlockQ6_K>(src, dst, nb); return;
@@ -94,6 +95,7 @@ void quantize_row(DType type, const float* src, void* dst, int64_t k) {
     case DType::Q5_1: detail::quantize_q5_1(src, dst, nb); return;
     case DType::Q8_0: quantize_blocks<BlockQ8_0>(src, dst, nb); return;
     case DType::Q8_1: quantize_blocks<BlockQ8_1>(src, dst, nb); return;
+    case DType::MXFP4: detail::quantize_mxfp4(src, dst, nb); return;
     case DType::Q4_K: detail::quantize_q4_k(src, dst, nb); return;
     case DType::Q5_K: detail::quantize_q5_k(src, dst, nb); return;
     case DType::Q6_K: detail::quantize_q6_k(src, dst, nb); return;
@@ -122,6 +124,7 @@ float vec_dot_row(DType weight_type, const void* w, const void* a, int64_t k) {
     case DType::Q5_0: return dot_blocks<BlockQ5_0, BlockQ8_0>(w, a, nb);
     case DType::Q5_1: return dot_blocks<BlockQ5_1, BlockQ8_1>(w, a, nb);
     case DType::Q8_0: return dot_blocks<BlockQ8_0, BlockQ8_0>(w, a, nb);
+    case DType::MXFP4: return dot_blocks<BlockMXFP4, BlockQ8_0>(w, a, nb);
     case DType::Q4_K: return dot_blocks<BlockQ4_K, BlockQ8_K>(w, a, nb);
     case DType::Q5_K: return dot_blocks<BlockQ5_K, BlockQ8_K>(w, a, nb);
     case DType::Q6_K: return dot_blocks<BlockQ6_K, BlockQ8_K>(w, a, nb);

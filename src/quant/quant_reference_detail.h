@@ -17,6 +17,7 @@ void quantize_q4_0(const float* src, void* dst, int64_t nb);
 void quantize_q4_1(const float* src, void* dst, int64_t nb);
 void quantize_q5_0(const float* src, void* dst, int64_t nb);
 void quantize_q5_1(const float* src, void* dst, int64_t nb);
+void quantize_mxfp4(const float* src, void* dst, int64_t nb);
 
 // 256-weight k-quants (quant_kquants_quantize.cpp).
 void quantize_q4_k(const float* src, void* dst, int64_t nb);

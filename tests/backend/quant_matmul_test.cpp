@@ -32,8 +32,8 @@ namespace {
 
 constexpr double kQuantF32 = 1e-5;
 
-const DType kWeightTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                              DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kWeightTypes[] = {DType::Q4_0,  DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                              DType::MXFP4, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 std::string label(DType t) { return std::string(dtype_name(t)); }
 bool is_kquant(DType t) { return dtype_block_size(t) == 256; }
@@ -80,19 +80,31 @@ std::vector<size_t> scale_offsets(DType t) {
   }
 }
 
-// Weight rows of random bits (every level, sub-scale and high bit possible) whose f16
-// scales are +-2^-4: with exact_activations, all arithmetic is exact.
-std::vector<uint8_t> exact_weights(std::mt19937_64& rng, DType t, int64_t m, int64_t k) {
+// MXFP4's scale bytes e (2^(e - 128), always positive): 2^-5 .. 2^-3 by default.
+struct E8m0Range {
+  int min = 123, max = 125;
+};
+
+// Weight rows of random bits (every level, sub-scale and high bit possible) whose scales are
+// +-2^-4 (f16) or 2^(e - 128) for e in `e8m0_range` (MXFP4): with exact_activations, all
+// arithmetic is exact.
+std::vector<uint8_t> exact_weights(std::mt19937_64& rng, DType t, int64_t m, int64_t k,
+                                   E8m0Range e8m0_range = {}) {
   std::vector<uint8_t> w(dtype_row_bytes(t, k) * static_cast<size_t>(m));
-  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_int_distribution<int> byte(0, 255), e8m0(e8m0_range.min, e8m0_range.max);
   for (uint8_t& b : w) b = static_cast<uint8_t>(byte(rng));
   std::bernoulli_distribution negative(0.5);
   const size_t block = dtype_block_bytes(t);
-  for (size_t b = 0; b < w.size(); b += block)
+  for (size_t b = 0; b < w.size(); b += block) {
+    if (t == DType::MXFP4) {
+      w[b] = static_cast<uint8_t>(e8m0(rng));
+      continue;
+    }
     for (const size_t offset : scale_offsets(t)) {
       const uint16_t h = negative(rng) ? kMinusSixteenth : kSixteenth;
       std::memcpy(&w[b + offset], &h, 2);
     }
+  }
   return w;
 }
 
@@ -170,6 +182,20 @@ TEST_P(QuantMatmul, ExactDataMatchesReferenceBitForBit) {
         }
 }
 
+// MXFP4 scales at the bottom of the e8m0 range (e = 0, 1: f32 subnormals 2^-128, 2^-127;
+// e = 2: 2^-126), which the kernels decode apart from the others: products of 2^-131 and
+// up, still exact.
+TEST_P(QuantMatmul, Mxfp4SubnormalScalesMatchReferenceBitForBit) {
+  const int64_t k = 96, m = 37;
+  for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{17}}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const std::vector<uint8_t> w = exact_weights(rng_, DType::MXFP4, m, k, {0, 2});
+    const std::vector<float> x = exact_activations(rng_, n, k);
+    const std::vector<float> want = reference_matmul(DType::MXFP4, w, x, nullptr, n, k, m);
+    ASSERT_EQ(run(DType::MXFP4, w, x, nullptr, n, k, m), want);
+  }
+}
+
 TEST_P(QuantMatmul, RealisticDataMatchesReference) {
   for (const DType t : kWeightTypes)
     for (const int64_t k : ks_for(t))
@@ -224,12 +250,13 @@ TEST_P(QuantMatmul, ResultsAreBatchAndThreadInvariant) {
 }
 
 // matmul_shared over quantized targets gives each target matmul()'s bits: targets sharing an
-// activation format (Q4_K and Q6_K: Q8_K), alternating formats (Q8_0, Q8_1), plain and
-// quantized weights mixed, with and without biases.
+// activation format (Q4_K and Q6_K: Q8_K), alternating formats (Q8_0, Q8_1; MXFP4 takes
+// Q8_0), plain and quantized weights mixed, with and without biases.
 TEST_P(QuantMatmul, MatmulSharedGivesEachTargetMatmulsBits) {
   const std::vector<std::vector<DType>> dtype_sets = {{DType::Q4_K, DType::Q6_K, DType::Q4_K},
                                                       {DType::Q8_0, DType::Q4_1, DType::Q5_0, DType::Q5_1},
-                                                      {DType::F32, DType::Q8_0, DType::BF16, DType::Q4_0}};
+                                                      {DType::F32, DType::Q8_0, DType::BF16, DType::Q4_0},
+                                                      {DType::MXFP4, DType::Q4_1, DType::Q8_0}};
   const int64_t rows_of[] = {7, 70, 33, 96};
   for (const std::vector<DType>& dtypes : dtype_sets) {
     for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{37}}) {
@@ -268,8 +295,9 @@ TEST_P(QuantMatmul, MatmulSharedGivesEachTargetMatmulsBits) {
 }
 
 // matmul_many gives each product matmul()'s bits: a mixture of experts' decode steps (each
-// product its own x of 1 to 3 tokens, quantized weights of one type or of several, plain
-// weights, rows that are not a multiple of 8), a prefill among decode steps, a biased product.
+// product its own x of 1 to 3 tokens, quantized weights of one type or of several, gpt-oss's
+// MXFP4 experts, plain weights, rows that are not a multiple of 8), a prefill among decode
+// steps, a biased product.
 TEST_P(QuantMatmul, MatmulManyGivesEachProductMatmulsBits) {
   struct Case {
     std::vector<DType> dtypes;
@@ -280,7 +308,8 @@ TEST_P(QuantMatmul, MatmulManyGivesEachProductMatmulsBits) {
                                    {{DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q4_1}, {2, 1, 3, 1}},
                                    {{DType::F32, DType::BF16, DType::F16}, {1, 4, 2}},
                                    {{DType::Q5_0, DType::Q5_1}, {1, 37}},
-                                   {{DType::Q4_K, DType::Q4_K}, {1, 1}, true}};
+                                   {{DType::Q4_K, DType::Q4_K}, {1, 1}, true},
+                                   {{DType::MXFP4, DType::MXFP4, DType::MXFP4, DType::MXFP4}, {1, 2, 1, 3}}};
   const int64_t rows_of[] = {7, 70, 33, 96};
   for (const Case& c : cases) {
     const int64_t k = 512;

@@ -39,7 +39,7 @@ using testing::u64;
 constexpr const char* kLabel = "test.gguf";
 
 // ggml type ids used below.
-constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kQ6_K = 14, kF64 = 28, kBF16 = 30;
+constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kQ6_K = 14, kF64 = 28, kBF16 = 30, kMXFP4 = 39;
 
 // GgufFile::parse does not copy its input: `file` must outlive the result (hence no
 // overload for temporaries; see Parsed).
@@ -586,6 +586,8 @@ TEST(gguf, TensorTypesAndBlocks) {
                      {"tensor 'q'", "ne[0] = 33 is not a multiple of the Q4_0 block size 32"});
   expect_parse_error(GgufBuilder().tensor_info_raw("k", {128}, kQ6_K, 0).build(),
                      {"tensor 'k'", "Q6_K block size 256"});
+  expect_parse_error(GgufBuilder().tensor_info_raw("e", {2896, 4}, kMXFP4, 0).build(),
+                     {"tensor 'e'", "ne[0] = 2896 is not a multiple of the MXFP4 block size 32"});
   expect_parse_error(GgufBuilder().tensor_info_raw("s", {}, kQ8_0, 0).build(), {"tensor 's'", "ne[0] = 1"});
 }
 

@@ -11,14 +11,17 @@
 //   q5_1   0.0390    0.043        q8_k   0.0076    0.0085
 //   q8_0   0.0055    0.006        bf16   0.00173   0.0019
 //   q8_1   0.0055    0.006        f16    0.00021   0.00024
+//   mxfp4  0.1187    0.130
 // (the best seed is within 10% of the worst for every type, so the tests also require the
 // error to be at least 0.6 of the bound: a format quantizing too finely is a bug as well).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
+#include "quant/quant_block_math.h"
 #include "quant_test_util.h"
 
 namespace tokenmill::quant {
@@ -39,6 +42,7 @@ double round_trip_bound(DType t) {
     case DType::Q5_1: return 0.043;
     case DType::Q8_0:
     case DType::Q8_1: return 0.006;
+    case DType::MXFP4: return 0.130;
     case DType::Q4_K: return 0.080;
     case DType::Q5_K: return 0.040;
     case DType::Q6_K: return 0.020;
@@ -144,6 +148,34 @@ TEST(QuantZeroScales, KQuantSuperBlockScalesAreZero) {
     BlockQ8_K zero{};
     EXPECT_EQ(std::memcmp(&b[1], &zero, sizeof zero), 0);  // d, qs and bsums
   }
+}
+
+// MXFP4's scale: amax in [8, 16) * 2^(e - 128), and every magnitude rounds to the nearest of
+// 0 1 2 3 4 6 8 12 times that (ties to the smaller one; past 14 it clamps to 12).
+TEST(QuantMxfp4, ScaleAndValuesFollowTheBlockMaximum) {
+  std::vector<float> x(64, 0.0f);
+  const float in[] = {1.0f, 2.5f, -2.6f, 5.0f, -7.5f, 10.0f, 14.0f, -15.9f, 0.24f, -0.26f};
+  const float want[] = {1.0f, 2.0f, -3.0f, 4.0f, -8.0f, 8.0f, 12.0f, -12.0f, 0.0f, 0.0f};
+  for (size_t j = 0; j < std::size(in); ++j) {
+    x[j] = in[j];
+    x[32 + j] = in[j] * 0x1p-20f;  // block 1: the same, 2^20 smaller
+  }
+  const std::vector<unsigned char> q = quantized(DType::MXFP4, x);
+  EXPECT_EQ(q[0], 128);                   // block 0's e: amax 15.9, d = 2^0
+  EXPECT_EQ(q[sizeof(BlockMXFP4)], 108);  // block 1's: d = 2^-20
+  const std::vector<float> y = dequantized(DType::MXFP4, q, 64);
+  for (size_t j = 0; j < std::size(in); ++j) {
+    EXPECT_EQ(y[j], want[j]) << j;
+    EXPECT_EQ(y[32 + j], want[j] * 0x1p-20f) << j;
+  }
+}
+
+// e8m0_half is 2^(e - 128) for every byte: e = 0, 1 are f32 subnormals, 255 is 2^127 (no NaN).
+TEST(QuantMxfp4, E8m0ScaleOfEveryByte) {
+  for (int e = 0; e < 256; ++e)
+    EXPECT_EQ(block::e8m0_half(static_cast<uint8_t>(e)), std::ldexp(1.0f, e - 128)) << e;
+  const int want[] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};  // ggml's kvalues_mxfp4
+  for (int q = 0; q < 16; ++q) EXPECT_EQ(block::mxfp4_value(q), want[q]) << q;
 }
 
 // Q8_K's bsums are the sums of its levels over each 16 weights.

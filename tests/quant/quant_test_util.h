@@ -16,12 +16,12 @@
 
 namespace tokenmill::quant::testing {
 
-inline constexpr DType kAllTypes[] = {DType::F32,  DType::BF16, DType::F16,  DType::Q4_0, DType::Q4_1,
-                                      DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K,
-                                      DType::Q6_K, DType::Q8_1, DType::Q8_K};
-inline constexpr DType kWeightTypes[] = {DType::F32,  DType::BF16, DType::F16,  DType::Q4_0,
-                                         DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                                         DType::Q4_K, DType::Q5_K, DType::Q6_K};
+inline constexpr DType kAllTypes[] = {DType::F32,  DType::BF16, DType::F16,  DType::Q4_0,  DType::Q4_1,
+                                      DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::MXFP4, DType::Q4_K,
+                                      DType::Q5_K, DType::Q6_K, DType::Q8_1, DType::Q8_K};
+inline constexpr DType kWeightTypes[] = {DType::F32,   DType::BF16, DType::F16,  DType::Q4_0,
+                                         DType::Q4_1,  DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                                         DType::MXFP4, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // N(0, scale^2) values from mt19937 and an explicit Box-Muller transform, so the rows are the
 // same with every standard library (std::normal_distribution is implementation-defined).

@@ -84,6 +84,29 @@ TEST(QuantVecDotExact, Q8_0TimesQ8_0HandMadeBlocks) {
   EXPECT_EQ(vec_dot_row(DType::Q8_0, &w[1], &a[1], 32), 2728.0f);
 }
 
+// An MXFP4 block whose weight j has nibble j % 16 (values v = 0 1 2 3 4 6 8 12 0 -1 ... -12)
+// against Q8_0 levels j - 16: sum v(j % 16) (j - 16) = -576, scaled by f16(d_a) * 2^(e - 128)
+// exactly for the ordinary, the two subnormal-scale ends and the top scale byte (2^127).
+TEST(QuantVecDotExact, Mxfp4TimesQ8_0HandMadeBlocks) {
+  BlockMXFP4 w{};
+  for (int i = 0; i < 16; ++i) w.qs[i] = static_cast<uint8_t>(i | (i << 4));
+  BlockQ8_0 a{};
+  for (int j = 0; j < 32; ++j) a.qs[j] = static_cast<int8_t>(j - 16);
+  const struct {
+    uint8_t e;
+    uint16_t d_a;
+    float want;
+  } cases[] = {{126, f32_to_f16(0.5f), -72.0f},
+               {0, f32_to_f16(0.5f), std::ldexp(-576.0f, -129)},
+               {1, f32_to_f16(2.0f), std::ldexp(-576.0f, -126)},
+               {255, 0x0001, std::ldexp(-576.0f, 103)}};  // d_a = 2^-24, the smallest f16
+  for (const auto& c : cases) {
+    w.e = c.e;
+    a.d = c.d_a;
+    EXPECT_EQ(vec_dot_row(DType::MXFP4, &w, &a, 32), c.want) << "e = " << int{c.e};
+  }
+}
+
 // Q4_K with every level 15, scale 1, min 1 (d = dmin = 1) against Q8_K levels of 1 (d = 1):
 // each weight is 15 - 1 = 14, so the dot is 256 * 14, via isum = 8 * 32 * 15 and the
 // bsums min term 16 * 16 * 1.

@@ -156,10 +156,17 @@ inline int32_t offset_correction(const int8_t* a, int offset) {
   return -offset * hsum8_i32(sums);
 }
 
-// The offset o in w = d (q - o) that a 32-weight type's kernel folds into the activations.
+// The offset o in w = d (q - o) that a 32-weight type's kernel folds into the activations
+// (MXFP4: its kernel's levels are mxfp4_value(q) + 12, see quant_legacy_impl.h).
 template <class Q>
 constexpr int weight_offset(DType w) {
-  return w == DType::Q4_0 ? 8 : w == DType::Q5_0 ? 16 : w == DType::Q8_0 ? Q::kQ8Offset : 0;
+  switch (w) {
+    case DType::Q4_0: return 8;
+    case DType::Q5_0: return 16;
+    case DType::Q8_0: return Q::kQ8Offset;
+    case DType::MXFP4: return 12;
+    default: return 0;
+  }
 }
 
 // The activation panel (quant_kernels.h) for tokens [t0, t1).

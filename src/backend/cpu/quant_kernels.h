@@ -10,7 +10,7 @@
 // that depends only on w's row r and a's row t, whatever the tile it is computed in, the
 // number of tokens n, or how threads split the rows. Integer block sums are exact, so the
 // kernels may form them in any order; the f32 steps are fixed. Per 32-weight block b
-// (Q4_0 ... Q8_0), with isum_b the integer sum of (q_w - o) * q_a:
+// (Q4_0 ... Q8_0, MXFP4), with isum_b the integer sum of (q_w - o) * q_a:
 //     acc  = fma(f32(isum_b), d_w[b] * d_a[b], acc)
 //     accm = accm + m_w[b] * s_a[b]                        (Q4_1, Q5_1 only)
 //     y    = (acc + accm) + bias
@@ -27,8 +27,8 @@
 //     qs[t * k + j]                int8 levels of token t
 //     d[b * ld + t], s[b * ld + t] f32 d (and Q8_1's s), ld = n rounded up to 4, 0 beyond n
 //     corr[t * nb + b]             32-weight blocks whose weight levels carry an offset o
-//                                  (w = d (q - o): Q4_0, Q5_0, and Q8_0 where the ISA adds
-//                                  128 to make them unsigned): -o * (sum of the block's a)
+//                                  (w = d (q - o): Q4_0, Q5_0, MXFP4, and Q8_0 where the ISA
+//                                  adds 128 to make them unsigned): -o * (sum of the block's a)
 //     bsums[(t * nb + i) * 16 + j] Q8_K: sums of the 16 levels of sub-block j
 //     bsums32[(t * nb + i) * 8 + j] Q8_K: sums of the 32 levels of sub-block j
 #pragma once

@@ -31,6 +31,7 @@ constexpr bool quant_has_simd(DType w) {
     case DType::Q5_0:
     case DType::Q5_1:
     case DType::Q8_0:
+    case DType::MXFP4:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K: return true;
@@ -46,6 +47,7 @@ void quant_matmul(const QuantMatmulArgs& qa, int64_t m0, int64_t m1, int64_t t0,
     case DType::Q5_0: legacy_matmul<Q, DType::Q5_0>(qa, m0, m1, t0, t1, work); break;
     case DType::Q5_1: legacy_matmul<Q, DType::Q5_1>(qa, m0, m1, t0, t1, work); break;
     case DType::Q8_0: legacy_matmul<Q, DType::Q8_0>(qa, m0, m1, t0, t1, work); break;
+    case DType::MXFP4: legacy_matmul<Q, DType::MXFP4>(qa, m0, m1, t0, t1, work); break;
     case DType::Q4_K: kquant_matmul<Q, DType::Q4_K>(qa, m0, m1, t0, t1, work); break;
     case DType::Q5_K: kquant_matmul<Q, DType::Q5_K>(qa, m0, m1, t0, t1, work); break;
     case DType::Q6_K: kquant_matmul<Q, DType::Q6_K>(qa, m0, m1, t0, t1, work); break;

@@ -1,5 +1,5 @@
-// Quantized matmul kernels for the 32-weight block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
-// (activations Q8_0 / Q8_1), written once over an integer-SIMD policy Q (AVX2 or VNNI).
+// Quantized matmul kernels for the 32-weight block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// MXFP4 (activations Q8_0 / Q8_1), written once over an integer-SIMD policy Q (AVX2 or VNNI).
 //
 // Rows are processed in groups of 8 and every output is one f32 lane (row r of a group in
 // lane r). Per (row, token) and block b, with isum_b the exact integer sum of (q - o) * a:
@@ -7,10 +7,12 @@
 //     accm = accm + m_w[b] * s_a[b]                      (Q4_1, Q5_1)
 //     y    = (acc + accm) + bias
 // (quant_kernels.h). Weight offsets o (w = d (q - o)) enter as the panel's per-block
-// correction -o * sum(a), added to the integer sum. Two ways to form isum_b, equal as
-// integers, so results are bitwise independent of n, of the tile and of the thread split:
-//  - decode (a few tokens): Q4_0 / Q4_1 transpose the 8 rows' 16 packed bytes to dwords
-//    on the fly (like prefill below, without a buffer); the other types take, per row,
+// correction -o * sum(a), added to the integer sum. MXFP4's levels are its doubled E2M1
+// values plus 12 (0..24, unsigned for Q::dot, looked up per nibble), so o = 12, and d_w is
+// its e8m0 scale 2^(e - 128). Two ways to form isum_b, equal as integers, so results are
+// bitwise independent of n, of the tile and of the thread split:
+//  - decode (a few tokens): Q4_0 / Q4_1 / MXFP4 transpose the 8 rows' 16 packed bytes to
+//    dwords on the fly (like prefill below, without a buffer); the other types take, per row,
 //    Q::dot of its 32 levels with the token's 32 levels (8 partial sums) and add them into
 //    one lane per row (row_totals). The weights stream from memory once, with the rows
 //    two groups ahead prefetched (prefetch_target).
@@ -32,53 +34,6 @@ namespace tokenmill::cpu {
 namespace {
 
 constexpr int64_t kGroupRows = 8;
-
-// Per weight type: block bytes, where the packed nibbles start (Q4_0, Q4_1; else -1), and
-// how a block becomes the 32 bytes u that Q::dot (Q::dot_q8 for Q8_0) takes.
-template <class Q, DType W>
-struct Legacy;
-
-template <class Q>
-struct Legacy<Q, DType::Q4_0> {
-  static constexpr int64_t kBytes = 18, kNibbles = 2;
-  static constexpr bool kMin = false, kHigh16 = Q::kHigh16;
-  static __m256i levels(const uint8_t* b) { return nibbles32(b + 2); }
-  static __m256i dot(__m256i acc, __m256i u, __m256i a) { return Q::dot(acc, u, a); }
-};
-template <class Q>
-struct Legacy<Q, DType::Q4_1> {
-  static constexpr int64_t kBytes = 20, kNibbles = 4;
-  static constexpr bool kMin = true, kHigh16 = Q::kHigh16;
-  static __m256i levels(const uint8_t* b) { return nibbles32(b + 4); }
-  static __m256i dot(__m256i acc, __m256i u, __m256i a) { return Q::dot(acc, u, a); }
-};
-template <class Q>
-struct Legacy<Q, DType::Q5_0> {
-  static constexpr int64_t kBytes = 22, kNibbles = -1;
-  static constexpr bool kMin = false, kHigh16 = false;
-  static __m256i levels(const uint8_t* b) {
-    return _mm256_or_si256(nibbles32(b + 6), Q::high_bits(load_u32(b + 2)));
-  }
-  static __m256i dot(__m256i acc, __m256i u, __m256i a) { return Q::dot(acc, u, a); }
-};
-template <class Q>
-struct Legacy<Q, DType::Q5_1> {
-  static constexpr int64_t kBytes = 24, kNibbles = -1;
-  static constexpr bool kMin = true, kHigh16 = false;
-  static __m256i levels(const uint8_t* b) {
-    return _mm256_or_si256(nibbles32(b + 8), Q::high_bits(load_u32(b + 4)));
-  }
-  static __m256i dot(__m256i acc, __m256i u, __m256i a) { return Q::dot(acc, u, a); }
-};
-template <class Q>
-struct Legacy<Q, DType::Q8_0> {
-  static constexpr int64_t kBytes = 34, kNibbles = -1;
-  static constexpr bool kMin = false, kHigh16 = false;
-  static __m256i levels(const uint8_t* b) {
-    return Q::q8_weights(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)));
-  }
-  static __m256i dot(__m256i acc, __m256i u, __m256i a) { return Q::dot_q8(acc, u, a); }
-};
 
 // The f16 pair at the start of block b of 8 rows (`blocks[r]`), as f32: d (and m for
 // Q4_1 / Q5_1) of each row, row r in lane r.
@@ -102,6 +57,89 @@ inline GroupScales group_scales(const uint8_t* const (&blocks)[8]) {
   s.m = kMin ? _mm256_cvtph_ps(_mm256_extracti128_si256(ordered, 1)) : _mm256_setzero_ps();
   return s;
 }
+
+// 2^(e - 128) for the e8m0 byte e at the start of block b of 8 rows, row r in lane r
+// (quant::block::e8m0_half: e < 2 gives the subnormals 0x00200000 << e).
+inline GroupScales group_e8m0_scales(const uint8_t* const (&blocks)[8]) {
+  const __m256i e = _mm256_setr_epi32(blocks[0][0], blocks[1][0], blocks[2][0], blocks[3][0], blocks[4][0],
+                                      blocks[5][0], blocks[6][0], blocks[7][0]);
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+  const __m256i is_normal = _mm256_cmpgt_epi32(e, _mm256_set1_epi32(1));
+  return {_mm256_castsi256_ps(_mm256_blendv_epi8(subnormal, normal, is_normal)), _mm256_setzero_ps()};
+}
+
+// MXFP4 nibbles (one per byte) -> mxfp4_value(q) + 12, by a 16-entry byte lookup.
+inline __m256i mxfp4_levels(__m256i nibbles) {
+  const __m128i values = _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(values), nibbles);
+}
+
+// Per weight type: block bytes, where the packed nibbles start (Q4_0, Q4_1, MXFP4; else -1),
+// how a block becomes the 32 bytes u that Q::dot (Q::dot_q8 for Q8_0) takes (levels) and
+// how nibbles do (nibble_levels), and the block's scales (scales).
+template <class Q, DType W>
+struct Legacy;
+
+// The formats whose block starts with f16 d (and m where kMin).
+template <bool kMinField>
+struct F16Scales {
+  static constexpr bool kMin = kMinField;
+  static GroupScales scales(const uint8_t* const (&blocks)[8]) { return group_scales<kMin>(blocks); }
+};
+
+template <class Q>
+struct Legacy<Q, DType::Q4_0> : F16Scales<false> {
+  static constexpr int64_t kBytes = 18, kNibbles = 2;
+  static constexpr bool kHigh16 = Q::kHigh16;
+  static __m256i levels(const uint8_t* b) { return nibbles32(b + 2); }
+  static __m256i nibble_levels(__m256i n) { return n; }
+  static __m256i dot(__m256i acc, __m256i u, __m256i a) { return Q::dot(acc, u, a); }
+};
+template <class Q>
+struct Legacy<Q, DType::Q4_1> : F16Scales<true> {
+  static constexpr int64_t kBytes = 20, kNibbles = 4;
+  static constexpr bool kHigh16 = Q::kHigh16;
+  static __m256i levels(const uint8_t* b) { return nibbles32(b + 4); }
+  static __m256i nibble_levels(__m256i n) { return n; }
+  static __m256i dot(__m256i acc, __m256i u, __m256i a) { return Q::dot(acc, u, a); }
+};
+template <class Q>
+struct Legacy<Q, DType::Q5_0> : F16Scales<false> {
+  static constexpr int64_t kBytes = 22, kNibbles = -1;
+  static constexpr bool kHigh16 = false;
+  static __m256i levels(const uint8_t* b) {
+    return _mm256_or_si256(nibbles32(b + 6), Q::high_bits(load_u32(b + 2)));
+  }
+  static __m256i dot(__m256i acc, __m256i u, __m256i a) { return Q::dot(acc, u, a); }
+};
+template <class Q>
+struct Legacy<Q, DType::Q5_1> : F16Scales<true> {
+  static constexpr int64_t kBytes = 24, kNibbles = -1;
+  static constexpr bool kHigh16 = false;
+  static __m256i levels(const uint8_t* b) {
+    return _mm256_or_si256(nibbles32(b + 8), Q::high_bits(load_u32(b + 4)));
+  }
+  static __m256i dot(__m256i acc, __m256i u, __m256i a) { return Q::dot(acc, u, a); }
+};
+template <class Q>
+struct Legacy<Q, DType::Q8_0> : F16Scales<false> {
+  static constexpr int64_t kBytes = 34, kNibbles = -1;
+  static constexpr bool kHigh16 = false;
+  static __m256i levels(const uint8_t* b) {
+    return Q::q8_weights(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)));
+  }
+  static __m256i dot(__m256i acc, __m256i u, __m256i a) { return Q::dot_q8(acc, u, a); }
+};
+template <class Q>
+struct Legacy<Q, DType::MXFP4> {
+  static constexpr int64_t kBytes = 17, kNibbles = 1;
+  static constexpr bool kMin = false, kHigh16 = false;
+  static __m256i levels(const uint8_t* b) { return mxfp4_levels(nibbles32(b + 1)); }
+  static __m256i nibble_levels(__m256i n) { return mxfp4_levels(n); }
+  static __m256i dot(__m256i acc, __m256i u, __m256i a) { return Q::dot(acc, u, a); }
+  static GroupScales scales(const uint8_t* const (&blocks)[8]) { return group_e8m0_scales(blocks); }
+};
 
 // Block b of the 8 rows of a group: rows past `rows` repeat the last one (their lanes are
 // computed like any other and never stored). kFull: all 8 rows exist, `row_bytes` apart
@@ -146,7 +184,7 @@ void legacy_decode_group(const QuantMatmulArgs& qa, int64_t r0, int64_t rows, in
     prefetch_step<kGroupRows * L::kBytes>(next, b);
     const uint8_t* blocks[kGroupRows];
     group_blocks<kFull>(group, row_bytes, rows, b * L::kBytes, blocks);
-    const GroupScales s = group_scales<L::kMin>(blocks);
+    const GroupScales s = L::scales(blocks);
     const auto scale = [&](int t, __m256i isum) {
       const float sa = L::kMin ? act.s[b * act.ld + t0 + t] : 0.0f;
       scale_step<L::kMin>(isum, s, act.d[b * act.ld + t0 + t], sa, acc[t], accm[t]);
@@ -157,7 +195,8 @@ void legacy_decode_group(const QuantMatmulArgs& qa, int64_t r0, int64_t rows, in
     if constexpr (L::kNibbles >= 0) {
       // 4-bit levels: the 16 packed bytes of each row, transposed to dwords (row r in lane
       // r), so each Q::dot against 4 broadcast activation bytes sums all 8 rows at once.
-      // Dword j holds weights 4j..4j+3 (low nibbles) and 16+4j.. (high nibbles).
+      // Dword j holds weights 4j..4j+3 (low nibbles) and 16+4j.. (high nibbles); the
+      // nibbles become levels once split (L::nibble_levels).
       __m256i q[4];
       for (int r = 0; r < 4; ++r)
         q[r] = _mm256_inserti128_si256(
@@ -170,9 +209,10 @@ void legacy_decode_group(const QuantMatmulArgs& qa, int64_t r0, int64_t rows, in
                              _mm256_unpacklo_epi64(t01h, t23h), _mm256_unpackhi_epi64(t01h, t23h)};
       __m256i lo[4], hi[4];  // high nibbles as 16 x level where Q::kHigh16 (divided out below)
       for (int j = 0; j < 4; ++j) {
-        lo[j] = _mm256_and_si256(dw[j], _mm256_set1_epi8(0x0F));
-        hi[j] = L::kHigh16 ? _mm256_and_si256(dw[j], _mm256_set1_epi8(static_cast<char>(0xF0)))
-                           : _mm256_and_si256(_mm256_srli_epi16(dw[j], 4), _mm256_set1_epi8(0x0F));
+        lo[j] = L::nibble_levels(_mm256_and_si256(dw[j], _mm256_set1_epi8(0x0F)));
+        hi[j] = L::kHigh16
+                    ? _mm256_and_si256(dw[j], _mm256_set1_epi8(static_cast<char>(0xF0)))
+                    : L::nibble_levels(_mm256_and_si256(_mm256_srli_epi16(dw[j], 4), _mm256_set1_epi8(0x0F)));
       }
       for (int t = 0; t < NT; ++t) {
         const auto* at = reinterpret_cast<const uint8_t*>(act.qs + (t0 + t) * k + b * 32);
@@ -247,7 +287,7 @@ void legacy_pack_group(const QuantMatmulArgs& qa, int64_t r0, int64_t rows, uint
     transpose_dwords(u);
     auto* out = reinterpret_cast<__m256i*>(packed + b * kPackedBlockBytes);
     for (int j = 0; j < kGroupRows; ++j) _mm256_store_si256(out + j, u[j]);
-    const GroupScales s = group_scales<L::kMin>(blocks);
+    const GroupScales s = L::scales(blocks);
     _mm256_store_ps(reinterpret_cast<float*>(out + kGroupRows), s.d);
     _mm256_store_ps(reinterpret_cast<float*>(out + kGroupRows + 1), s.m);
   }

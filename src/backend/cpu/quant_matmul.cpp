@@ -19,7 +19,9 @@ int64_t round_up(int64_t v, int64_t multiple) { return (v + multiple - 1) / mult
 
 bool is_kquant(DType w) { return w == DType::Q4_K || w == DType::Q5_K || w == DType::Q6_K; }
 // Types whose levels carry an offset the kernels fold into the activations (w = d (q - o)).
-bool has_offset(DType w) { return w == DType::Q4_0 || w == DType::Q5_0 || w == DType::Q8_0; }
+bool has_offset(DType w) {
+  return w == DType::Q4_0 || w == DType::Q5_0 || w == DType::Q8_0 || w == DType::MXFP4;
+}
 // Types with a min, multiplied with Q8_1's s.
 bool has_min(DType w) { return w == DType::Q4_1 || w == DType::Q5_1; }
 

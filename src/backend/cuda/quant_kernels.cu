@@ -30,6 +30,7 @@ void with_block(DType dtype, F&& f) {
     case DType::Q5_1: f(BlockQ5_1{}); return;
     case DType::Q8_0: f(BlockQ8_0{}); return;
     case DType::Q8_1: f(BlockQ8_1{}); return;
+    case DType::MXFP4: f(BlockMXFP4{}); return;
     case DType::Q4_K: f(BlockQ4_K{}); return;
     case DType::Q5_K: f(BlockQ5_K{}); return;
     case DType::Q6_K: f(BlockQ6_K{}); return;
@@ -47,6 +48,7 @@ void with_weight_blocks(DType weights, F&& f) {
     case DType::Q5_0: f(BlockQ5_0{}, BlockQ8_0{}); return;
     case DType::Q5_1: f(BlockQ5_1{}, BlockQ8_1{}); return;
     case DType::Q8_0: f(BlockQ8_0{}, BlockQ8_0{}); return;
+    case DType::MXFP4: f(BlockMXFP4{}, BlockQ8_0{}); return;
     case DType::Q4_K: f(BlockQ4_K{}, BlockQ8_K{}); return;
     case DType::Q5_K: f(BlockQ5_K{}, BlockQ8_K{}); return;
     case DType::Q6_K: f(BlockQ6_K{}, BlockQ8_K{}); return;

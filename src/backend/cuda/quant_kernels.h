@@ -1,8 +1,8 @@
 // Launchers of the kernels over ggml-quantized weights (quant_kernels.cu), queued on
-// `stream`: the CUDA side of Backend::matmul and Backend::embedding for Q4_0 ... Q6_K. They
-// run the per-block arithmetic of quant/quant_block_math.h, the functions the CPU reference
-// runs, so the integer block sums are the reference's and only the order of the f32 sums
-// over blocks differs. Weights may sit at any byte offset; nothing here checks shapes
+// `stream`: the CUDA side of Backend::matmul and Backend::embedding for Q4_0 ... Q6_K and
+// MXFP4. They run the per-block arithmetic of quant/quant_block_math.h, the functions the CPU
+// reference runs, so the integer block sums are the reference's and only the order of the f32
+// sums over blocks differs. Weights may sit at any byte offset; nothing here checks shapes
 // (cuda_linear_ops.cpp does, with the CPU backend's checks).
 #pragma once
 
