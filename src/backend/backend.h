@@ -43,17 +43,23 @@ enum class RopeLayout : uint8_t {
 // How attention scores a query row against the cached positions, beyond causality:
 //   score_p = scale * (q . k_p), then with softcap c > 0: c * tanh(score_p / c) (Gemma 2);
 //   with window w > 0 the query at position t attends only to its w latest positions
-//   (t - w, t] (Mistral's and Gemma's sliding window), else to all of [0, t].
+//   (t - w, t] (Mistral's and Gemma's sliding window), else to all of [0, t];
+//   with sinks, head h's softmax takes one more logit, sinks[h], in its denominator only
+//   (gpt-oss's attention sinks): P_p = exp(score_p - m) / (sum_p' exp(score_p' - m) +
+//   exp(sinks[h] - m)), m the maximum of the scores and the sink, so a row's probabilities
+//   sum to less than 1. sinks: f32 [heads] in the backend's memory (a forward-only feature:
+//   attention_backward refuses it).
 // A plain scale converts to full causal attention without a cap.
 struct AttentionScores {
   float scale = 1.0f;
   int64_t window = 0;
   float softcap = 0.0f;
+  const Tensor* sinks = nullptr;
 
   AttentionScores(float scale_) : scale(scale_) {}  // NOLINT(google-explicit-constructor)
   AttentionScores(float scale_, int64_t window_, float softcap_)
       : scale(scale_), window(window_), softcap(softcap_) {}
-  bool plain() const { return window == 0 && softcap == 0.0f; }
+  bool plain() const { return window == 0 && softcap == 0.0f && sinks == nullptr; }
   // The first position a query at `position` attends to.
   int64_t first_position(int64_t position) const {
     return window > 0 && position >= window ? position - window + 1 : 0;
@@ -138,6 +144,11 @@ class Backend {
   virtual void silu(const Tensor& x, const Tensor& y) = 0;  // x * sigmoid(x)
   // y = silu(gate) * up, elementwise; y may be gate or up.
   virtual void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) = 0;
+  // gpt-oss's clamped SwiGLU, elementwise: with g = min(gate, limit),
+  //   y = g * sigmoid(alpha * g) * (clamp(up, -limit, limit) + 1);
+  // alpha finite, limit finite and > 0 (Error otherwise); y may be gate or up.
+  virtual void clamped_swiglu(const Tensor& gate, const Tensor& up, float alpha, float limit,
+                              const Tensor& y) = 0;
   // y = gelu_tanh(gate) * up, elementwise (Gemma's GeGLU); y may be gate or up.
   virtual void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) = 0;
   // y = factor * x, elementwise; y may be x.

@@ -702,8 +702,12 @@ TEST_P(BackwardAttention, RejectsBadShapesDtypesAndOverlaps) {
   EXPECT_THROW(call(*k, *v, dq->tensor(), dk_small->tensor()), Error);
   EXPECT_THROW(call(*k, *v, q->tensor(), dk->tensor()), Error);   // dq over q
   EXPECT_THROW(call(*k, *v, dq->tensor(), dq->tensor()), Error);  // dk over dq
-  for (const AttentionScores bad : {AttentionScores(0.25f, -1, 0.0f), AttentionScores(0.25f, 0, -1.0f),
-                                    AttentionScores(NAN, 0, 0.0f), AttentionScores(0.25f, 0, INFINITY)})
+  auto sinks = input(DType::F32, {q->tensor().dim(1)});
+  AttentionScores with_sinks(0.25f);
+  with_sinks.sinks = &sinks->tensor();  // a forward-only feature
+  for (const AttentionScores bad :
+       {AttentionScores(0.25f, -1, 0.0f), AttentionScores(0.25f, 0, -1.0f), AttentionScores(NAN, 0, 0.0f),
+        AttentionScores(0.25f, 0, INFINITY), with_sinks})
     EXPECT_THROW(backend_->attention_backward(q->tensor(), k->tensor(), v->tensor(), out->tensor(),
                                               dout->tensor(), bad, dq->tensor(), dk->tensor(), dv->tensor()),
                  Error);

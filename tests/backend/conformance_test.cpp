@@ -674,6 +674,39 @@ TEST_P(Conformance, GegluScaleAndSoftcapMatchReference) {
   }
 }
 
+// gpt-oss's clamped SwiGLU: inputs across both clamps (gate above the limit, up beyond it on
+// either side), at gpt-oss's alpha and limit and at others.
+TEST_P(Conformance, ClampedSwigluMatchesReference) {
+  for (const int64_t count : kElementCounts) {
+    SCOPED_TRACE("count=" + std::to_string(count));
+    auto gate = input(DType::F32, {count}, -12.0f, 12.0f);
+    auto up = input(DType::F32, {count}, -12.0f, 12.0f);
+    for (const auto& [alpha, limit] :
+         {std::pair{1.702f, 7.0f}, std::pair{-0.5f, 0.25f}, std::pair{3.0f, 100.0f}}) {
+      auto y = output({count});
+      backend_->clamped_swiglu(gate->tensor(), up->tensor(), alpha, limit, y->tensor());
+      EXPECT_TRUE(close_to_reference(
+          y->values(), reference::clamped_swiglu(gate->tensor(), up->tensor(), alpha, limit), kF32))
+          << alpha << " " << limit;
+      EXPECT_GUARDS(y);
+    }
+    EXPECT_UNCHANGED(gate);
+    EXPECT_UNCHANGED(up);
+  }
+  auto a = input(DType::F32, {4, 37}, -10.0f, 10.0f);
+  auto b = input(DType::F32, {4, 37}, -10.0f, 10.0f);
+  const std::vector<double> want = reference::clamped_swiglu(a->tensor(), b->tensor(), 1.702f, 7.0f);
+  backend_->clamped_swiglu(a->tensor(), b->tensor(), 1.702f, 7.0f, b->tensor());  // y aliases up
+  EXPECT_TRUE(close_to_reference(b->values(), want, kF32));
+  auto c = input(DType::F32, {11});
+  auto y = output({4, 37});
+  EXPECT_THROW(backend_->clamped_swiglu(a->tensor(), c->tensor(), 1.702f, 7.0f, y->tensor()), Error);
+  EXPECT_THROW(backend_->clamped_swiglu(a->tensor(), a->tensor(), 1.702f, 0.0f, y->tensor()), Error);
+  EXPECT_THROW(backend_->clamped_swiglu(a->tensor(), a->tensor(), NAN, 7.0f, y->tensor()), Error);
+  EXPECT_THROW(backend_->clamped_swiglu(a->tensor(), a->tensor(), 1.0f, INFINITY, y->tensor()), Error);
+  EXPECT_GUARDS(y);
+}
+
 TEST_P(Conformance, ElementwiseOpsWorkInPlace) {
   auto a = input(DType::F32, {4, 37});
   auto b = input(DType::F32, {4, 37});
@@ -870,29 +903,39 @@ TEST_P(Conformance, AttentionMatchesReference) {
   set_thread_count(0);
 }
 
-// Sliding windows (Mistral, Gemma) and soft-capped scores (Gemma 2): windows of one position,
-// shorter and longer than the rows of a prefill, and a decode step long enough that the CPU
-// splits its positions among threads; the positions no query of the call sees hold 10^4 in
-// k and v, which would swamp any output that took them in. Each token of a prefill gets the bits of a
-// decode step at its position, as without a window (the CPU kernels' promise). On the CUDA
-// backend windows and caps take the row-wise kernel, whatever TOKENMILL_CUDA_ATTENTION says.
+// Sliding windows (Mistral, Gemma), soft-capped scores (Gemma 2) and attention sinks (gpt-oss):
+// windows of one position, shorter and longer than the rows of a prefill, and a decode step
+// long enough that the CPU splits its positions among threads; the positions no query of the
+// call sees hold 10^4 in k and v, which would swamp any output that took them in. Sinks from
+// far below the scores to far above them (then a row's probabilities sum to almost 0). Each
+// token of a prefill gets the bits of a decode step at its position, as without a window (the
+// CPU kernels' promise). On the CUDA backend these take the row-wise kernel, whatever
+// TOKENMILL_CUDA_ATTENTION says.
 TEST_P(Conformance, AttentionWithAWindowOrASoftcapMatchesReference) {
   struct Case {
     int64_t head_dim, heads, kv_heads, n, first_pos, window;
     float softcap;
+    bool sinks = false;
   };
-  const Case cases[] = {{16, 4, 1, 9, 3, 1, 0.0f},       {64, 4, 2, 37, 0, 5, 0.0f},
-                        {64, 9, 3, 150, 20, 64, 0.0f},   {32, 6, 2, 3, 100, 16, 0.0f},
-                        {64, 8, 2, 1, 3000, 1024, 0.0f}, {80, 4, 4, 7, 10, 0, 5.0f},
-                        {64, 4, 1, 21, 70, 40, 2.0f},    {64, 8, 2, 1, 2500, 0, 30.0f}};
+  const Case cases[] = {{16, 4, 1, 9, 3, 1, 0.0f},          {64, 4, 2, 37, 0, 5, 0.0f},
+                        {64, 9, 3, 150, 20, 64, 0.0f},      {32, 6, 2, 3, 100, 16, 0.0f},
+                        {64, 8, 2, 1, 3000, 1024, 0.0f},    {80, 4, 4, 7, 10, 0, 5.0f},
+                        {64, 4, 1, 21, 70, 40, 2.0f},       {64, 8, 2, 1, 2500, 0, 30.0f},
+                        {64, 8, 2, 37, 0, 0, 0.0f, true},   {64, 8, 2, 1, 3000, 128, 0.0f, true},
+                        {64, 4, 4, 21, 70, 16, 0.0f, true}, {32, 6, 1, 5, 2500, 0, 0.0f, true}};
   for (const DType cache_dtype : {DType::F32, DType::F16}) {
     for (const Case& c : cases) {
-      SCOPED_TRACE(dtype_label(cache_dtype) + " head_dim=" + std::to_string(c.head_dim) +
-                   " heads=" + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
-                   " n=" + std::to_string(c.n) + " first_pos=" + std::to_string(c.first_pos) +
-                   " window=" + std::to_string(c.window) + " softcap=" + std::to_string(c.softcap));
+      SCOPED_TRACE(dtype_label(cache_dtype) + " head_dim=" + std::to_string(c.head_dim) + " heads=" +
+                   std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " n=" + std::to_string(c.n) +
+                   " first_pos=" + std::to_string(c.first_pos) + " window=" + std::to_string(c.window) +
+                   " softcap=" + std::to_string(c.softcap) + (c.sinks ? " sinks" : ""));
       const int64_t capacity = c.first_pos + c.n, row = c.kv_heads * c.head_dim, width = c.heads * c.head_dim;
-      const AttentionScores scores(1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window, c.softcap);
+      AttentionScores scores(1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window, c.softcap);
+      auto sinks = input(DType::F32, {c.heads});
+      for (int64_t h = 0; h < c.heads; ++h)
+        sinks->set(h, -8.0f + 16.0f * static_cast<float>(h) / static_cast<float>(c.heads));
+      sinks->snapshot();
+      if (c.sinks) scores.sinks = &sinks->tensor();
       auto q = input(DType::F32, {c.n, c.heads, c.head_dim}, 0.05f, 4.0f);
       auto k = input(cache_dtype, {capacity, c.kv_heads, c.head_dim});
       auto v = input(cache_dtype, {capacity, c.kv_heads, c.head_dim});
@@ -1102,6 +1145,15 @@ TEST_P(Conformance, AttentionRejectsBadShapes) {
   EXPECT_THROW(backend_->attention(q->tensor(), k_ok->tensor(), v_ok->tensor(), 0, 1.0f, out_small->tensor()),
                Error);
   EXPECT_THROW(backend_->attention(q->tensor(), k_ok->tensor(), v_ok->tensor(), 0, 1.0f, q->tensor()), Error);
+  // Sinks: one f32 per query head.
+  auto sinks_short = input(DType::F32, {3});
+  auto sinks_bf16 = input(DType::BF16, {4});
+  for (const GuardedBuffer* sinks : {sinks_short.get(), sinks_bf16.get()}) {
+    AttentionScores scores(1.0f);
+    scores.sinks = &sinks->tensor();
+    EXPECT_THROW(backend_->attention(q->tensor(), k_ok->tensor(), v_ok->tensor(), 0, scores, out->tensor()),
+                 Error);
+  }
   EXPECT_GUARDS(out);
 }
 

@@ -51,12 +51,15 @@ struct Batch {
   std::vector<Backend::PagedSequence> sequences;
   std::vector<bool> owned;  // per query row
 
-  int64_t window = 0;    // AttentionScores's
-  float softcap = 0.0f;  // AttentionScores's
+  int64_t window = 0;                    // AttentionScores's
+  float softcap = 0.0f;                  // AttentionScores's
+  std::unique_ptr<GuardedBuffer> sinks;  // AttentionScores's, when set
 
   int64_t row_elems() const { return h.heads * h.head_dim; }
   AttentionScores scores() const {
-    return {1.0f / std::sqrt(static_cast<float>(h.head_dim)), window, softcap};
+    AttentionScores s(1.0f / std::sqrt(static_cast<float>(h.head_dim)), window, softcap);
+    if (sinks != nullptr) s.sinks = &sinks->tensor();
+    return s;
   }
   // Rows [first_row, first_row + rows) of values shaped like q.
   std::vector<float> rows_of(const std::vector<float>& values, const Backend::PagedSequence& s) const {
@@ -229,18 +232,24 @@ TEST_P(PagedAttention, EqualsContiguousAttentionWhateverTheBatchAndThreads) {
   }
 }
 
-// Sliding windows and soft-capped scores, paged as contiguous: windows shorter than some
-// sequences' prefills and contexts, and of one position.
+// Sliding windows, soft-capped scores and attention sinks, paged as contiguous: windows
+// shorter than some sequences' prefills and contexts, and of one position.
 TEST_P(PagedAttention, WindowedAndSoftCappedBatchesMatchTheReferenceAndContiguousAttention) {
+  struct Scores {
+    int64_t window;
+    float softcap;
+    bool sinks;
+  };
   for (const DType dtype : {DType::F32, DType::F16}) {
-    for (const auto& [window, softcap] :
-         {std::pair<int64_t, float>{1, 0.0f}, {6, 0.0f}, {20, 3.0f}, {0, 1.0f}}) {
+    for (const Scores& s : {Scores{1, 0.0f, false}, Scores{6, 0.0f, false}, Scores{20, 3.0f, false},
+                            Scores{0, 1.0f, false}, Scores{0, 0.0f, true}, Scores{6, 0.0f, true}}) {
       const Heads h{64, 6, 2};
-      SCOPED_TRACE(label(dtype, h, 4) + " window=" + std::to_string(window) +
-                   " softcap=" + std::to_string(softcap));
+      SCOPED_TRACE(label(dtype, h, 4) + " window=" + std::to_string(s.window) +
+                   " softcap=" + std::to_string(s.softcap) + (s.sinks ? " sinks" : ""));
       Batch b = make_batch(dtype, h, 4, kMixedBatch);
-      b.window = window;
-      b.softcap = softcap;
+      b.window = s.window;
+      b.softcap = s.softcap;
+      if (s.sinks) b.sinks = input(DType::F32, {h.heads}, -2.0f, 3.0f);
       run(b, b.sequences);
       const std::vector<float> got = b.out->values();
       expect_reference_results(b, got);

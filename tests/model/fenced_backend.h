@@ -142,6 +142,10 @@ class FencedBackend final : public Backend {
   void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
     run([&] { inner_->geglu(gate, up, y); });
   }
+  void clamped_swiglu(const Tensor& gate, const Tensor& up, float alpha, float limit,
+                      const Tensor& y) override {
+    run([&] { inner_->clamped_swiglu(gate, up, alpha, limit, y); });
+  }
   void softcap(const Tensor& x, float cap, const Tensor& y) override {
     run([&] { inner_->softcap(x, cap, y); });
   }

@@ -19,9 +19,10 @@ thread_local std::vector<int64_t> tl_sorted_slots;
 
 // The checks attention and paged_attention share: q [n, heads, head_dim] f32; k and v of one
 // plain dtype and one shape of `rank` dimensions ending in [kv_heads, head_dim], with heads a
-// multiple of kv_heads; out f32 with q's elements and n rows, overlapping nothing.
+// multiple of kv_heads; out f32 with q's elements and n rows, overlapping nothing; the
+// scores' sinks, if any, f32 [heads].
 AttentionDims check_heads(const char* op, const Tensor& q, const Named& k, const Named& v, int rank,
-                          const Tensor& out) {
+                          const AttentionScores& scores, const Tensor& out) {
   const Tensor& kt = *k.tensor;
   const Tensor& vt = *v.tensor;
   expect_f32(op, "q", q);
@@ -47,6 +48,14 @@ AttentionDims check_heads(const char* op, const Tensor& q, const Named& k, const
   expect_disjoint(op, "out", out, "q", q);
   expect_disjoint(op, "out", out, k.name, kt);
   expect_disjoint(op, "out", out, v.name, vt);
+  if (const Tensor* sinks = scores.sinks) {
+    expect_f32(op, "sinks", *sinks);
+    expect_rank(op, "sinks", *sinks, 1);
+    expect_data(op, "sinks", *sinks);
+    if (sinks->dim(0) != d.heads)
+      fail("{}: sinks {} must hold one value per query head ({})", op, describe(*sinks), d.heads);
+    expect_disjoint(op, "out", out, "sinks", *sinks);
+  }
   return d;
 }
 
@@ -85,9 +94,9 @@ void check_sequences(const char* op, std::span<const Backend::PagedSequence> seq
 }  // namespace
 
 AttentionDims check_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                              int64_t first_pos, const Tensor& out) {
+                              int64_t first_pos, const AttentionScores& scores, const Tensor& out) {
   const char* op = "attention";
-  const AttentionDims d = check_heads(op, q, {"k_cache", k_cache}, {"v_cache", v_cache}, 3, out);
+  const AttentionDims d = check_heads(op, q, {"k_cache", k_cache}, {"v_cache", v_cache}, 3, scores, out);
   const int64_t capacity = k_cache.dim(0);
   if (first_pos < 0 || first_pos > capacity - d.n)
     fail("{}: {} positions from {} do not fit the cache capacity {}", op, d.n, first_pos, capacity);
@@ -96,10 +105,10 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k_cache, const Tens
 
 PagedAttentionDims check_paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
                                          std::span<const Backend::PagedSequence> sequences,
-                                         const Tensor& out) {
+                                         const AttentionScores& scores, const Tensor& out) {
   const char* op = "paged_attention";
   PagedAttentionDims d;
-  static_cast<AttentionDims&>(d) = check_heads(op, q, {"k_pool", k_pool}, {"v_pool", v_pool}, 4, out);
+  static_cast<AttentionDims&>(d) = check_heads(op, q, {"k_pool", k_pool}, {"v_pool", v_pool}, 4, scores, out);
   d.num_blocks = k_pool.dim(0);
   d.block_size = k_pool.dim(1);
   if (d.block_size < 1 || !std::has_single_bit(static_cast<uint64_t>(d.block_size)))
@@ -143,6 +152,7 @@ AttentionDims check_attention_backward(const Tensor& q, const Tensor& k, const T
       scores.softcap < 0)
     fail("{}: scores need a finite scale, a window >= 0 and a finite soft cap >= 0 (got {}, {}, {})", op,
          scores.scale, scores.window, scores.softcap);
+  if (scores.sinks != nullptr) fail("{}: attention sinks are not supported (a forward-only feature)", op);
   expect_f32(
       op, {{"q", q}, {"k", k}, {"v", v}, {"out", out}, {"dout", dout}, {"dq", dq}, {"dk", dk}, {"dv", dv}});
   expect_rank(op, "q", q, 3);

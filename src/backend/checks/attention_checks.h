@@ -21,9 +21,10 @@ struct AttentionDims {
 
 // attention(): q f32 [n, heads, head_dim]; k_cache, v_cache of one plain dtype and shape
 // [capacity, kv_heads, head_dim] with heads % kv_heads == 0; first_pos + n <= capacity;
-// out f32 holding q's elements in n rows, overlapping no input.
+// out f32 holding q's elements in n rows, overlapping no input; the scores' sinks, if any,
+// f32 [heads].
 AttentionDims check_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                              int64_t first_pos, const Tensor& out);
+                              int64_t first_pos, const AttentionScores& scores, const Tensor& out);
 
 struct PagedAttentionDims : AttentionDims {
   int64_t num_blocks = 0, block_size = 0;  // of the pools
@@ -35,7 +36,7 @@ struct PagedAttentionDims : AttentionDims {
 // positions inside the pool.
 PagedAttentionDims check_paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
                                          std::span<const Backend::PagedSequence> sequences,
-                                         const Tensor& out);
+                                         const AttentionScores& scores, const Tensor& out);
 
 struct StoreKvDims {
   int64_t n = 0;      // rows

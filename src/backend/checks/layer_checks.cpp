@@ -74,6 +74,11 @@ void check_softcap(float cap) {
   if (!(cap > 0.0f) || !std::isfinite(cap)) fail("softcap: the cap must be finite and > 0, got {}", cap);
 }
 
+void check_clamped_swiglu(float alpha, float limit) {
+  if (!std::isfinite(alpha) || !(limit > 0.0f) || !std::isfinite(limit))
+    fail("clamped_swiglu: alpha must be finite and the limit finite and > 0, got {} and {}", alpha, limit);
+}
+
 int64_t check_softcap_backward(float cap, const Tensor& y, const Tensor& dy, const Tensor& dx) {
   const char* op = "softcap_backward";
   check_softcap(cap);

@@ -33,6 +33,8 @@ RowDims check_norm_backward(const char* op, const Tensor& x, const Tensor& weigh
 int64_t check_unary(const char* op, const Tensor& x, const Tensor& y);
 // softcap's cap: finite and > 0.
 void check_softcap(float cap);
+// clamped_swiglu's parameters: alpha finite, limit finite and > 0.
+void check_clamped_swiglu(float alpha, float limit);
 // softcap_backward: the cap as softcap's; y, dy, dx f32 of one element count, dx is y, dy or disjoint.
 int64_t check_softcap_backward(float cap, const Tensor& y, const Tensor& dy, const Tensor& dx);
 // Elementwise y = f(a, b) (swiglu, add): f32, same element count, y is a, b or disjoint.

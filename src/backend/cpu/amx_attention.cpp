@@ -54,8 +54,8 @@ constexpr int64_t kBlockTokens = 64;
 
 // Whether the tiles take a's sequence.
 bool tiles_take(const AttentionArgs& a) {
-  return a.window == 0 && a.softcap == 0.0f && a.cache_dtype == DType::F16 && a.n >= kAttentionStageTokens &&
-         a.head_dim % kStep == 0;
+  return a.window == 0 && a.softcap == 0.0f && a.sinks == nullptr && a.cache_dtype == DType::F16 &&
+         a.n >= kAttentionStageTokens && a.head_dim % kStep == 0;
 }
 
 int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }

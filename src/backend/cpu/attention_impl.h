@@ -236,17 +236,20 @@ void attention_values_all(const Rows& values, const QueryRows& rows, int64_t r0,
 // Each row's scores become its softmax probabilities. round_f16: the cache is f16 (its
 // products with the probabilities are f16 x f16). With a softcap c each score s is first
 // c * tanh(s / c); with a window the positions before the row's first get probability 0
-// (their scores are not read), so the sums over the values need no other change.
+// (their scores are not read), so the sums over the values need no other change; with sinks
+// the row's head's sink joins the denominator (softmax_row).
 template <class S>
 void softmax_scores(const QueryRows& rows, bool round_f16) {
   const float cap = rows.a->softcap;
+  const float* sinks = rows.a->sinks;
   for (int64_t r = 0; r < rows.count; ++r) {
     float* scores = rows.scores_of(r);
     const int64_t len = rows.len(r), first = rows.first(r);
     if (cap > 0.0f)
       for (int64_t p = first; p < len; ++p) scores[p] = std::tanh(scores[p] / cap) * cap;
     std::fill(scores, scores + first, 0.0f);
-    softmax_row<S>(scores + first, len - first, scores + first);
+    const float sink = sinks != nullptr ? sinks[rows.h0 + r % rows.heads] : -__builtin_inff();
+    softmax_row<S>(scores + first, len - first, scores + first, sink);
     if (!round_f16) continue;
     int64_t i = 0;
     for (; i + S::kWidth <= len; i += S::kWidth) S::store(scores + i, S::round_f16(S::load(scores + i)));

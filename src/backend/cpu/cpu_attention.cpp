@@ -52,6 +52,7 @@ AttentionArgs batch_args(const Tensor& q, const Tensor& k, const Tensor& v, cons
   a.scale = scores.scale;
   a.window = scores.window;
   a.softcap = scores.softcap;
+  a.sinks = scores.sinks != nullptr ? scores.sinks->as<const float>() : nullptr;
   return a;
 }
 
@@ -180,7 +181,7 @@ void run_attention(const KernelTable& kernels, std::span<const AttentionArgs> se
 
 void attention(const KernelTable& kernels, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                int64_t first_pos, const AttentionScores& scores, const Tensor& out) {
-  if (checks::check_attention(q, k_cache, v_cache, first_pos, out).empty()) return;
+  if (checks::check_attention(q, k_cache, v_cache, first_pos, scores, out).empty()) return;
   AttentionArgs a = batch_args(q, k_cache, v_cache, scores, out);
   a.first_pos = first_pos;
   run_attention(kernels, std::span(&a, 1));
@@ -189,7 +190,8 @@ void attention(const KernelTable& kernels, const Tensor& q, const Tensor& k_cach
 void paged_attention(const KernelTable& kernels, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
                      std::span<const Backend::PagedSequence> sequences, const AttentionScores& scores,
                      const Tensor& out) {
-  const checks::PagedAttentionDims d = checks::check_paged_attention(q, k_pool, v_pool, sequences, out);
+  const checks::PagedAttentionDims d =
+      checks::check_paged_attention(q, k_pool, v_pool, sequences, scores, out);
   if (d.empty()) return;
   const int64_t heads = d.heads, hd = d.head_dim, block_size = d.block_size;
   const AttentionArgs batch = batch_args(q, k_pool, v_pool, scores, out);

@@ -263,6 +263,17 @@ class CpuBackend final : public Backend {
   void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
     binary("geglu", gate, up, y, kernels_.geglu);
   }
+  void clamped_swiglu(const Tensor& gate, const Tensor& up, float alpha, float limit,
+                      const Tensor& y) override {
+    checks::check_clamped_swiglu(alpha, limit);
+    const int64_t count = checks::check_binary("clamped_swiglu", gate, up, y);
+    const float* g = gate.as<const float>();
+    const float* u = up.as<const float>();
+    float* yp = y.as<float>();
+    parallel_for_balanced(count, kMinElementwiseWork, kElementAlign, [&](int64_t i0, int64_t i1) {
+      kernels_.clamped_swiglu(g + i0, u + i0, i1 - i0, alpha, limit, yp + i0);
+    });
+  }
   void softcap(const Tensor& x, float cap, const Tensor& y) override {
     checks::check_softcap(cap);
     unary("softcap", x, y,

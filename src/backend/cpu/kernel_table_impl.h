@@ -34,6 +34,7 @@ KernelTable make_kernel_table(const char* isa) {
       .silu = &silu<S>,
       .swiglu = &swiglu<S>,
       .geglu = &geglu<S>,
+      .clamped_swiglu = &clamped_swiglu<S>,
       .scale = &scale<S>,
       .softcap = &softcap<S>,
       .swiglu_backward = &swiglu_backward<S>,

@@ -41,6 +41,9 @@ struct AttentionArgs {
   // Backend::AttentionScores's window and softcap: softmax_scores applies them (0: none).
   int64_t window = 0;
   float softcap = 0.0f;
+  // Backend::AttentionScores's sinks: head h's softmax adds exp(sinks[h] - max) to its
+  // denominator (null: none).
+  const float* sinks = nullptr;
   // Null: position p is cache row p. Else the caches are block pools and position p is
   // row blocks[p >> block_shift] * 2^block_shift + p % 2^block_shift (blocks of
   // 2^block_shift rows; every block id read must be inside the pool).
@@ -133,6 +136,8 @@ struct KernelTable {
   void (*silu)(const float* x, int64_t count, float* y) = nullptr;
   void (*swiglu)(const float* gate, const float* up, int64_t count, float* y) = nullptr;
   void (*geglu)(const float* gate, const float* up, int64_t count, float* y) = nullptr;
+  void (*clamped_swiglu)(const float* gate, const float* up, int64_t count, float alpha, float limit,
+                         float* y) = nullptr;
   void (*scale)(const float* x, float factor, int64_t count, float* y) = nullptr;
   void (*softcap)(const float* x, float cap, int64_t count, float* y) = nullptr;
   // The gradients of swiglu's (geglu's) two inputs; the outputs may be any of the inputs.

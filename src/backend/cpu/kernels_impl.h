@@ -15,6 +15,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -208,6 +209,17 @@ void geglu(const float* gate, const float* up, int64_t count, float* y) {
   map_binary<S>(gate, up, count, y,
                 [](typename S::V g, typename S::V u) { return S::mul(gelu_tanh_v<S>(g), u); });
 }
+// min(g, limit) sigmoid(alpha min(g, limit)) (clamp(u, -limit, limit) + 1), rounded as transformers'
+// gpt-oss computes it: glu = g * sigmoid(g * alpha), then (u + 1) * glu.
+template <class S>
+void clamped_swiglu(const float* gate, const float* up, int64_t count, float alpha, float limit, float* y) {
+  using V = typename S::V;
+  const V a = S::set1(alpha), hi = S::set1(limit), lo = S::set1(-limit), one = S::set1(1.0f);
+  map_binary<S>(gate, up, count, y, [&](V g, V u) {
+    const V gc = S::min(g, hi);
+    return S::mul(S::add(S::max(S::min(u, hi), lo), one), times_sigmoid<S>(gc, S::mul(gc, a)));
+  });
+}
 template <class S>
 void scale(const float* x, float factor, int64_t count, float* y) {
   const typename S::V f = S::set1(factor);
@@ -327,21 +339,26 @@ void layer_norm(const float* x, const float* weight, const float* bias, float ep
   }
 }
 
-// y = softmax(x) over one row of d >= 1 elements; y may equal x.
+// y = softmax(x) over one row of d >= 1 elements; y may equal x. A finite `sink` is one more
+// logit in the softmax whose probability is dropped: m = max(x, sink), y_i = exp(x_i - m) /
+// (sum_j exp(x_j - m) + exp(sink - m)) (attention sinks); -inf changes no bit of the plain softmax.
 template <class S>
-void softmax_row(const float* x, int64_t d, float* y) {
+void softmax_row(const float* x, int64_t d, float* y, float sink = -__builtin_inff()) {
   using V = typename S::V;
   constexpr int64_t W = S::kWidth;
   V vmax = S::set1(-__builtin_inff());
   for (int64_t i = 0; i < d; i += W) vmax = S::max(vmax, load_n<S>(x + i, d - i, -__builtin_inff()));
-  const V m = S::set1(S::reduce_max(vmax));
+  const float row_max = S::reduce_max(vmax);
+  const float max = sink > row_max ? sink : row_max;
+  const V m = S::set1(max);
   V sum = S::zero();
   for (int64_t i = 0; i < d; i += W) {
     const V e = keep_lanes<S>(exp<S>(S::sub(load_n<S>(x + i, d - i), m)), d - i);
     store_n<S>(y + i, e, d - i);
     sum = S::add(sum, e);
   }
-  const V inv = S::set1(1.0f / S::reduce_add(sum));
+  const float sink_term = sink == -__builtin_inff() ? 0.0f : std::exp(sink - max);
+  const V inv = S::set1(1.0f / (S::reduce_add(sum) + sink_term));
   for (int64_t i = 0; i < d; i += W) store_n<S>(y + i, S::mul(load_n<S>(y + i, d - i), inv), d - i);
 }
 

@@ -52,6 +52,12 @@ TM_HOST_DEVICE float silu(float x) { return times_sigmoid(x, x); }
 
 TM_HOST_DEVICE float swiglu(float gate, float up) { return silu(gate) * up; }
 
+// Backend::clamped_swiglu, rounded as the CPU kernel: glu = g sigmoid(g alpha), then (u + 1) glu.
+TM_HOST_DEVICE float clamped_swiglu(float gate, float up, float alpha, float limit) {
+  const float g = fminf(gate, limit);
+  return (fmaxf(fminf(up, limit), -limit) + 1.0f) * times_sigmoid(g, g * alpha);
+}
+
 // The gradients of a gated unit's two inputs. Of y = silu(gate) up for the upstream
 // gradient dy, s = sigmoid(gate):  dgate = dy up s (1 + gate (1 - s)),  dup = dy gate s.
 struct SwigluGrads {

@@ -160,6 +160,12 @@ __device__ void range_values(const HeadItem<T>& it, const float (&q)[kChunks], P
   }
 }
 
+// `all`, the state of every score of the row of head `head`, with the head's sink added to the
+// softmax's denominator when the launch has sinks (Backend::AttentionScores).
+__device__ SoftmaxState with_sink(SoftmaxState all, const AttentionLaunch& a, int64_t head) {
+  return a.sinks != nullptr ? softmax_add(all, a.sinks[head]) : all;
+}
+
 // Rows of one split. Pass 1: the softmax state of the row's scores; pass 2: the probabilities
 // (recomputed scores, same bits) times the value rows.
 template <class T>
@@ -172,7 +178,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(AttentionL
     float q[kChunks];
     load_head(a.q + it.at, a.head_dim, std::is_same_v<T, __half>, q);
     const PositionRange all_positions{it.first, it.first + it.positions()};
-    const SoftmaxState all = range_state(it, q, all_positions, a, states);
+    const SoftmaxState all = with_sink(range_state(it, q, all_positions, a, states), a, item % a.heads);
     float acc[kChunks] = {};
     range_values(it, q, all_positions, all, a, acc);
     store_warp_sum(acc, 1.0f, a.head_dim, partial, a.out + it.at);
@@ -216,6 +222,7 @@ __global__ void __launch_bounds__(kAttentionThreads) split_values_kernel(SplitLa
     if (splits == 1 || split >= splits) continue;
     SoftmaxState all = s.states[item * s.max_splits];
     for (int64_t j = 1; j < splits; ++j) all = softmax_merge(all, s.states[item * s.max_splits + j]);
+    all = with_sink(all, a, item % a.heads);
     float q[kChunks];
     load_head(a.q + it.at, a.head_dim, std::is_same_v<T, __half>, q);
     float acc[kChunks] = {};

@@ -42,7 +42,8 @@ inline int64_t attention_blocks(int64_t items) { return std::min(items, kMaxAtte
 
 // out[row, h, :] = sum_p softmax_p(score(q[row, h, :], k[p, kv(h), :])) v[p, kv(h), :] over the
 // positions p <= position the window lets the row see (attended_positions), score = scale * (q . k)
-// then with softcap > 0 softcap * tanh(score / softcap): Backend::AttentionScores. For the work
+// then with softcap > 0 softcap * tanh(score / softcap), and with sinks the head's sink in the
+// softmax's denominator: Backend::AttentionScores. For the work
 // rows of `work`, every head; the f16 rule of Backend::attention with an f16 cache.
 struct AttentionLaunch {
   const float* q = nullptr;  // [.., heads, head_dim]
@@ -53,8 +54,9 @@ struct AttentionLaunch {
   int64_t work_rows = 0;                          // query rows (AttentionWork)
   int64_t heads = 0, kv_heads = 0, head_dim = 0;  // head_dim <= kMaxAttentionHeadDim
   float scale = 1.0f;
-  int64_t window = 0;    // 0: every position
-  float softcap = 0.0f;  // 0: no cap
+  int64_t window = 0;            // 0: every position
+  float softcap = 0.0f;          // 0: no cap
+  const float* sinks = nullptr;  // [heads]: each head's sink logit joins its softmax's denominator
   AttentionWork work;
 };
 

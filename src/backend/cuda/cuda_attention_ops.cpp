@@ -66,6 +66,7 @@ AttentionLaunch launch_for(const checks::AttentionDims& d, const Tensor& q, cons
                          .scale = scores.scale,
                          .window = scores.window,
                          .softcap = scores.softcap,
+                         .sinks = scores.sinks != nullptr ? scores.sinks->as<const float>() : nullptr,
                          .work = {}};
 }
 
@@ -148,7 +149,7 @@ void launch_rowwise_sequences(CudaBackend& backend, const PagedOperands& p,
 void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
                             const AttentionScores& scores, const Tensor& out) {
   make_current();
-  const checks::AttentionDims d = checks::check_attention(q, k_cache, v_cache, first_pos, out);
+  const checks::AttentionDims d = checks::check_attention(q, k_cache, v_cache, first_pos, scores, out);
   expect_head_dim("attention", d.head_dim);
   if (d.empty()) return;
   if (kernel_for(attention_kernel_mode(), d.n, d.head_dim, scores) == AttentionKernel::Tiled) {
@@ -169,7 +170,8 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_pool, const T
                                   std::span<const PagedSequence> sequences, const AttentionScores& scores,
                                   const Tensor& out) {
   make_current();
-  const checks::PagedAttentionDims d = checks::check_paged_attention(q, k_pool, v_pool, sequences, out);
+  const checks::PagedAttentionDims d =
+      checks::check_paged_attention(q, k_pool, v_pool, sequences, scores, out);
   expect_head_dim("paged_attention", d.head_dim);
   if (d.empty()) return;
   // Each sequence goes to the kernel attention() would choose for it; the two launches write

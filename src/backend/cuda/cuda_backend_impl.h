@@ -70,6 +70,8 @@ class CudaBackend final : public Backend {
   void silu(const Tensor& x, const Tensor& y) override;
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) override;
   void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) override;
+  void clamped_swiglu(const Tensor& gate, const Tensor& up, float alpha, float limit,
+                      const Tensor& y) override;
   void scale(const Tensor& x, float factor, const Tensor& y) override;
   void softcap(const Tensor& x, float cap, const Tensor& y) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& y) override;

@@ -89,6 +89,15 @@ void CudaBackend::geglu(const Tensor& gate, const Tensor& up, const Tensor& y) {
   launch_geglu(gate.as<const float>(), up.as<const float>(), count, y.as<float>(), stream_);
 }
 
+void CudaBackend::clamped_swiglu(const Tensor& gate, const Tensor& up, float alpha, float limit,
+                                 const Tensor& y) {
+  make_current();
+  checks::check_clamped_swiglu(alpha, limit);
+  const int64_t count = checks::check_binary("clamped_swiglu", gate, up, y);
+  launch_clamped_swiglu(gate.as<const float>(), up.as<const float>(), count, alpha, limit, y.as<float>(),
+                        stream_);
+}
+
 void CudaBackend::scale(const Tensor& x, float factor, const Tensor& y) {
   make_current();
   const int64_t count = checks::check_unary("scale", x, y);

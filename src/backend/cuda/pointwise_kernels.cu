@@ -27,6 +27,13 @@ struct Swiglu {
   __device__ void operator()(int64_t i) const { y[i] = swiglu(gate[i], up[i]); }
 };
 
+struct ClampedSwiglu {
+  const float *gate, *up;
+  float alpha, limit;
+  float* y;
+  __device__ void operator()(int64_t i) const { y[i] = clamped_swiglu(gate[i], up[i], alpha, limit); }
+};
+
 struct Geglu {
   const float *gate, *up;
   float* y;
@@ -91,6 +98,11 @@ void launch_silu(const float* x, int64_t count, float* y, cudaStream_t stream) {
 
 void launch_swiglu(const float* gate, const float* up, int64_t count, float* y, cudaStream_t stream) {
   launch_elementwise(count, Swiglu{gate, up, y}, stream);
+}
+
+void launch_clamped_swiglu(const float* gate, const float* up, int64_t count, float alpha, float limit,
+                           float* y, cudaStream_t stream) {
+  launch_elementwise(count, ClampedSwiglu{gate, up, alpha, limit, y}, stream);
 }
 
 void launch_geglu(const float* gate, const float* up, int64_t count, float* y, cudaStream_t stream) {

@@ -14,6 +14,8 @@ void launch_gelu(const float* x, bool tanh_form, int64_t count, float* y, cudaSt
 void launch_silu(const float* x, int64_t count, float* y, cudaStream_t stream);
 void launch_swiglu(const float* gate, const float* up, int64_t count, float* y, cudaStream_t stream);
 void launch_geglu(const float* gate, const float* up, int64_t count, float* y, cudaStream_t stream);
+void launch_clamped_swiglu(const float* gate, const float* up, int64_t count, float alpha, float limit,
+                           float* y, cudaStream_t stream);
 void launch_scale(const float* x, float factor, int64_t count, float* y, cudaStream_t stream);
 void launch_softcap(const float* x, float cap, int64_t count, float* y, cudaStream_t stream);
 void launch_add(const float* a, const float* b, int64_t count, float* y, cudaStream_t stream);

@@ -127,6 +127,17 @@ std::vector<double> geglu(const Tensor& gate, const Tensor& up) {
   return y;
 }
 
+std::vector<double> clamped_swiglu(const Tensor& gate, const Tensor& up, float alpha, float limit) {
+  expect_numel("clamped_swiglu", up, gate.numel());
+  std::vector<double> y(static_cast<size_t>(gate.numel()));
+  for (int64_t i = 0; i < gate.numel(); ++i) {
+    const double g = std::min(element(gate, i), static_cast<double>(limit));
+    const double u = std::clamp(element(up, i), -static_cast<double>(limit), static_cast<double>(limit));
+    y[static_cast<size_t>(i)] = g * sigmoid(alpha * g) * (u + 1.0);
+  }
+  return y;
+}
+
 std::vector<double> scale(const Tensor& x, float factor) {
   return map(x, [factor](double v) { return static_cast<double>(factor) * v; });
 }
@@ -193,7 +204,9 @@ std::vector<double> attention(const Tensor& q, const Tensor& k_cache, const Tens
         scores[static_cast<size_t>(p)] = score;
         max_score = std::max(max_score, score);
       }
-      double sum = 0;
+      const double sink = scoring.sinks != nullptr ? element(*scoring.sinks, h) : -INFINITY;
+      max_score = std::max(max_score, sink);
+      double sum = sink == -INFINITY ? 0.0 : std::exp(sink - max_score);
       for (int64_t p = first; p < len; ++p)
         sum += (scores[static_cast<size_t>(p)] = std::exp(scores[static_cast<size_t>(p)] - max_score));
       double* o = out.data() + (t * heads + h) * hd;

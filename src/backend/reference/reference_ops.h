@@ -30,6 +30,7 @@ std::vector<double> gelu(const Tensor& x, GeluForm form);
 std::vector<double> silu(const Tensor& x);
 std::vector<double> swiglu(const Tensor& gate, const Tensor& up);
 std::vector<double> geglu(const Tensor& gate, const Tensor& up);
+std::vector<double> clamped_swiglu(const Tensor& gate, const Tensor& up, float alpha, float limit);
 std::vector<double> scale(const Tensor& x, float factor);
 std::vector<double> softcap(const Tensor& x, float cap);
 std::vector<double> add(const Tensor& a, const Tensor& b);
