@@ -14,6 +14,7 @@
 #include "formats/safetensors.h"
 #include "model/arch/architecture.h"
 #include "model/arch/gemma_gguf.h"
+#include "model/fused_experts.h"
 #include "model/model_config.h"
 #include "quant/quant_formats.h"
 #include "tokenizer/tokenizer_json.h"
@@ -98,6 +99,10 @@ std::optional<Mapping> map_tensor(const std::string& hf, const ModelConfig& c, c
       fail("tensor {}: layer {} is beyond num_hidden_layers {}", hf, index, c.num_hidden_layers);
     if (rest.ends_with("rotary_emb.inv_freq") || rest == "attn.bias" || rest == "attn.masked_bias")
       return std::nullopt;
+    if (layout.attn_sinks.present() && rest == layout.attn_sinks.hf)  // a parameter, named whole
+      return Mapping{layer_module_name(layout, WeightFormat::Gguf, index, layout.attn_sinks) + ".weight"};
+    if (!layout.hf_fused_experts.empty() && rest.starts_with(std::string(layout.hf_fused_experts) + "."))
+      return std::nullopt;  // fused_expert_tensors writes them, a layer at a time
     const auto [module, suffix] = split_suffix(rest);
     for (const ModuleName m : {layout.expert_gate, layout.expert_up, layout.expert_down}) {
       const auto expert = m.present() && suffix == ".weight" ? expert_index(module, m.hf) : std::nullopt;
@@ -219,6 +224,36 @@ SourceTensor stacked_experts(const std::string& name, const std::vector<std::opt
   return t;
 }
 
+// A tensor the conversion holds in memory (kept alive with the source), ne `shape`.
+SourceTensor memory_tensor(std::string name, const Tensor& t, std::vector<int64_t> shape) {
+  SourceTensor s{std::move(name), std::move(shape), quant::ggml_type_of(t.dtype), t.nbytes(), {}, {}};
+  s.raw = {static_cast<const std::byte*>(t.data), static_cast<size_t>(t.nbytes())};
+  s.read_row = stored_row_reader(t.dtype, s.shape[0], s.raw.data());
+  return s;
+}
+
+// gpt-oss's fused experts of layer `layer` (model/fused_experts.h, read into `store`) as
+// convert_hf_to_gguf.py writes them: ffn_{gate,up}_exps ne [H, I, E], ffn_down_exps ne
+// [I, H, E], their biases ne [I, E] and [H, E], in their stored type (MXFP4 stays MXFP4).
+std::vector<SourceTensor> fused_expert_tensors(const SafetensorsArchive& archive, TensorStore& store,
+                                               const ModelConfig& c, int64_t layer) {
+  const TensorLayout& layout = tensor_layout(c);
+  const int64_t experts = c.num_experts, width = c.expert_intermediate_size, hidden = c.hidden_size;
+  const ExpertStacks s = read_fused_experts(
+      archive, store,
+      layer_module_name(layout, WeightFormat::HuggingFace, layer, {layout.hf_fused_experts, {}}), experts,
+      width, hidden);
+  const auto name = [&](ModuleName m, const char* suffix) {
+    return layer_module_name(layout, WeightFormat::Gguf, layer, m) + suffix;
+  };
+  return {memory_tensor(name(layout.expert_gate, ".weight"), s.gate, {hidden, width, experts}),
+          memory_tensor(name(layout.expert_gate, ".bias"), s.gate_bias, {width, experts}),
+          memory_tensor(name(layout.expert_up, ".weight"), s.up, {hidden, width, experts}),
+          memory_tensor(name(layout.expert_up, ".bias"), s.up_bias, {width, experts}),
+          memory_tensor(name(layout.expert_down, ".weight"), s.down, {width, hidden, experts}),
+          memory_tensor(name(layout.expert_down, ".bias"), s.down_bias, {hidden, experts})};
+}
+
 // convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors: per-frequency llama3 factors.
 std::vector<float> llama3_rope_factors(const ModelConfig& c) {
   const RopeScaling& s = c.rope_scaling;
@@ -298,13 +333,26 @@ void set_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string&
   if (c.mixture_of_experts()) {
     u32("expert_count", c.num_experts);
     u32("expert_used_count", c.experts_per_token);
-    if (c.expert_intermediate_size != c.intermediate_size)
+    if (c.expert_intermediate_size != c.intermediate_size || c.swiglu_limit > 0)  // gpt-oss's is required
       u32("expert_feed_forward_length", c.expert_intermediate_size);
     w.set_bool(key("expert_weights_norm"), c.normalize_expert_weights);
   }
-  if (c.rope_scaling.rope_type == "linear") {
-    w.set_string(key("rope.scaling.type"), "linear");
-    w.set_f32(key("rope.scaling.factor"), static_cast<float>(c.rope_scaling.factor));
+  // llama.cpp runs gpt-oss's SwiGLU with these constants, which its files cannot change.
+  if (c.swiglu_limit > 0 && (c.swiglu_limit != 7.0 || c.swiglu_alpha != 1.702))
+    fail(
+        "config.json: swiglu_limit {} and swiglu_alpha {} are not gpt-oss's 7 and 1.702, which llama.cpp's "
+        "files cannot say otherwise; not converted",
+        c.swiglu_limit, c.swiglu_alpha);
+  const RopeScaling& rope = c.rope_scaling;
+  if (rope.rope_type == "linear" || rope.rope_type == "yarn") {
+    w.set_string(key("rope.scaling.type"), rope.rope_type);
+    w.set_f32(key("rope.scaling.factor"), static_cast<float>(rope.factor));
+  }
+  // YaRN as convert_hf_to_gguf.py writes it (llama.cpp always truncates the ramp's bounds).
+  if (rope.rope_type == "yarn") {
+    u32("rope.scaling.original_context_length", rope.original_max_position_embeddings);
+    w.set_f32(key("rope.scaling.yarn_beta_fast"), static_cast<float>(rope.beta_fast));
+    w.set_f32(key("rope.scaling.yarn_beta_slow"), static_cast<float>(rope.beta_slow));
   }
 }
 
@@ -317,6 +365,7 @@ int64_t tensor_order(const std::string& name) {
 struct HfFiles {
   SafetensorsArchive archive;
   std::vector<float> rope_factors;
+  TensorStore fused_experts{host_memory()};  // gpt-oss's experts, rearranged (fused_expert_tensors)
 };
 
 }  // namespace
@@ -355,7 +404,11 @@ ModelSource hf_model_source(const std::filesystem::path& dir, const LogFn& log) 
     source.tensors.push_back(source_tensor(*files->archive.find(hf), *mapping));
   }
   const TensorLayout& layout = tensor_layout(config);
-  for (int64_t l = 0; l < (config.mixture_of_experts() ? config.num_hidden_layers : 0); ++l)
+  const bool fused = !layout.hf_fused_experts.empty();
+  for (int64_t l = 0; l < (fused ? config.num_hidden_layers : 0); ++l)
+    for (SourceTensor& t : fused_expert_tensors(files->archive, files->fused_experts, config, l))
+      source.tensors.push_back(std::move(t));
+  for (int64_t l = 0; l < (config.mixture_of_experts() && !fused ? config.num_hidden_layers : 0); ++l)
     for (const ModuleName m : {layout.expert_gate, layout.expert_up, layout.expert_down}) {
       const std::string stacked = layer_module_name(layout, WeightFormat::Gguf, l, m) + ".weight";
       const auto parts = expert_parts.find(stacked);

@@ -5,7 +5,9 @@
 // Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3", with attn_q_norm / attn_k_norm),
 // Phi3ForCausalLM ("phi3": fused attn_qkv, and gate|up fused in ffn_up), Olmo2ForCausalLM
 // ("olmo2": post_attention_norm, post_ffw_norm, whole-projection attn_q_norm / attn_k_norm),
-// GPT2LMHeadModel ("gpt2"). Tensor names come from the family's layout (model/arch/).
+// GPT2LMHeadModel ("gpt2"), GptOssForCausalLM ("gpt-oss": attn_sinks, the fused experts
+// split into ffn_{gate,up,down}_exps with their biases, MXFP4 kept; YaRN as
+// rope.scaling.yarn_*). Tensor names come from the family's layout (model/arch/).
 //
 // Tensors get llama.cpp's names (token_embd, blk.N.attn_q, ..., output_norm, output; the
 // output is omitted when the embeddings are tied). For "llama" the q and k projections

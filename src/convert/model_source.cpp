@@ -56,6 +56,9 @@ class TypePlanner {
 
   // The ggml type `t` is written in.
   uint32_t plan(const SourceTensor& t) {
+    // MXFP4 (gpt-oss's experts) stays MXFP4, as llama.cpp's converter keeps it: its codes are
+    // the model's own weights, which another 4-bit type would round again.
+    if (t.ggml_type == quant::ggml_type_of(DType::MXFP4)) return t.ggml_type;
     if (!is_quantizable(t)) {
       // Routers are f32, as convert_hf_to_gguf.py writes them (a bf16 one would make
       // llama.cpp round the activations it scores to bf16).
@@ -168,10 +171,15 @@ std::function<void(int64_t, float*)> gguf_row_reader(const GgufTensorInfo& info,
                                                      std::span<const std::byte> data) {
   const auto dtype = quant::dtype_from_ggml_type(info.type);
   if (!dtype || info.shape.empty()) return {};
-  const int64_t cols = info.shape[0];
-  const size_t row_bytes = dtype_row_bytes(*dtype, cols);
-  return [dtype = *dtype, cols, row_bytes, base = data.data()](int64_t row, float* out) {
-    const std::byte* src = base + static_cast<size_t>(row) * row_bytes;
+  return stored_row_reader(*dtype, info.shape[0], data.data());
+}
+
+}  // namespace
+
+std::function<void(int64_t, float*)> stored_row_reader(DType dtype, int64_t cols, const std::byte* data) {
+  const size_t row_bytes = dtype_row_bytes(dtype, cols);
+  return [dtype, cols, row_bytes, data](int64_t row, float* out) {
+    const std::byte* src = data + static_cast<size_t>(row) * row_bytes;
     if (is_quantized(dtype)) {
       quant::dequantize_row(dtype, src, out, cols);
     } else {
@@ -179,8 +187,6 @@ std::function<void(int64_t, float*)> gguf_row_reader(const GgufTensorInfo& info,
     }
   };
 }
-
-}  // namespace
 
 std::optional<DType> parse_gguf_file_type(std::string_view name) {
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,

@@ -12,7 +12,8 @@
 //   attn_v and ffn_down of the layers use_more_bits() picks become q6_k;
 // - a matrix whose row length is not a multiple of the block falls back as llama.cpp does
 //   (q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0, then f16), with a log line;
-// - a tensor already in its target type is copied byte for byte.
+// - a tensor already in its target type is copied byte for byte; an MXFP4 tensor (gpt-oss's
+//   experts) keeps MXFP4 whatever the file type, as llama.cpp's converter writes it.
 // Rows are converted dequantize_row -> quantize_row, in parallel (parallel_for_chunks).
 // general.file_type gets llama.cpp's LLAMA_FTYPE number and general.quantization_version 2.
 #pragma once
@@ -80,6 +81,10 @@ struct GgufWriteReport {
   double seconds = 0;
   std::map<std::string, size_t> tensors_by_type;  // "q4_k" -> count, ...
 };
+
+// SourceTensor::read_row for rows of `cols` values of `dtype` laid end to end from `data`.
+std::function<void(int64_t row, float* out)> stored_row_reader(DType dtype, int64_t cols,
+                                                               const std::byte* data);
 
 // The tensors of a GGUF file as a ModelSource (all metadata copied). Keeps the file mapped.
 ModelSource gguf_model_source(const std::filesystem::path& path);

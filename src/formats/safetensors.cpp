@@ -432,6 +432,21 @@ Tensor SafetensorsArchive::tensor(std::string_view name, std::initializer_list<i
   return Tensor(const_cast<std::byte*>(stored->data), *entry.dtype, shape);
 }
 
+std::span<const std::byte> SafetensorsArchive::bytes(std::string_view name, std::string_view dtype_name,
+                                                     std::initializer_list<int64_t> shape) const {
+  const std::optional<StoredTensor> stored = find(name);
+  if (!stored) fail("tensor '{}' not found in {}", name, dir_.string());
+  const SafetensorsEntry& entry = *stored->entry;
+  if (entry.dtype_name != dtype_name)
+    fail("tensor '{}' in {} has dtype {}; expected {}", name, stored->file->string(), entry.dtype_name,
+         dtype_name);
+  const std::vector<int64_t> expected(shape);
+  if (entry.shape != expected)
+    fail("tensor '{}' in {} has shape {}, expected {}", name, stored->file->string(), shape_text(entry.shape),
+         shape_text(expected));
+  return {stored->data, static_cast<size_t>(entry.nbytes)};
+}
+
 std::vector<std::span<const std::byte>> SafetensorsArchive::file_bytes() const {
   std::vector<std::span<const std::byte>> files;
   for (const Shard& shard : shards_) files.push_back(shard.file.bytes());

@@ -66,6 +66,10 @@ class SafetensorsArchive {
   // A view of tensor `name`, which must exist, hold F32/BF16/F16 and have exactly `shape`;
   // otherwise Error naming the file, the tensor, and expected vs found.
   Tensor tensor(std::string_view name, std::initializer_list<int64_t> shape) const;
+  // The bytes of tensor `name`, which must exist, hold `dtype_name` ("U8") and have exactly
+  // `shape`: data the engine repacks rather than computes with (MXFP4 codes and scales).
+  std::span<const std::byte> bytes(std::string_view name, std::string_view dtype_name,
+                                   std::initializer_list<int64_t> shape) const;
 
   // Total bytes of all tensors, by dtype name.
   std::map<std::string, uint64_t> bytes_by_dtype() const;

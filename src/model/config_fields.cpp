@@ -1,5 +1,7 @@
 #include "model/config_fields.h"
 
+#include <cmath>
+
 namespace tokenmill {
 
 MlpKind parse_activation(const std::string& name, const std::string& source) {
@@ -15,6 +17,20 @@ void check_full_rotary(double partial_rotary_factor, const std::string& where) {
   if (partial_rotary_factor != 1.0)
     fail("{}: partial_rotary_factor {} (rotary embeddings over part of each head) is not supported", where,
          partial_rotary_factor);
+}
+
+// YaRN's fields, as transformers reads them (modeling_rope_utils._compute_yarn_parameters).
+void parse_yarn(const FieldReader& rope, RopeScaling& s) {
+  s.original_max_position_embeddings = rope.integer("original_max_position_embeddings", 1, kMaxPositions);
+  s.beta_fast = rope.number_or("beta_fast", 32.0, 1e-6, 1e6);
+  s.beta_slow = rope.number_or("beta_slow", 1.0, 1e-6, 1e6);
+  s.truncate = rope.boolean_or("truncate", true);
+  // mscale from the YaRN paper: 0.1 m ln(factor) + 1 (1 for factors up to 1).
+  const auto mscale = [&](double m) { return s.factor <= 1.0 ? 1.0 : 0.1 * m * std::log(s.factor) + 1.0; };
+  const double m = rope.number_or("mscale", 0.0, 0.0, 1e6),
+               m_all = rope.number_or("mscale_all_dim", 0.0, 0.0, 1e6);
+  s.attention_factor = rope.number_or(
+      "attention_factor", m > 0 && m_all > 0 ? mscale(m) / mscale(m_all) : mscale(1.0), 1e-6, 1e6);
 }
 
 }  // namespace
@@ -45,7 +61,11 @@ void parse_rope(const FieldReader& fields, ModelConfig& c) {
     s.original_max_position_embeddings = rope.integer("original_max_position_embeddings", 1, kMaxPositions);
     return;
   }
-  fail("{}: rope type '{}' is not supported (supported: default, linear, llama3)", where, s.rope_type);
+  if (s.rope_type == "yarn") {
+    parse_yarn(rope, s);
+    return;
+  }
+  fail("{}: rope type '{}' is not supported (supported: default, linear, llama3, yarn)", where, s.rope_type);
 }
 
 }  // namespace tokenmill

@@ -1,6 +1,7 @@
 #include "model/gguf_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include <fmt/format.h>
@@ -39,15 +40,27 @@ std::optional<int64_t> tensor_rows(const GgufFile& gguf, const char* name) {
   return t->shape[1];
 }
 
+// rope.scaling.* as config.json's rope_scaling. YaRN as llama.cpp runs it: its ramp's bounds
+// always truncated to whole dimensions (transformers' truncate: true), its attention factor
+// 0.1 ln(factor) + 1 times rope.scaling.attn_factor.
 void put_rope_scaling(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json& hf) {
   const std::string type = gguf.find_string(keys.key("rope.scaling.type")).value_or("none");
   if (type == "none") return;
-  if (type != "linear")
-    fail("{}: rope scaling '{}' ({}) is not supported (supported: none, linear, and llama 3's rope_freqs)",
-         gguf.label(), type, keys.key("rope.scaling.type"));
+  if (type != "linear" && type != "yarn")
+    fail(
+        "{}: rope scaling '{}' ({}) is not supported (supported: none, linear, yarn, and llama 3's "
+        "rope_freqs)",
+        gguf.label(), type, keys.key("rope.scaling.type"));
   const auto factor = keys.find_number("rope.scaling.factor");
-  if (!factor) fail("{}: linear rope scaling needs {}", gguf.label(), keys.key("rope.scaling.factor"));
-  hf["rope_scaling"] = {{"rope_type", "linear"}, {"factor", *factor}};
+  if (!factor) fail("{}: {} rope scaling needs {}", gguf.label(), type, keys.key("rope.scaling.factor"));
+  hf["rope_scaling"] = {{"rope_type", type}, {"factor", *factor}};
+  if (type == "linear") return;
+  nlohmann::json& yarn = hf["rope_scaling"];
+  yarn["original_max_position_embeddings"] = keys.integer("rope.scaling.original_context_length");
+  if (auto beta = keys.find_number("rope.scaling.yarn_beta_fast")) yarn["beta_fast"] = *beta;
+  if (auto beta = keys.find_number("rope.scaling.yarn_beta_slow")) yarn["beta_slow"] = *beta;
+  if (auto scale = keys.find_number("rope.scaling.attn_factor"))
+    yarn["attention_factor"] = (*factor > 1.0 ? 0.1 * std::log(*factor) + 1.0 : 1.0) * *scale;
 }
 
 // The Hugging Face config.json fields of a llama/qwen2/qwen3/phi3/olmo2 file.
@@ -63,6 +76,8 @@ void put_llama_family(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json
   if (auto theta = keys.find_number("rope.freq_base")) hf["rope_theta"] = *theta;
   put_rope_scaling(gguf, keys, hf);
   hf["tie_word_embeddings"] = gguf.find_tensor("output.weight") == nullptr;
+  // Llama's attention_bias (and gpt-oss's): biases on q, k, v and the output projection.
+  if (gguf.find_tensor("blk.0.attn_output.bias") != nullptr) hf["attention_bias"] = true;
   if (auto experts = keys.find_integer("expert_count"); experts && *experts > 0) {
     hf["num_local_experts"] = hf["num_experts"] = *experts;
     hf["num_experts_per_tok"] = keys.integer("expert_used_count");
@@ -127,12 +142,13 @@ class GgufWeightSource final : public WeightSource {
                   {count * rows, cols});
   }
 
+  // ne = [rows, count].
+  Tensor expert_biases(const std::string& name, int64_t count, int64_t rows) const override {
+    return f32_copy(find(name, {rows, count}), count * rows);
+  }
+
   Tensor vector_f32(const std::string& name, int64_t n) const override {
-    const GgufTensorInfo& info = find(name, {n});
-    const DType stored = weight_dtype(info);
-    Tensor out = store_.allocate(DType::F32, {n});
-    quant::dequantize_row(stored, gguf_.tensor_data(info).data(), out.as<float>(), n);
-    return out;
+    return f32_copy(find(name, {n}), n);
   }
 
  private:
@@ -145,13 +161,20 @@ class GgufWeightSource final : public WeightSource {
     return *info;
   }
 
+  // The n elements of tensor `info` as f32.
+  Tensor f32_copy(const GgufTensorInfo& info, int64_t n) const {
+    Tensor out = store_.allocate(DType::F32, {n});
+    quant::dequantize_row(weight_dtype(info), gguf_.tensor_data(info).data(), out.as<float>(), n);
+    return out;
+  }
+
   DType weight_dtype(const GgufTensorInfo& info) const {
     const auto dtype = quant::dtype_from_ggml_type(info.type);
     const auto traits = ggml_type_traits(info.type);
     if (!dtype || *dtype == DType::Q8_1 || *dtype == DType::Q8_K)
       fail(
           "{}: tensor '{}' is stored as {}, which tokenmill does not run (supported: F32, F16, BF16, Q4_0, "
-          "Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K); requantize the model with `tokenmill quantize`",
+          "Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, Q4_K, Q5_K, Q6_K); requantize the model with `tokenmill quantize`",
           gguf_.label(), info.name, traits ? traits->name : "an unknown type");
     return *dtype;
   }

@@ -21,12 +21,18 @@ void output_norm(Backend& backend, const ModelConfig& c, const Tensor& raw, cons
 
 namespace {
 
-// matmul_many over `operands` ([x, w, y] each, no bias), `products` its scratch.
-void run_products(Backend& backend, const std::vector<std::array<Tensor, 3>>& operands,
+// matmul_many over `operands` ([x, w, bias, y] each, bias.data null for none), `products` its
+// scratch.
+void run_products(Backend& backend, const std::vector<std::array<Tensor, 4>>& operands,
                   std::vector<Backend::MatmulProduct>& products) {
   products.clear();
-  for (const auto& [x, w, y] : operands) products.push_back({&x, &w, nullptr, &y});
+  for (const auto& [x, w, bias, y] : operands) products.push_back({&x, &w, optional_tensor(bias), &y});
   backend.matmul_many(products);
+}
+
+// Expert e's part of stacked expert biases, or an absent tensor without biases.
+Tensor expert_bias(const Tensor& stacked, int64_t e, int64_t experts) {
+  return stacked.data != nullptr ? expert_vector(stacked, e, experts) : Tensor{};
 }
 
 }  // namespace
@@ -34,7 +40,7 @@ void run_products(Backend& backend, const std::vector<std::array<Tensor, 3>>& op
 std::span<const float> experts_forward(Backend& backend, const ModelConfig& c, const LayerWeights& w,
                                        const Tensor& h, const ExpertTensors& t, ExpertScratch& s) {
   const int64_t n = h.rows();
-  backend.matmul(h, w.router, nullptr, t.scores);
+  backend.matmul(h, w.router, optional_tensor(w.router_bias), t.scores);
   std::span<const float> host_scores(t.scores.as<const float>(), static_cast<size_t>(t.scores.numel()));
   if (!backend.memory().is_host()) {
     s.host_scores.resize(host_scores.size());
@@ -44,8 +50,8 @@ std::span<const float> experts_forward(Backend& backend, const ModelConfig& c, c
   ExpertRouting& r = s.routing;
   route_to_experts(host_scores, n, c.num_experts, c.experts_per_token, c.normalize_expert_weights, r);
   backend.embedding(h, r.slot_tokens, t.inputs);  // each expert's tokens together
-  std::vector<std::array<Tensor, 3>>& gate_up = s.operands[0];
-  std::vector<std::array<Tensor, 3>>& down = s.operands[1];
+  std::vector<std::array<Tensor, 4>>& gate_up = s.operands[0];
+  std::vector<std::array<Tensor, 4>>& down = s.operands[1];
   gate_up.clear();
   down.clear();
   for (int64_t e = 0; e < c.num_experts; ++e) {
@@ -53,13 +59,21 @@ std::span<const float> experts_forward(Backend& backend, const ModelConfig& c, c
     const int64_t count = r.expert_begin[static_cast<size_t>(e) + 1] - first;
     if (count == 0) continue;
     const Tensor x = t.inputs.slice_rows(first, count);
-    gate_up.push_back({x, expert_matrix(w.expert_gate, e, c.num_experts), t.gate.slice_rows(first, count)});
-    gate_up.push_back({x, expert_matrix(w.expert_up, e, c.num_experts), t.up.slice_rows(first, count)});
-    down.push_back({t.act.slice_rows(first, count), expert_matrix(w.expert_down, e, c.num_experts),
-                    t.outputs.slice_rows(first, count)});
+    const int64_t experts = c.num_experts;
+    gate_up.push_back({x, expert_matrix(w.expert_gate, e, experts),
+                       expert_bias(w.expert_gate_bias, e, experts), t.gate.slice_rows(first, count)});
+    gate_up.push_back({x, expert_matrix(w.expert_up, e, experts), expert_bias(w.expert_up_bias, e, experts),
+                       t.up.slice_rows(first, count)});
+    down.push_back({t.act.slice_rows(first, count), expert_matrix(w.expert_down, e, experts),
+                    expert_bias(w.expert_down_bias, e, experts), t.outputs.slice_rows(first, count)});
   }
   run_products(backend, gate_up, s.products);
-  backend.swiglu(t.gate, t.up, t.act);  // every slot at once
+  if (c.swiglu_limit > 0) {  // every slot at once
+    backend.clamped_swiglu(t.gate, t.up, static_cast<float>(c.swiglu_alpha),
+                           static_cast<float>(c.swiglu_limit), t.act);
+  } else {
+    backend.swiglu(t.gate, t.up, t.act);
+  }
   run_products(backend, down, s.products);
   backend.combine_rows(t.outputs, r.slots, r.weights, t.delta);
   return host_scores;
@@ -95,7 +109,7 @@ void forward_attention(Backend& backend, const ModelConfig& c, const LayerWeight
     backend.rope(t.q, positions.positions, *positions.inv_freq, c.rope_layout);
     backend.rope(t.k, positions.positions, *positions.inv_freq, c.rope_layout);
   }
-  hooks.attend(layer, t);
+  hooks.attend(layer, layer_attention_scores(c, w, layer), t);
   const Tensor attended = t.attended.reshaped({n, c.num_attention_heads * c.head_dim});
   const Tensor& o = normed_block_outputs(c) ? t.o_raw : t.o;
   const Projection output[] = {{&w.o, optional_tensor(w.o_bias), &o, LoraTarget::O}};

@@ -53,6 +53,13 @@ struct LayerTensors {
   Tensor down_raw, delta;  // [n, hidden]
 };
 
+// The attention scores of layer `layer`: ModelConfig::attention_scores, with the layer's sinks.
+inline AttentionScores layer_attention_scores(const ModelConfig& c, const LayerWeights& w, int64_t layer) {
+  AttentionScores scores = c.attention_scores(layer);
+  scores.sinks = optional_tensor(w.attn_sinks);
+  return scores;
+}
+
 // Whether a norm follows the attention's output projection and the MLP's down projection
 // (post-norms: the block's own norm; sandwich norms: its post norm): o_raw and down_raw then
 // differ from o and delta.
@@ -71,8 +78,8 @@ class LayerHooks {
   // y = x W^T (+ bias) for each projection of layer `layer` (all of one input x).
   virtual void project(int64_t layer, const Tensor& x, std::span<const Projection> projections) = 0;
   // t.attended = attention of t.q over the keys and values of t.k, t.v and whatever
-  // precedes them (a KV cache), with the layer's scores (ModelConfig::attention_scores).
-  virtual void attend(int64_t layer, const LayerTensors& t) = 0;
+  // precedes them (a KV cache), scored as `scores` (layer_attention_scores).
+  virtual void attend(int64_t layer, const AttentionScores& scores, const LayerTensors& t) = 0;
   // delta = the mixture of experts' output of the rows of h (model_config.h).
   virtual void experts(int64_t layer, const LayerWeights& w, const Tensor& h, const Tensor& delta) = 0;
 
@@ -89,18 +96,20 @@ struct ExpertTensors {
 
 // The host-side state of a mixture of experts' forward, reused so that steps do not allocate
 // once grown: the routing, the scores where the host cannot read the backend's memory, the
-// chosen experts' [x, w, y] products and their matmul_many arguments.
+// chosen experts' [x, w, bias, y] products (no bias: bias.data null) and their matmul_many
+// arguments.
 struct ExpertScratch {
   ExpertRouting routing;
   std::vector<float> host_scores;
-  std::array<std::vector<std::array<Tensor, 3>>, 2> operands;
+  std::array<std::vector<std::array<Tensor, 4>>, 2> operands;
   std::vector<Backend::MatmulProduct> products;
 };
 
-// delta = sum_j weight_j SwiGLU_{expert_j}(h) of every row of h [n, hidden] (model_config.h):
-// scores = h W_router^T, routed on the host (route_to_experts, into s.routing); inputs = h's
-// rows gathered expert by expert; each chosen expert one matmul per projection over its rows
-// (one matmul_many per projection; the other experts' weights are not read); delta = the
+// delta = sum_j weight_j SwiGLU_{expert_j}(h) of every row of h [n, hidden] (model_config.h;
+// with config.mlp_bias each projection and the router add their biases, and with
+// config.swiglu_limit the SwiGLU is clamped): scores = h W_router^T, routed on the host (route_to_experts,
+// into s.routing); inputs = h's rows gathered expert by expert; each chosen expert one matmul per projection
+// over its rows (one matmul_many per projection; the other experts' weights are not read); delta = the
 // weighted sum of the outputs. Returns the scores as the host reads them.
 std::span<const float> experts_forward(Backend& backend, const ModelConfig& c, const LayerWeights& w,
                                        const Tensor& h, const ExpertTensors& t, ExpertScratch& s);

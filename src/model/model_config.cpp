@@ -16,7 +16,9 @@ int64_t ModelConfig::context_length() const { return max_position_embeddings; }
 
 AttentionScores ModelConfig::attention_scores(int64_t layer) const {
   const double scalar = query_pre_attn_scalar > 0 ? query_pre_attn_scalar : static_cast<double>(head_dim);
-  return {static_cast<float>(1.0 / std::sqrt(scalar)), sliding_layer(layer) ? sliding_window : 0,
+  // YaRN's attention factor multiplies both q's and k's rotated elements: q . k by its square.
+  const double factor = rope_scaling.attention_factor;
+  return {static_cast<float>(factor * factor / std::sqrt(scalar)), sliding_layer(layer) ? sliding_window : 0,
           static_cast<float>(attn_logit_softcapping)};
 }
 
@@ -52,8 +54,8 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
       fail("{}: {} experts per token is not within the {} experts", source, c.experts_per_token,
            c.num_experts);
     if (c.expert_intermediate_size < 1) fail("{}: the experts' intermediate size must be >= 1", source);
-    if (c.mlp != MlpKind::SwiGlu || c.post_norms || c.mlp_bias)
-      fail("{}: experts are SwiGLU MLPs without biases after a pre-norm", source);
+    if (c.mlp != MlpKind::SwiGlu || c.post_norms)
+      fail("{}: experts are SwiGLU MLPs after a pre-norm", source);
   }
 
   const auto bos = f.integer_list("bos_token_id");

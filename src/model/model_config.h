@@ -27,11 +27,16 @@ enum class PositionKind : uint8_t { Learned, Rotary };
 enum class QkNorm : uint8_t { None, PerHead, Whole };
 
 struct RopeScaling {
-  std::string rope_type = "default";  // default | linear | llama3
+  std::string rope_type = "default";  // default | linear | llama3 | yarn
   double factor = 1.0;
   double low_freq_factor = 1.0;                  // llama3
   double high_freq_factor = 4.0;                 // llama3
-  int64_t original_max_position_embeddings = 0;  // llama3
+  int64_t original_max_position_embeddings = 0;  // llama3, yarn
+  double beta_fast = 32.0, beta_slow = 1.0;      // yarn: the ramp's bounds, in rotations
+  bool truncate = true;                          // yarn: the ramp's bounds rounded to whole dimensions
+  // yarn: cos and sin are multiplied by this (transformers' attention_factor; by default
+  // 0.1 ln(factor) + 1), so every q . k by its square; 1 for the other types.
+  double attention_factor = 1.0;
 };
 
 // Sampling defaults a model ships in generation_config.json (absent fields stay unset).
@@ -72,6 +77,9 @@ struct ModelConfig {
   // likewise (0: none).
   double attn_logit_softcapping = 0;
   double final_logit_softcapping = 0;
+  // gpt-oss: each attention head has a learned sink logit (the layer's attn_sinks) in its
+  // softmax's denominator (Backend::AttentionScores).
+  bool attention_sinks = false;
 
   NormKind norm = NormKind::RmsNorm;
   double norm_eps = 1e-5;
@@ -85,7 +93,9 @@ struct ModelConfig {
 
   bool attention_qkv_bias = false;  // Qwen2, GPT-2, Llama's attention_bias
   bool attention_out_bias = false;  // GPT-2, Llama's attention_bias
-  bool mlp_bias = false;            // GPT-2, Llama's mlp_bias
+  // GPT-2, Llama's mlp_bias; with experts (gpt-oss), biases on the router and on every
+  // expert's gate, up and down projections.
+  bool mlp_bias = false;
   // RMSNorm (norm_eps) of q and of k before RoPE: Qwen3 over each head (weights [head_dim]),
   // OLMo 2 over the whole projection (weights [heads * head_dim], [kv_heads * head_dim]).
   QkNorm qk_norm = QkNorm::None;
@@ -113,6 +123,9 @@ struct ModelConfig {
   int64_t experts_per_token = 0;
   int64_t expert_intermediate_size = 0;
   bool normalize_expert_weights = true;
+  // gpt-oss: the experts' SwiGLU is clamped (Backend::clamped_swiglu with these) when
+  // swiglu_limit > 0; 0: silu(gate) * up.
+  double swiglu_alpha = 0.0, swiglu_limit = 0.0;
   // Training a mixture of experts adds router_aux_loss_coef x transformers' load-balancing loss
   // (model/router_gradient.h) when config.json asks for it (output_router_logits); 0: none.
   double router_aux_loss_coef = 0.0;

@@ -126,12 +126,12 @@ void PagedTransformer::copy_hidden_row(int64_t row, std::span<float> out) const 
   }
 }
 
-void PagedTransformer::PoolAttention::attend(int64_t layer, const LayerTensors& x) {
+void PagedTransformer::PoolAttention::attend(int64_t layer, const AttentionScores& scores,
+                                             const LayerTensors& x) {
   const auto l = static_cast<size_t>(layer);
   backend_.store_kv(x.k, p_.slots_, p_.keys_[l]);
   backend_.store_kv(x.v, p_.slots_, p_.values_[l]);
-  backend_.paged_attention(x.q, p_.keys_[l], p_.values_[l], p_.sequences_, config_.attention_scores(layer),
-                           x.attended);
+  backend_.paged_attention(x.q, p_.keys_[l], p_.values_[l], p_.sequences_, scores, x.attended);
 }
 
 }  // namespace tokenmill

@@ -71,7 +71,7 @@ class PagedTransformer {
   class PoolAttention final : public StepHooks {
    public:
     explicit PoolAttention(PagedTransformer& p) : StepHooks(p.backend_, p.model_.config, p.buffers_), p_(p) {}
-    void attend(int64_t layer, const LayerTensors& x) override;
+    void attend(int64_t layer, const AttentionScores& scores, const LayerTensors& x) override;
 
    private:
     PagedTransformer& p_;

@@ -1,9 +1,46 @@
 #include "model/rope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
 namespace tokenmill {
+
+namespace {
+
+// YaRN (transformers' _compute_yarn_parameters): pair j blends the interpolated frequency
+// inv_freq / factor and the original one, the original's share 1 - ramp(j), where ramp rises
+// linearly from 0 at dimension `low` to 1 at `high`, the dimensions that turn beta_fast and
+// beta_slow times over the original context: d(r) = dim ln(ctx / (2 pi r)) / (2 ln theta),
+// truncated to whole dimensions unless `truncate` is false, within [0, dim - 1].
+void apply_yarn(const RopeScaling& s, double theta, int64_t rotary_dim, std::vector<float>& inv_freq) {
+  const auto dim = static_cast<double>(rotary_dim);
+  const auto original = static_cast<double>(s.original_max_position_embeddings);
+  const auto correction_dim = [&](double rotations) {
+    return dim * std::log(original / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(theta));
+  };
+  double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
+  if (s.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, dim - 1.0);
+  if (low == high) high += 0.001;  // no singular ramp
+  const auto factor = static_cast<float>(s.factor);
+  for (size_t j = 0; j < inv_freq.size(); ++j) {
+    const float exponent = static_cast<float>(2 * j) / static_cast<float>(rotary_dim);
+    const float wavelength = std::pow(static_cast<float>(theta), exponent);  // over 2 pi
+    const float extrapolated = 1.0f / wavelength;
+    const float interpolated = 1.0f / (factor * wavelength);
+    const float ramp =
+        std::clamp(static_cast<float>((static_cast<double>(j) - low) / (high - low)), 0.0f, 1.0f);
+    const float keep = 1.0f - ramp;
+    inv_freq[j] = interpolated * (1.0f - keep) + extrapolated * keep;
+  }
+}
+
+}  // namespace
 
 std::vector<float> rope_inverse_frequencies(const RopeScaling& scaling, double theta, int64_t rotary_dim) {
   const int64_t pairs = rotary_dim / 2;
@@ -30,6 +67,8 @@ std::vector<float> rope_inverse_frequencies(const RopeScaling& scaling, double t
         f = (1.0f - s) * f / factor + s * f;
       }
     }
+  } else if (scaling.rope_type == "yarn") {
+    apply_yarn(scaling, theta, rotary_dim, inv_freq);
   }
   return inv_freq;
 }

@@ -6,7 +6,10 @@
 //    divided by `factor`, those shorter than original_ctx / high_freq_factor are kept,
 //    and the band in between is interpolated with
 //      s = (original_ctx / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
-//      inv_freq' = (1 - s) * inv_freq / factor + s * inv_freq.
+//      inv_freq' = (1 - s) * inv_freq / factor + s * inv_freq;
+//  - yarn: the same blend with s = 1 - a linear ramp over the dimensions between beta_fast
+//    and beta_slow rotations over the original context (rope.cpp); its attention factor
+//    scales the scores (ModelConfig::attention_scores), not these frequencies.
 // Computed in float32 like transformers, so angles match it to the last bit or two.
 #pragma once
 

@@ -48,6 +48,11 @@ TrainingPass::TrainingPass(const ModelConfig& config, Backend& backend, int64_t 
       std::clamp<int64_t>(static_cast<int64_t>(kLogitChunkBytes) / std::max<int64_t>(1, row_bytes), 1, rows_);
   positions_.resize(static_cast<size_t>(rows_));
   for (int64_t r = 0; r < rows_; ++r) positions_[static_cast<size_t>(r)] = static_cast<int32_t>(r % seq_len);
+  if (config.attention_sinks || config.swiglu_limit > 0 || (config.mixture_of_experts() && config.mlp_bias))
+    fail(
+        "training: {} has attention sinks, a clamped SwiGLU or experts with biases (gpt-oss), whose backward "
+        "the training pass does not run; the model runs for inference only",
+        config.architecture);
   if (lora_.enabled()) check_lora_config(config, lora_);
   frozen_.layers.resize(static_cast<size_t>(config.num_hidden_layers));
   Plan sizing(nullptr);
@@ -219,9 +224,8 @@ void TrainingPass::project(int64_t layer, const Tensor& x, std::span<const Proje
   for (const Projection& p : projections) linear(x, *p.w, p.bias, *p.y, layer, p.target);
 }
 
-void TrainingPass::attend(int64_t layer, const LayerTensors& t) {
+void TrainingPass::attend(int64_t, const AttentionScores& scores, const LayerTensors& t) {
   const ModelConfig& c = config_;
-  const AttentionScores scores = c.attention_scores(layer);
   for (int64_t b = 0; b < batch_; ++b)
     backend_.attention(sequence(t.q, b, c.num_attention_heads), sequence(t.k, b, c.num_key_value_heads),
                        sequence(t.v, b, c.num_key_value_heads), 0, scores,

@@ -115,7 +115,7 @@ class TrainingPass final : private LayerHooks {
   // LayerHooks: each projection through linear() (with the adapter's term); the attention of
   // each sequence of the batch over itself.
   void project(int64_t layer, const Tensor& x, std::span<const Projection> projections) override;
-  void attend(int64_t layer, const LayerTensors& t) override;
+  void attend(int64_t layer, const AttentionScores& scores, const LayerTensors& t) override;
   void experts(int64_t layer, const LayerWeights& w, const Tensor& h, const Tensor& delta) override;
   // A mixture of experts' backward: dh_ = d(the MLP's input h2) given dx_ = d(its delta); the
   // experts' and the router's gradients accumulated (the load-balancing loss's too).

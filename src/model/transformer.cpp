@@ -93,14 +93,15 @@ void Transformer::run_chunk(std::span<const int32_t> ids, int64_t out_rows) {
   }
 }
 
-void Transformer::CacheAttention::attend(int64_t layer, const LayerTensors& x) {
+void Transformer::CacheAttention::attend(int64_t layer, const AttentionScores& scores,
+                                         const LayerTensors& x) {
   const int64_t n = x.q.dim(0), position = t_.position();
   const Tensor keys = t_.cache_.keys(layer), values = t_.cache_.values(layer);
   if (x.k.data != keys.slice_rows(position, n).data) {  // not projected in place
     backend_.convert(x.k, keys.slice_rows(position, n));
     backend_.convert(x.v, values.slice_rows(position, n));
   }
-  backend_.attention(x.q, keys, values, position, config_.attention_scores(layer), x.attended);
+  backend_.attention(x.q, keys, values, position, scores, x.attended);
 }
 
 }  // namespace tokenmill

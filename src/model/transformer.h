@@ -78,7 +78,7 @@ class Transformer {
   class CacheAttention final : public StepHooks {
    public:
     explicit CacheAttention(Transformer& t) : StepHooks(t.backend_, t.config_, t.buffers_), t_(t) {}
-    void attend(int64_t layer, const LayerTensors& x) override;
+    void attend(int64_t layer, const AttentionScores& scores, const LayerTensors& x) override;
 
    private:
     Transformer& t_;

@@ -46,6 +46,10 @@ void add_one_to_norm_weights(ModelWeights& w) {
 
 }  // namespace
 
+ExpertStacks WeightSource::fused_experts(const std::string& module, int64_t, int64_t, int64_t) const {
+  fail("experts '{}': this format does not keep experts as one fused module", module);
+}
+
 Tensor stack_experts(TensorStore& store, int64_t count, const std::function<Tensor(int64_t)>& expert,
                      const std::function<std::string(int64_t)>& names) {
   Tensor stacked;
@@ -114,6 +118,11 @@ void load_layout_weights(const ModelConfig& c, const WeightSource& w, WeightForm
       l.q_norm_weight = w.vector_f32(names.layer(i, layout.q_norm, ".weight"), c.q_norm_width());
       l.k_norm_weight = w.vector_f32(names.layer(i, layout.k_norm, ".weight"), c.k_norm_width());
     }
+    if (c.attention_sinks) {  // Hugging Face names the parameter itself, GGUF a module's weight
+      const bool hf = format == WeightFormat::HuggingFace;
+      l.attn_sinks =
+          w.vector_f32(names.layer(i, layout.attn_sinks, hf ? "" : ".weight"), c.num_attention_heads);
+    }
     linear(layout.o, d, q_width, c.attention_out_bias, l.o, l.o_bias);
     norm(layout.mlp_norm, l.mlp_norm_weight, l.mlp_norm_bias);
     if (c.sandwich_norms) {
@@ -135,10 +144,25 @@ void load_layout_weights(const ModelConfig& c, const WeightSource& w, WeightForm
     }
     if (c.mixture_of_experts()) {
       const int64_t experts = c.num_experts, expert_ff = c.expert_intermediate_size;
-      l.router = w.linear(names.layer(i, layout.router, ".weight"), experts, d);
-      l.expert_gate = w.experts(names.layer(i, layout.expert_gate, ".weight"), experts, expert_ff, d);
-      l.expert_up = w.experts(names.layer(i, layout.expert_up, ".weight"), experts, expert_ff, d);
-      l.expert_down = w.experts(names.layer(i, layout.expert_down, ".weight"), experts, d, expert_ff);
+      linear(layout.router, experts, d, c.mlp_bias, l.router, l.router_bias);
+      if (format == WeightFormat::HuggingFace && !layout.hf_fused_experts.empty()) {
+        const ModuleName module{layout.hf_fused_experts, {}};
+        ExpertStacks s = w.fused_experts(names.layer(i, module, ""), experts, expert_ff, d);
+        l.expert_gate = s.gate;
+        l.expert_up = s.up;
+        l.expert_down = s.down;
+        l.expert_gate_bias = s.gate_bias;
+        l.expert_up_bias = s.up_bias;
+        l.expert_down_bias = s.down_bias;
+      } else {
+        const auto stack = [&](ModuleName m, int64_t rows, int64_t cols, Tensor& weight, Tensor& bias) {
+          weight = w.experts(names.layer(i, m, ".weight"), experts, rows, cols);
+          if (c.mlp_bias) bias = w.expert_biases(names.layer(i, m, ".bias"), experts, rows);
+        };
+        stack(layout.expert_gate, expert_ff, d, l.expert_gate, l.expert_gate_bias);
+        stack(layout.expert_up, expert_ff, d, l.expert_up, l.expert_up_bias);
+        stack(layout.expert_down, d, expert_ff, l.expert_down, l.expert_down_bias);
+      }
     } else {
       linear(layout.down, d, ff, c.mlp_bias, l.down, l.down_bias);
     }

@@ -9,6 +9,7 @@
 
 #include "core/tensor.h"
 #include "model/arch/tensor_layout.h"
+#include "model/fused_experts.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -31,8 +32,15 @@ class WeightSource {
   // index where the format keeps a tensor per expert (Hugging Face: then they are copied
   // together, and must share a dtype).
   virtual Tensor experts(const std::string& name, int64_t count, int64_t rows, int64_t cols) const = 0;
+  // The biases [rows] of `count` experts as one f32 [count * rows] vector, expert e's after
+  // expert e - 1's; `name` as for experts().
+  virtual Tensor expert_biases(const std::string& name, int64_t count, int64_t rows) const = 0;
   // A [n] vector (norm weight, bias) converted to f32.
   virtual Tensor vector_f32(const std::string& name, int64_t n) const = 0;
+  // Experts kept as one module of fused tensors (TensorLayout::hf_fused_experts): only a
+  // format that stores them so has them (Error otherwise).
+  virtual ExpertStacks fused_experts(const std::string& module, int64_t count, int64_t width,
+                                     int64_t hidden) const;
 };
 
 // The matrices expert(0) ... expert(count - 1) ([rows, cols] each, one dtype) copied into one

@@ -35,7 +35,17 @@ struct LayerWeights {
   // [experts * hidden, expert_ff] (expert_matrix() views one).
   Tensor router;
   Tensor expert_gate, expert_up, expert_down;
+  // With config.mlp_bias (gpt-oss): f32 [experts], and the experts' stacked biases, expert e's
+  // after expert e - 1's: [experts * expert_ff], [experts * expert_ff], [experts * hidden].
+  Tensor router_bias, expert_gate_bias, expert_up_bias, expert_down_bias;
+  Tensor attn_sinks;  // config.attention_sinks: f32 [heads]
 };
+
+// Expert e's part of stacked expert biases (LayerWeights::expert_gate_bias, ...).
+inline Tensor expert_vector(const Tensor& stacked, int64_t e, int64_t experts) {
+  const int64_t n = stacked.numel() / experts;
+  return stacked.reshaped({experts, n}).slice_rows(e, 1).reshaped({n});
+}
 
 // Expert e's matrix of stacked expert matrices (LayerWeights::expert_gate, ...).
 inline Tensor expert_matrix(const Tensor& stacked, int64_t e, int64_t experts) {
@@ -90,7 +100,12 @@ void for_each_layer_tensor(Layer& l, Fn&& fn) {
                   &l.router,
                   &l.expert_gate,
                   &l.expert_up,
-                  &l.expert_down})
+                  &l.expert_down,
+                  &l.router_bias,
+                  &l.expert_gate_bias,
+                  &l.expert_up_bias,
+                  &l.expert_down_bias,
+                  &l.attn_sinks})
     fn(*t);
 }
 

@@ -2,8 +2,10 @@
 // permutation, GPT-2's transposes, and tokenizer metadata that tokenizes as the original.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -398,6 +400,52 @@ TEST(GgufConvert, UnknownPreTokenizerIsNamedDefaultWithANote) {
   set_tokenizer_metadata(w, spec, static_cast<int64_t>(spec.tokens.size()),
                          [&](std::string_view l) { note = l; });
   EXPECT_NE(note.find("\"default\""), std::string::npos) << note;
+}
+
+// gpt-oss: llama.cpp's "gpt-oss": the sinks, the router's bias, the fused experts split into
+// ffn_{gate,up,down}_exps (gate row j of an expert from column 2j of its gate_up_proj, up from
+// 2j + 1) with their biases, post_attention_norm, YaRN's keys; the converted file computes
+// transformers' logits. An MXFP4 checkpoint's experts stay MXFP4 whatever the file type, the
+// blocks the Hugging Face loader makes of them.
+TEST(GgufConvert, GptOssSplitsItsFusedExpertsAndComputesTransformersLogits) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "gpt_oss", DType::F32);
+  EXPECT_EQ(f.get_string("general.architecture"), "gpt-oss");
+  EXPECT_EQ(f.get_int("gpt-oss.expert_feed_forward_length"), 32);
+  EXPECT_EQ(f.get_int("gpt-oss.attention.sliding_window"), 4);
+  EXPECT_EQ(f.get_string("gpt-oss.rope.scaling.type"), "yarn");
+  EXPECT_EQ(f.get_int("gpt-oss.rope.scaling.original_context_length"), 16);
+  const auto shape = [&](const char* name) { return f.find_tensor(name)->shape; };
+  EXPECT_EQ(shape("blk.0.attn_sinks.weight"), (std::vector<int64_t>{4}));
+  EXPECT_EQ(shape("blk.0.ffn_gate_inp.bias"), (std::vector<int64_t>{8}));
+  EXPECT_EQ(shape("blk.0.post_attention_norm.weight"), (std::vector<int64_t>{64}));
+  EXPECT_EQ(shape("blk.1.ffn_gate_exps.weight"), (std::vector<int64_t>{64, 32, 8}));
+  EXPECT_EQ(shape("blk.1.ffn_down_exps.weight"), (std::vector<int64_t>{32, 64, 8}));
+  EXPECT_EQ(shape("blk.1.ffn_up_exps.bias"), (std::vector<int64_t>{32, 8}));
+  EXPECT_EQ(shape("blk.1.ffn_down_exps.bias"), (std::vector<int64_t>{64, 8}));
+  const std::vector<float> gate_up =
+      hf_floats("gpt_oss", "model.layers.1.mlp.experts.gate_up_proj");  // [8, 64, 64]
+  const std::vector<float> up = floats(f, "blk.1.ffn_up_exps.weight");  // [8, 32, 64]
+  for (const auto& [e, j, h] : {std::tuple{0, 0, 0}, std::tuple{3, 17, 5}, std::tuple{7, 31, 63}})
+    EXPECT_EQ(up[static_cast<size_t>((e * 32 + j) * 64 + h)],
+              gate_up[static_cast<size_t>((e * 64 + h) * 64 + 2 * j + 1)]);
+  expect_transformers_logits(dir, "gpt_oss");
+
+  const auto q8 = dir.path() / "gpt_oss_mxfp4.gguf";
+  convert_hf_to_gguf(kHf / "gpt_oss_mxfp4", q8, {.type = DType::Q8_0});
+  const GgufFile quantized = GgufFile::open(q8);
+  EXPECT_EQ(quantized.find_tensor("blk.0.ffn_down_exps.weight")->type, quant::ggml_type_of(DType::MXFP4));
+  EXPECT_EQ(quantized.find_tensor("blk.0.attn_q.weight")->type, quant::ggml_type_of(DType::Q8_0));
+  const auto from_gguf = Model::load(q8), from_hf = Model::load(kHf / "gpt_oss_mxfp4");
+  for (size_t l = 0; l < 2; ++l) {
+    const LayerWeights &a = from_gguf->weights.layers[l], &b = from_hf->weights.layers[l];
+    for (const auto& [x, y] :
+         {std::pair{&a.expert_gate, &b.expert_gate}, std::pair{&a.expert_up, &b.expert_up},
+          std::pair{&a.expert_down, &b.expert_down}}) {
+      ASSERT_EQ(x->nbytes(), y->nbytes());
+      EXPECT_EQ(std::memcmp(x->data, y->data, x->nbytes()), 0) << "layer " << l;
+    }
+  }
 }
 
 TEST(GgufConvert, Errors) {

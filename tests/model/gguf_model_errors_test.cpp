@@ -221,8 +221,13 @@ TEST(GgufModel, PartialRotaryIsRefused) {
 }
 
 TEST(GgufModel, UnsupportedRopeScaling) {
-  const auto yarn = [](GgufBuilder& b) { b.kv_string("llama.rope.scaling.type", "yarn"); };
-  expect_error([&] { load(tiny_llama(yarn)); }, {"tiny.gguf", "'yarn'", "llama.rope.scaling.type"});
+  const auto longrope = [](GgufBuilder& b) { b.kv_string("llama.rope.scaling.type", "longrope"); };
+  expect_error([&] { load(tiny_llama(longrope)); }, {"tiny.gguf", "'longrope'", "llama.rope.scaling.type"});
+  const auto yarn = [](GgufBuilder& b) {
+    b.kv_string("llama.rope.scaling.type", "yarn");
+    b.kv("llama.rope.scaling.factor", GgufType::F32, 4.0f);
+  };
+  expect_error([&] { load(tiny_llama(yarn)); }, {"tiny.gguf", "llama.rope.scaling.original_context_length"});
 }
 
 TEST(GgufModel, HyperParametersAreValidated) {

@@ -290,8 +290,13 @@ TEST(ModelConfig, RejectsEachDefectWithItsFieldName) {
   EXPECT_THAT(error_of(j), HasSubstr("unsupported activation 'relu'"));
 
   j = llama_config();
+  j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}};
+  EXPECT_THAT(error_of(j), HasSubstr("rope type 'dynamic' is not supported"));
+
+  j = llama_config();
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  EXPECT_THAT(error_of(j), HasSubstr("rope type 'yarn' is not supported"));
+  EXPECT_THAT(error_of(j),
+              HasSubstr("rope_scaling: missing required field 'original_max_position_embeddings'"));
 
   j = llama_config();
   j["architectures"] = {"Phi3ForCausalLM"};

@@ -105,6 +105,23 @@ TEST(ModelLoadErrors, ExpertCountsThatDisagree) {
   EXPECT_THAT(wider.load_error(), HasSubstr("model.layers.0.mlp.experts.0.gate_proj.weight"));
 }
 
+// gpt-oss: fused experts (plain or MXFP4) whose width or count disagrees with the config, a
+// YaRN without its original context.
+TEST(ModelLoadErrors, GptOssFieldsThatDisagreeWithTheWeights) {
+  BrokenModel wider("gpt_oss");
+  wider.edit_config([](auto& c) { c["intermediate_size"] = 48; });
+  EXPECT_THAT(wider.load_error(), HasSubstr("model.layers.0.mlp.experts.gate_up_proj"));
+  BrokenModel narrower("gpt_oss_mxfp4");
+  narrower.edit_config([](auto& c) { c["intermediate_size"] = 16; });
+  EXPECT_THAT(narrower.load_error(), HasSubstr("model.layers.0.mlp.experts.gate_up_proj_blocks"));
+  BrokenModel more_experts("gpt_oss_mxfp4");
+  more_experts.edit_config([](auto& c) { c["num_local_experts"] = 9; });
+  EXPECT_THAT(more_experts.load_error(), HasSubstr("model.layers.0.mlp.router.weight"));
+  BrokenModel yarn("gpt_oss");
+  yarn.edit_config([](auto& c) { c["rope_parameters"].erase("original_max_position_embeddings"); });
+  EXPECT_THAT(yarn.load_error(), HasSubstr("original_max_position_embeddings"));
+}
+
 TEST(ModelLoadErrors, GemmaFieldsThatDisagreeWithTheWeightsOrEachOther) {
   BrokenModel short_types("gemma3");
   short_types.edit_config([](auto& c) { c["layer_types"].erase(0); });

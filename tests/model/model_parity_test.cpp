@@ -17,6 +17,10 @@
 // half-precision run from its f32 one where that is larger (Gemma's four norms a layer and
 // scaled embeddings carry the rounding further), and their greedy ids are not compared (a
 // near-tie may flip under that rounding).
+// gpt-oss's MXFP4 experts (gpt_oss_mxfp4) multiply as ggml multiplies quantized weights,
+// with each activation row rounded to Q8_0 (Backend::matmul): their logits are held to 3e-2
+// and their greedy ids are not compared; the same model with its experts dequantized to f32
+// is held to the f32 tolerance (the checkpoint's weights, repacked bit for bit).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -29,6 +33,7 @@
 #include "backend/backend.h"
 #include "core/json_file.h"
 #include "model/transformer.h"
+#include "quant/quant_reference.h"
 #include "runtime/device_choice.h"
 #include "runtime/generator.h"
 #include "support/gpu_devices.h"
@@ -83,7 +88,7 @@ using testing::DeviceCase;
 std::vector<DeviceCase> parity_cases() {
   return testing::on_every_device({"gpt2", "llama", "llama_bf16", "mistral", "qwen2", "qwen3", "phi3",
                                    "olmo2", "mixtral", "qwen3_moe", "gemma2", "gemma3", "gemma3_bf16",
-                                   "gemma3_vision", "smollm_chat"});
+                                   "gemma3_vision", "gpt_oss", "gpt_oss_mxfp4", "smollm_chat"});
 }
 
 bool has_half_weights(const Model& model) {
@@ -91,15 +96,25 @@ bool has_half_weights(const Model& model) {
   return t == DType::BF16 || t == DType::F16;
 }
 
+bool has_quantized_experts(const Model& model) {
+  const Tensor& experts = model.weights.layers.front().expert_gate;
+  return experts.data != nullptr && is_quantized(experts.dtype);
+}
+
 class ModelParity : public ::testing::TestWithParam<DeviceCase> {
  protected:
   void SetUp() override {
     f_ = load_fixture(GetParam().fixture);
     half_weights_ = has_half_weights(*f_.model);
+    quantized_experts_ = has_quantized_experts(*f_.model);
     backend_ = choose_device(GetParam().device, *f_.model).backend;
   }
-  // The f32-math tolerance, or the tensor-core one for half weights on the GPU.
-  double tolerance() const { return GetParam().device == "cuda" && half_weights_ ? 3e-2 : 1e-4; }
+  // Whether activations are rounded: half weights on the GPU, quantized experts anywhere.
+  bool rounded_activations() const {
+    return (GetParam().device == "cuda" && half_weights_) || quantized_experts_;
+  }
+  // The f32-math tolerance, or the one of rounded activations.
+  double tolerance() const { return rounded_activations() ? 3e-2 : 1e-4; }
   // The KV caches every check runs with: f32, and the model's default when that differs.
   std::vector<DType> caches() const {
     std::vector<DType> result = {DType::F32};
@@ -113,7 +128,7 @@ class ModelParity : public ::testing::TestWithParam<DeviceCase> {
   std::string name() const { return GetParam().fixture + " on " + GetParam().device; }
 
   Fixture f_;
-  bool half_weights_ = false;
+  bool half_weights_ = false, quantized_experts_ = false;
   std::unique_ptr<Backend> backend_;
 };
 
@@ -170,7 +185,7 @@ TEST_P(ModelParity, PrefillInSmallChunksEqualsOnePass) {
 }
 
 TEST_P(ModelParity, GreedyContinuationMatchesTransformers) {
-  if (GetParam().device == "cuda" && half_weights_) GTEST_SKIP() << "tensor-core rounding may flip near-ties";
+  if (rounded_activations()) GTEST_SKIP() << "rounded activations may flip near-ties";
   const Fixture& f = f_;
   Transformer transformer(*f.model, *backend_);
   for (const auto& case_ : f.expected.at("greedy")) {
@@ -180,6 +195,32 @@ TEST_P(ModelParity, GreedyContinuationMatchesTransformers) {
     request.ignore_eos = true;
     const GenerateResult result = generate(transformer, request);
     EXPECT_EQ(result.ids, case_.at("ids").get<std::vector<int32_t>>()) << name();
+  }
+}
+
+// gpt-oss's MXFP4 experts, dequantized to f32: transformers' f32 logits, at the f32 tolerance.
+TEST(ModelParity, Mxfp4ExpertsHoldTheCheckpointsWeightsExactly) {
+  Fixture f = load_fixture("gpt_oss_mxfp4");
+  ModelWeights& weights = f.model->weights;
+  for (LayerWeights& l : weights.layers)
+    for (Tensor* t : {&l.expert_gate, &l.expert_up, &l.expert_down}) {
+      ASSERT_EQ(t->dtype, DType::MXFP4);
+      Tensor f32 = weights.owned.allocate(DType::F32, {t->rows(), t->cols()});
+      for (int64_t r = 0; r < t->rows(); ++r)
+        quant::dequantize_row(DType::MXFP4, t->slice_rows(r, 1).data, f32.as<float>() + r * t->cols(),
+                              t->cols());
+      *t = f32;
+    }
+  const auto backend = make_cpu_backend();
+  Transformer transformer(*f.model, *backend);
+  const auto& prompts = f.expected.at("prompts");
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const auto ids = prompts[p].get<std::vector<int32_t>>();
+    std::vector<float> logits(ids.size() * static_cast<size_t>(f.model->config.vocab_size));
+    transformer.forward_all(ids, logits);
+    transformer.reset();
+    expect_logits_close(logits, f.expected.at("logits")[p], 1e-4,
+                        "gpt_oss_mxfp4 dequantized, prompt " + std::to_string(p));
   }
 }
 
@@ -214,7 +255,8 @@ TEST_P(ExpertParity, RoutingMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertParity,
-                         ::testing::ValuesIn(testing::on_every_device({"mixtral", "qwen3_moe"})),
+                         ::testing::ValuesIn(testing::on_every_device({"mixtral", "qwen3_moe", "gpt_oss",
+                                                                       "gpt_oss_mxfp4"})),
                          [](const ::testing::TestParamInfo<DeviceCase>& param) {
                            return param.param.fixture + "_" + param.param.device;
                          });

@@ -84,8 +84,8 @@ TEST_P(PagedTransformerTest, OneSequenceMatchesTheTransformerBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Models, PagedTransformerTest,
                          ::testing::Values("hf/llama", "hf/gpt2", "hf/qwen2", "hf/mixtral", "hf/qwen3_moe",
-                                           "hf/gemma2", "hf/gemma3", "gguf/llama_q4_1.gguf",
-                                           "gguf/gpt2_q8_0.gguf"),
+                                           "hf/gemma2", "hf/gemma3", "hf/gpt_oss_mxfp4",
+                                           "gguf/llama_q4_1.gguf", "gguf/gpt2_q8_0.gguf"),
                          [](const auto& param_info) {
                            std::string name = param_info.param;
                            std::replace_if(

@@ -246,15 +246,18 @@ TEST_P(FloatBatchInvariance, GreedyTokensAloneAndAmong64OthersAgreeUpToANearTie)
       fixture.path, identical, identical + parted, parted, largest_difference);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    FloatWeights, FloatBatchInvariance,
-    ::testing::Values(FloatFixture{"hf/smollm_chat", 1e-4f}, FloatFixture{"gguf/llama_bf16.gguf", 1e-2f},
-                      FloatFixture{"gguf/llama_f16.gguf", 1e-2f},
-                      // Mixtures of experts: an expert's rows batch with other
-                      // requests' tokens routed to it.
-                      FloatFixture{"hf/mixtral", 1e-4f}, FloatFixture{"hf/qwen3_moe", 1e-2f},
-                      // Sliding windows shorter than the requests.
-                      FloatFixture{"hf/gemma2", 1e-4f}, FloatFixture{"hf/gemma3", 1e-4f}));
+INSTANTIATE_TEST_SUITE_P(FloatWeights, FloatBatchInvariance,
+                         ::testing::Values(FloatFixture{"hf/smollm_chat", 1e-4f},
+                                           FloatFixture{"gguf/llama_bf16.gguf", 1e-2f},
+                                           FloatFixture{"gguf/llama_f16.gguf", 1e-2f},
+                                           // Mixtures of experts: an expert's rows batch with other
+                                           // requests' tokens routed to it.
+                                           FloatFixture{"hf/mixtral", 1e-4f},
+                                           FloatFixture{"hf/qwen3_moe", 1e-2f},
+                                           // Sliding windows shorter than the requests.
+                                           FloatFixture{"hf/gemma2", 1e-4f}, FloatFixture{"hf/gemma3", 1e-4f},
+                                           // Attention sinks, clamped SwiGLU experts with biases.
+                                           FloatFixture{"hf/gpt_oss", 1e-4f}));
 
 TEST_F(EngineTest, PreemptsWhenTheCacheIsFullAndStillCompletesEveryRequest) {
   load("gguf/llama_q4_1.gguf");

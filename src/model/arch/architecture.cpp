@@ -17,7 +17,8 @@ namespace {
 constexpr const Architecture* kArchitectures[] = {
     &kGpt2Architecture,  &kLlamaArchitecture,  &kMistralArchitecture,  &kMixtralArchitecture,
     &kQwen2Architecture, &kQwen3Architecture,  &kQwen3MoeArchitecture, &kPhi3Architecture,
-    &kOlmo2Architecture, &kGemma2Architecture, &kGemma3Architecture,   &kGemma3VisionArchitecture};
+    &kOlmo2Architecture, &kGemma2Architecture, &kGemma3Architecture,   &kGemma3VisionArchitecture,
+    &kGptOssArchitecture};
 
 template <class Member>
 const Architecture* find_by(Member member, std::string_view value) {

@@ -19,6 +19,9 @@ void read_llama_config(const FieldReader& fields, ModelConfig& config);
 // names for them (ffn_gate_inp, ffn_{gate,up,down}_exps).
 TensorLayout with_experts(TensorLayout layout, std::string_view router, std::string_view gate,
                           std::string_view up, std::string_view down);
+// Which layers slide (ModelConfig::sliding_layers): layer_types when given (transformers >= 4.53
+// writes it), else every layer but each sliding_window_pattern-th (`pattern` when absent).
+std::vector<bool> read_sliding_layers(const FieldReader& fields, int64_t layers, int64_t pattern);
 // A mixture of experts' load-balancing loss in training: router_aux_loss_coef (transformers'
 // default 0.001) when output_router_logits is true, else none.
 void read_router_aux_loss(const FieldReader& fields, ModelConfig& config);
@@ -37,6 +40,9 @@ extern const Architecture kPhi3Architecture;
 extern const Architecture kGemma2Architecture, kGemma3Architecture;
 // Gemma 3 4B+ (Gemma3ForConditionalGeneration): its language model, exported as Gemma 3 text.
 extern const Architecture kGemma3VisionArchitecture;
+// gpt-oss: a mixture of clamped-SwiGLU experts with biases (MXFP4 in its checkpoints),
+// attention sinks, sliding-window layers alternating with global ones, YaRN.
+extern const Architecture kGptOssArchitecture;
 // GPT-2: LayerNorm, learned positions, GELU MLP, fused Conv1D c_attn, biases everywhere.
 extern const Architecture kGpt2Architecture;
 

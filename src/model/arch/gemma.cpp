@@ -26,10 +26,6 @@ const TensorLayout kGemmaLayout = [] {
   return layout;
 }();
 
-namespace {
-
-// Which layers slide: layer_types when given (transformers >= 4.53 writes it), else every
-// layer but each sliding_window_pattern-th (`pattern` when absent).
 std::vector<bool> read_sliding_layers(const FieldReader& f, int64_t layers, int64_t pattern) {
   std::vector<bool> sliding(static_cast<size_t>(layers));
   if (f.has("layer_types")) {
@@ -48,6 +44,8 @@ std::vector<bool> read_sliding_layers(const FieldReader& f, int64_t layers, int6
   for (size_t i = 0; i < sliding.size(); ++i) sliding[i] = (static_cast<int64_t>(i) + 1) % every != 0;
   return sliding;
 }
+
+namespace {
 
 // RoPE: transformers >= 5 keeps each layer type's parameters under rope_parameters
 // ({"full_attention": {...}, "sliding_attention": {...}}); earlier files rope_theta and

@@ -49,6 +49,12 @@ struct TensorLayout {
   // expert's index ("mlp.experts.{}.gate_proj"); GGUF stacks them in one tensor per layer
   // (ne = [cols, rows, experts]).
   ModuleName router{}, expert_gate{}, expert_up{}, expert_down{};
+  // gpt-oss: Hugging Face keeps a layer's experts in one module of fused tensors
+  // (model/fused_experts.h), here its name ("mlp.experts"); GGUF as expert_gate/up/down.
+  std::string_view hf_fused_experts{};
+  // gpt-oss: each layer's attention sinks (config.attention_sinks), a parameter Hugging Face
+  // names whole ("self_attn.sinks", no ".weight"), GGUF as a module ("attn_sinks").
+  ModuleName attn_sinks{};
   // Hugging Face stores Linear weights [in, out] (GPT-2's Conv1D), the engine and GGUF
   // [out, in].
   bool hf_transposed_linears = false;
