@@ -19,6 +19,11 @@ table (the Gemmas' error is that size at the first token already, before any win
 matters; Gemma 2's soft-capped logits, all below 5, make it larger relative to the largest);
 gpt-oss with MXFP4 experts (kept MXFP4 by the conversion) to 3e-2, as llama.cpp (like
 tokenmill) rounds their activations to Q8_0, where transformers multiplies in float32.
+
+Such a fixture's greedy continuations are then llama.cpp's, not transformers': with --record,
+llama.cpp's 32 greedy ids for each of its prompts (f32 KV cache, argmax of each step's logits)
+are written to its llama_cpp_greedy.json, which tokenmill's parity test holds its own
+quantized-activation run to.
 """
 
 import argparse
@@ -59,9 +64,32 @@ def llama_cpp_logits(gguf, ids, context):
     return np.array(model.scores[:len(ids)], dtype=np.float64)
 
 
+def llama_cpp_greedy(gguf, prompt, context, new_tokens=32):
+    model = Llama(model_path=gguf, n_ctx=context, n_threads=1, logits_all=True, verbose=False,
+                  type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32)
+    model.eval(prompt)
+    ids = []
+    for _ in range(new_tokens):
+        ids.append(int(np.argmax(model.scores[model.n_tokens - 1])))
+        model.eval([ids[-1]])
+    return ids
+
+
+def record_greedy(directory, gguf, expected, context):
+    path = os.path.join(directory, "llama_cpp_greedy.json")
+    greedy = [{"prompt": p, "ids": llama_cpp_greedy(gguf, p, context)} for p in expected["prompts"]]
+    with open(path, "w") as f:
+        json.dump({"note": f"llama.cpp (llama-cpp-python {llama_cpp.__version__}) on `tokenmill convert --type f32` "
+                           "of this directory (MXFP4 experts kept): 32 greedy ids per prompt, f32 KV cache",
+                   "greedy": greedy}, f, indent=1)
+        f.write("\n")
+    print(f"wrote {path}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokenmill", required=True, help="the tokenmill executable")
+    ap.add_argument("--record", action="store_true", help="write llama_cpp_greedy.json of the MXFP4 fixtures")
     args = ap.parse_args()
     print(f"llama-cpp-python {llama_cpp.__version__}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,6 +118,8 @@ def main():
             tolerance = GELU_TABLE_TOLERANCE if config.get("model_type") in GELU_MODEL_TYPES else TOLERANCE
             if "mxfp4_note" in expected:
                 tolerance = QUANTIZED_ACTIVATIONS_TOLERANCE
+                if args.record:
+                    record_greedy(directory, gguf, expected, context)
             check(worst < tolerance, f"{name}: llama.cpp's logits of the converted GGUF within {worst:.2e} "
                                      "(relative to the largest) of transformers' from the HF directory")
     print(f"{len(failures)} failure(s)")

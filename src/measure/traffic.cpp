@@ -17,7 +17,10 @@ WeightTraffic weight_traffic(const Model& model, DType kv_dtype) {
   WeightTraffic traffic;
   for (const LayerWeights& l : w.layers) {
     for_each_layer_tensor(l, [&](const Tensor& t) { traffic.layer_bytes += bytes_of(t); });
-    const uint64_t experts = bytes_of(l.expert_gate) + bytes_of(l.expert_up) + bytes_of(l.expert_down);
+    uint64_t experts = 0;  // every expert's matrices and biases: a token reads its chosen experts' only
+    for (const Tensor* t : {&l.expert_gate, &l.expert_up, &l.expert_down, &l.expert_gate_bias,
+                            &l.expert_up_bias, &l.expert_down_bias})
+      experts += bytes_of(*t);
     traffic.layer_bytes -= experts;
     if (model.config.mixture_of_experts()) traffic.expert_bytes += experts / model.config.num_experts;
   }
