@@ -81,8 +81,8 @@ def model_files(work_dir: Path, types: list[str], src: Path, src_type: str, name
 def weight_bytes_per_token(path: Path) -> int:
     """Bytes of every weight matrix read per decoded token: all 2-D matrices, the tied logits
     matrix (token_embd) once (the embedding lookup itself reads one row, ignored), and of a
-    mixture of experts' stacked expert tensors (ffn_*_exps) only the experts a token runs:
-    expert_used_count / expert_count of them."""
+    mixture of experts' stacked expert tensors (ffn_*_exps, with gpt-oss's biases) only the
+    experts a token runs: expert_used_count / expert_count of them."""
     import gguf
 
     reader = gguf.GGUFReader(str(path))
@@ -96,10 +96,11 @@ def weight_bytes_per_token(path: Path) -> int:
     experts, used = number("expert_count"), number("expert_used_count")
     total = 0.0
     for t in reader.tensors:
-        if len(t.shape) == 2 and (t.name != "token_embd.weight" or "output.weight" not in names):
-            total += int(t.n_bytes)
-        elif len(t.shape) == 3 and t.name.endswith("_exps.weight"):
+        if t.name.endswith(("_exps.weight", "_exps.bias")):
             total += int(t.n_bytes) * used / experts
+        elif len(t.shape) == 2 and t.name.endswith("weight") and (t.name != "token_embd.weight"
+                                                                  or "output.weight" not in names):
+            total += int(t.n_bytes)
     return int(total)
 
 

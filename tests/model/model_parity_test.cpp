@@ -191,7 +191,8 @@ TEST_P(ModelParity, GreedyContinuationMatchesTransformers) {
   const bool llama_cpp = quantized_experts_ && std::filesystem::exists(peer);
   if (rounded_activations() && !llama_cpp) GTEST_SKIP() << "rounded activations may flip near-ties";
   Transformer transformer(*f.model, *backend_);
-  for (const auto& case_ : llama_cpp ? read_json_file(peer).at("greedy") : f.expected.at("greedy")) {
+  const nlohmann::json expected = llama_cpp ? read_json_file(peer).at("greedy") : f.expected.at("greedy");
+  for (const auto& case_ : expected) {
     GenerateRequest request;
     request.prompt = case_.at("prompt").get<std::vector<int32_t>>();
     request.max_new_tokens = 32;
