@@ -254,26 +254,27 @@ std::vector<SourceTensor> fused_expert_tensors(const SafetensorsArchive& archive
           memory_tensor(name(layout.expert_down, ".bias"), s.down_bias, {hidden, experts})};
 }
 
-// convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors: per-frequency llama3 factors.
+// convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors: per-frequency llama3 factors,
+// in float32 as its torch arithmetic (each python number taken as a float32 operand).
 std::vector<float> llama3_rope_factors(const ModelConfig& c) {
   const RopeScaling& s = c.rope_scaling;
-  const double old_context = static_cast<double>(s.original_max_position_embeddings);
-  const double low_wavelen = old_context / s.low_freq_factor;
-  const double high_wavelen = old_context / s.high_freq_factor;
+  const auto old_context = static_cast<float>(s.original_max_position_embeddings);
+  const double low_wavelen = static_cast<double>(old_context) / s.low_freq_factor;
+  const double high_wavelen = static_cast<double>(old_context) / s.high_freq_factor;
   std::vector<float> factors;
   for (int64_t i = 0; i < c.head_dim; i += 2) {
-    const double freq =
-        1.0 / std::pow(c.rope_theta, static_cast<double>(i) / static_cast<double>(c.head_dim));
-    const double wavelen = 2 * std::numbers::pi / freq;
-    double f = 1.0;
+    const float freq = 1.0f / std::pow(static_cast<float>(c.rope_theta),
+                                       static_cast<float>(i) / static_cast<float>(c.head_dim));
+    const float wavelen = static_cast<float>(2 * std::numbers::pi) / freq;
+    float f = 1.0f;
     if (wavelen > low_wavelen) {
-      f = s.factor;
+      f = static_cast<float>(s.factor);
     } else if (wavelen >= high_wavelen) {
-      const double smooth =
-          (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-      f = 1.0 / ((1 - smooth) / s.factor + smooth);
+      const float smooth = (old_context / wavelen - static_cast<float>(s.low_freq_factor)) /
+                           static_cast<float>(s.high_freq_factor - s.low_freq_factor);
+      f = 1.0f / ((1.0f - smooth) / static_cast<float>(s.factor) + smooth);
     }
-    factors.push_back(static_cast<float>(f));
+    factors.push_back(f);
   }
   return factors;
 }

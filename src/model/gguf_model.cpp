@@ -90,7 +90,9 @@ void put_llama_family(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json
 // A Gemma file's fields llama.cpp derives (GemmaGgufRules), derived as it does, and its soft caps.
 void put_gemma(const GemmaGgufRules& rules, const GgufKeys& keys, nlohmann::json& hf) {
   hf["sliding_window_pattern"] = rules.sliding_pattern;
-  if (rules.sliding_rope_theta > 0) hf["rope_local_base_freq"] = rules.sliding_rope_theta;
+  // llama.cpp's converter now writes the sliding layers' base; older files leave it to the rule.
+  const double sliding_theta = keys.find_number("rope.freq_base_swa").value_or(rules.sliding_rope_theta);
+  if (sliding_theta > 0) hf["rope_local_base_freq"] = sliding_theta;
   const int64_t layers = hf["num_hidden_layers"].get<int64_t>(), hidden = hf["hidden_size"].get<int64_t>();
   const int64_t heads = hf["num_attention_heads"].get<int64_t>();
   const int64_t head_dim = keys.find_integer("attention.key_length").value_or(heads > 0 ? hidden / heads : 0);

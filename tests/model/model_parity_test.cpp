@@ -84,6 +84,15 @@ void expect_logits_close(const std::vector<float>& ours, const nlohmann::json& t
   std::printf("  %s: max abs diff %.3g, relative %.3g\n", what.c_str(), max_diff, max_diff / max_ref);
 }
 
+// The logits at every position of `prompt` (token ids); the transformer is reset after.
+std::vector<float> all_logits(Transformer& transformer, int64_t vocab, const nlohmann::json& prompt) {
+  const auto ids = prompt.get<std::vector<int32_t>>();
+  std::vector<float> logits(ids.size() * static_cast<size_t>(vocab));
+  transformer.forward_all(ids, logits);
+  transformer.reset();
+  return logits;
+}
+
 using testing::DeviceCase;
 
 std::vector<DeviceCase> parity_cases() {
@@ -140,10 +149,7 @@ TEST_P(ModelParity, LogitsMatchTransformersAtEveryPosition) {
     const double rel_tol = tolerance(cache);
     const auto& prompts = f.expected.at("prompts");
     for (size_t p = 0; p < prompts.size(); ++p) {
-      const auto ids = prompts[p].get<std::vector<int32_t>>();
-      std::vector<float> logits(ids.size() * static_cast<size_t>(f.model->config.vocab_size));
-      transformer.forward_all(ids, logits);
-      transformer.reset();
+      const std::vector<float> logits = all_logits(transformer, f.model->config.vocab_size, prompts[p]);
       const std::string what =
           name() + " prompt " + std::to_string(p) + ", " + std::string(dtype_name(cache)) + " KV cache";
       // On the GPU, half weights round the activations: transformers' own half-precision run
@@ -219,11 +225,8 @@ TEST(ModelParity, Mxfp4ExpertsHoldTheCheckpointsWeightsExactly) {
   Transformer transformer(*f.model, *backend);
   const auto& prompts = f.expected.at("prompts");
   for (size_t p = 0; p < prompts.size(); ++p) {
-    const auto ids = prompts[p].get<std::vector<int32_t>>();
-    std::vector<float> logits(ids.size() * static_cast<size_t>(f.model->config.vocab_size));
-    transformer.forward_all(ids, logits);
-    transformer.reset();
-    expect_logits_close(logits, f.expected.at("logits")[p], 1e-4,
+    expect_logits_close(all_logits(transformer, f.model->config.vocab_size, prompts[p]),
+                        f.expected.at("logits")[p], 1e-4,
                         "gpt_oss_mxfp4 dequantized, prompt " + std::to_string(p));
   }
 }
