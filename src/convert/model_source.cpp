@@ -67,7 +67,9 @@ class TypePlanner {
       return t.ggml_type;
     }
     DType type = options_.type;
-    if (is_quantized(type) && !options_.pure) type = mix(t, type);
+    // MXFP4_MOE: a mixture of experts' stacked expert tensors MXFP4, every other matrix Q8_0.
+    if (type == DType::MXFP4) type = t.shape.size() >= 3 && t.shape[2] > 1 ? DType::MXFP4 : DType::Q8_0;
+    if (is_quantized(type) && !options_.pure && options_.type != DType::MXFP4) type = mix(t, type);
     if (is_quantized(type)) type = fallback(t, type);
     return quant::ggml_type_of(type);
   }
@@ -189,6 +191,7 @@ std::function<void(int64_t, float*)> stored_row_reader(DType dtype, int64_t cols
 }
 
 std::optional<DType> parse_gguf_file_type(std::string_view name) {
+  if (name == "mxfp4_moe") return DType::MXFP4;
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,
                   DType::Q6_K, DType::F16, DType::BF16, DType::F32})
     if (dtype_name(t) == name) return t;
@@ -208,6 +211,7 @@ uint32_t llama_file_type(DType type, bool mixed) {
     case DType::Q5_K: return 16;               // MOSTLY_Q5_K_S
     case DType::Q6_K: return 18;               // MOSTLY_Q6_K
     case DType::BF16: return 32;               // MOSTLY_BF16
+    case DType::MXFP4: return 38;              // MOSTLY_MXFP4_MOE
     default: fail("{} is not a GGUF file type", dtype_name(type));
   }
 }

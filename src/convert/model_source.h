@@ -10,6 +10,8 @@
 // - unless `pure`, a quantized file type uses llama.cpp's default mix: output.weight (the
 //   token embedding when tied) becomes q6_k (q8_0 stays q8_0), and for q4_k ("Q4_K_M")
 //   attn_v and ffn_down of the layers use_more_bits() picks become q6_k;
+// - mxfp4_moe (llama.cpp's MXFP4_MOE): a mixture of experts' stacked expert tensors (ne[2] > 1)
+//   are MXFP4, every other quantized matrix Q8_0, the output included;
 // - a matrix whose row length is not a multiple of the block falls back as llama.cpp does
 //   (q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0, then f16), with a log line;
 // - a tensor already in its target type is copied byte for byte; an MXFP4 tensor (gpt-oss's
@@ -36,10 +38,11 @@ namespace tokenmill {
 
 using LogFn = std::function<void(std::string_view line)>;
 
-// "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "f16", "bf16", "f32".
+// "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "f16", "bf16", "f32", and
+// "mxfp4_moe" (DType::MXFP4: llama.cpp's MXFP4_MOE mix, see below).
 std::optional<DType> parse_gguf_file_type(std::string_view name);
 inline constexpr std::string_view kGgufFileTypeNames =
-    "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, f16, bf16, f32";
+    "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, mxfp4_moe, f16, bf16, f32";
 
 // llama.cpp's LLAMA_FTYPE for a file whose matrices are `type`; `mixed` picks Q4_K_M (15)
 // over Q4_K_S (14) for q4_k.

@@ -101,7 +101,7 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
 double tolerance(const std::string& type) {
   static const std::map<std::string, double> bounds = {
       {"f32", 0.0},   {"f16", 1e-3},  {"bf16", 5e-3}, {"q8_0", 0.01}, {"q6_k", 0.03}, {"q5_k", 0.05},
-      {"q5_0", 0.06}, {"q5_1", 0.05}, {"q4_k", 0.1},  {"q4_0", 0.12}, {"q4_1", 0.1}};
+      {"q5_0", 0.06}, {"q5_1", 0.05}, {"q4_k", 0.1},  {"q4_0", 0.12}, {"q4_1", 0.1},  {"mxfp4", 0.2}};
   return bounds.at(type);
 }
 
@@ -250,6 +250,29 @@ TEST(GgufQuantize, QuantizesAHuggingFaceDirectory) {
   EXPECT_EQ(type_of(f, "output.weight"), "q8_0");
   EXPECT_EQ(type_of(f, "rope_freqs.weight"), "f32");
   EXPECT_EQ(type_of(f, "blk.1.ffn_norm.weight"), "f32");
+}
+
+// llama.cpp's MXFP4_MOE: the experts MXFP4, every other matrix Q8_0 (the output too), the
+// router f32; file type 38.
+TEST(GgufQuantize, Mxfp4MoeMakesTheExpertsMxfp4) {
+  const testing::TempDir dir;
+  const auto out = dir.path() / "qwen3_moe_mxfp4.gguf";
+  const auto hf = std::filesystem::path(TOKENMILL_FIXTURES_DIR) / "hf" / "qwen3_moe";
+  const GgufWriteReport report = quantize_model(hf, out, {.type = *parse_gguf_file_type("mxfp4_moe")});
+  EXPECT_EQ(report.file_type, 38u);
+  const GgufFile f = GgufFile::open(out);
+  for (const char* experts :
+       {"blk.0.ffn_gate_exps.weight", "blk.1.ffn_up_exps.weight", "blk.1.ffn_down_exps.weight"})
+    EXPECT_EQ(type_of(f, experts), "mxfp4") << experts;
+  EXPECT_EQ(type_of(f, "blk.1.attn_q.weight"), "q8_0");
+  EXPECT_EQ(type_of(f, "output.weight"), "q8_0");
+  EXPECT_EQ(type_of(f, "token_embd.weight"), "q8_0");
+  EXPECT_EQ(type_of(f, "blk.1.ffn_gate_inp.weight"), "f32");
+  const auto reference = dir.path() / "qwen3_moe_f32.gguf";
+  quantize_model(hf, reference, {.type = DType::F32});
+  EXPECT_LE(relative_error(dequantized(GgufFile::open(reference), "blk.1.ffn_up_exps.weight"),
+                           dequantized(f, "blk.1.ffn_up_exps.weight")),
+            tolerance("mxfp4"));
 }
 
 TEST(GgufQuantize, Errors) {
