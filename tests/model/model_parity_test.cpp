@@ -98,7 +98,8 @@ using testing::DeviceCase;
 std::vector<DeviceCase> parity_cases() {
   return testing::on_every_device({"gpt2", "llama", "llama_bf16", "mistral", "qwen2", "qwen3", "phi3",
                                    "olmo2", "mixtral", "qwen3_moe", "gemma2", "gemma3", "gemma3_bf16",
-                                   "gemma3_vision", "gpt_oss", "gpt_oss_mxfp4", "smollm_chat"});
+                                   "gemma3_vision", "gpt_oss", "gpt_oss_bf16", "gpt_oss_mxfp4",
+                                   "smollm_chat"});
 }
 
 bool has_half_weights(const Model& model) {
@@ -263,7 +264,7 @@ TEST_P(ExpertParity, RoutingMatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertParity,
                          ::testing::ValuesIn(testing::on_every_device({"mixtral", "qwen3_moe", "gpt_oss",
-                                                                       "gpt_oss_mxfp4"})),
+                                                                       "gpt_oss_bf16", "gpt_oss_mxfp4"})),
                          [](const ::testing::TestParamInfo<DeviceCase>& param) {
                            return param.param.fixture + "_" + param.param.device;
                          });
