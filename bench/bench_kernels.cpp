@@ -118,7 +118,7 @@ void best_of_repetitions(benchmark::internal::Benchmark* b) {
 CpuIsa isa_arg(int64_t v) { return v == 2 ? CpuIsa::Amx : v == 1 ? CpuIsa::Avx512 : CpuIsa::Avx2; }
 constexpr DType kBenchDtypes[] = {DType::F32,  DType::BF16, DType::F16,  DType::Q4_0,
                                   DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                                  DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                                  DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4};
 DType dtype_arg(int64_t v) { return kBenchDtypes[v]; }
 
 // `rows` rows of `k` weights of `dtype`: plain types through fill(), block formats quantized
@@ -202,12 +202,12 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 
 // Quantized weights at SmolLM2-135M's MLP shapes, with f32 and bf16 rows at the same shapes
 // for comparison. dtype indices: 0 f32, 1 bf16, 3 q4_0, 4 q4_1, 5 q5_0, 6 q5_1, 7 q8_0,
-// 8 q4_k, 9 q5_k, 10 q6_k.
+// 8 q4_k, 9 q5_k, 10 q6_k, 11 mxfp4.
 void quant_matmul_args(benchmark::internal::Benchmark* b) {
   for (const int64_t isa : {1, 0})
-    for (const int64_t dtype : {0, 1, 3, 4, 5, 6, 7, 8, 9, 10})
+    for (const int64_t dtype : {0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11})
       for (const auto& [k, m] : {std::pair<int64_t, int64_t>{576, 1536}, {1536, 576}}) {
-        if (dtype >= 8 && k % 256 != 0) continue;
+        if (dtype >= 8 && dtype <= 10 && k % 256 != 0) continue;
         if (dtype <= 1 && k == 576) continue;  // already among matmul_args' rows
         b->Args({isa, dtype, 1, k, m, 1});
         b->Args({isa, dtype, 1, k, m, 0});

@@ -5,7 +5,7 @@
 //  - Tensors are contiguous row-major views of memory the backend can address.
 //  - Activations are f32 unless stated; weights may be f32, bf16 or f16, and the
 //    weights of matmul and the table of embedding may also be a quantized DType
-//    (Q4_0 ... Q6_K, see quant/quant_formats.h).
+//    (Q4_0 ... Q6_K and MXFP4, see quant/quant_formats.h).
 //  - Outputs never alias inputs, except for the elementwise ops (gelu, silu, swiglu,
 //    geglu, scale, softcap, add), the norms and softmax, whose output may be exactly one of their inputs
 //    (in-place use), and the sum of add_rms_norm / add_layer_norm (see there); a partial
