@@ -363,7 +363,7 @@ void BM_Rope(benchmark::State& state) {
   const Tensor xt(x.data(), DType::F32, {n, heads, hd});
   const Tensor ft(freq.data(), DType::F32, {hd / 2});
   for (auto _ : state) {
-    backend->rope(xt, positions, ft, RopeLayout::Neox);
+    backend->rope(xt, positions, ft, RopeLayout::Neox, 1.0f);
     benchmark::ClobberMemory();
   }
 }

@@ -42,8 +42,10 @@ def convert_without_vocabulary(llama_cpp, argv):
     """Runs llama.cpp's convert_hf_to_gguf.py with every model class's vocabulary step replaced
     by tokenizer.ggml.model "none" (in this process: called by the --convert-one mode)."""
     sys.path.insert(0, llama_cpp)
-    import conversion  # noqa: F401  (registers every model class)
+    import conversion
     from conversion import base
+
+    conversion.load_all_models()  # the model classes' modules load on demand otherwise, unpatched
 
     def no_vocabulary(self, *args, **kwargs):
         self.gguf_writer.add_tokenizer_model("none")

@@ -11,7 +11,8 @@ status 0 when every check passes; prints one line per check.
 For every tiny Hugging Face fixture in tests/fixtures/hf (every architecture tokenmill
 converts), in a temporary directory: `tokenmill convert --type f32`, then llama.cpp
 (llama_cpp.Llama, logits_all, CPU, one thread) evaluates the fixture's three prompts as token
-ids with an f32 KV cache; its logits at every position must equal expected.json's (what
+ids with an f32 KV cache (and a LongRoPE fixture's long prompt, its last rows); its logits at
+every position must equal expected.json's (what
 transformers computed from the HF directory, float32) to 1e-4 of the largest logit (two
 float32 engines with other summation orders agree to ~1e-6; a wrong tensor name, permutation
 or norm shows as O(1)); GPT-2 and Gemma 2/3 (GELU MLPs) to 2e-3, as ggml's CPU GELU is an f16
@@ -105,12 +106,19 @@ def main():
             config = json.load(open(os.path.join(directory, "config.json")))
             # A multimodal checkpoint's text_config may leave it out (131072 by default): any
             # context holding the prompts does.
-            context = config.get("max_position_embeddings") or config.get("n_positions") or 512
+            whole_context = config.get("max_position_embeddings") or config.get("n_positions") or 512
+            # LongRoPE: llama.cpp picks its factors by the context, transformers by the forward's
+            # length: the prompts within the original context take the short ones in a context
+            # of that size, the long prompt the long ones in the whole context.
+            context = expected.get("context", whole_context)
+            runs = list(zip(expected["prompts"], expected["logits"], [context] * len(expected["prompts"])))
+            if "long_prompt" in expected:
+                runs.append((expected["long_prompt"], expected["long_logits"], whole_context))
             worst = 0.0
             try:
-                for ids, logits in zip(expected["prompts"], expected["logits"]):
+                for ids, logits, run_context in runs:
                     theirs = np.array(logits, dtype=np.float64)
-                    ours = llama_cpp_logits(gguf, ids, context)
+                    ours = llama_cpp_logits(gguf, ids, run_context)[-len(theirs):]
                     worst = max(worst, float(np.abs(ours - theirs).max() / np.abs(theirs).max()))
             except Exception as e:  # llama.cpp refusing the file is a failure of the file
                 check(False, f"{name}: llama.cpp cannot run the converted file: {e}")

@@ -159,9 +159,12 @@ class Backend {
 
   // In place: rotates x [n, heads, head_dim]; row t is at position positions[t]. The angle
   // of pair j is positions[t] * inv_freq[j]; inv_freq [rotary_dim / 2] f32 already holds
-  // any rope_scaling (see model/rope.h).
+  // any rope_scaling (see model/rope.h). The rotated elements are also multiplied by
+  // `magnitude` > 0 (YaRN's and LongRoPE's attention factor, which transformers folds into
+  // cos and sin: cos * magnitude and sin * magnitude rounded to f32; 1 for plain RoPE); the
+  // elements past rotary_dim pass through unchanged.
   virtual void rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
-                    RopeLayout layout) = 0;
+                    RopeLayout layout, float magnitude) = 0;
 
   // Causal attention with grouped-query heads over a KV cache.
   //  q [n, n_heads, head_dim]: query t sits at position first_pos + t.
@@ -258,9 +261,10 @@ class Backend {
   // dy or y (in place).
   virtual void softcap_backward(const Tensor& y, float cap, const Tensor& dy, const Tensor& dx) = 0;
 
-  // Of rope, in place: dx [n, heads, head_dim] rotated back (angle -positions[t] * inv_freq[j]).
+  // Of rope, in place: dx [n, heads, head_dim] rotated back (angle -positions[t] * inv_freq[j])
+  // and multiplied by `magnitude` (the forward's).
   virtual void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
-                             RopeLayout layout) = 0;
+                             RopeLayout layout, float magnitude) = 0;
 
   // Of causal attention over one sequence (training: no cache offset). q [n, heads, hd],
   // k, v [n, kv_heads, hd] (query t attends to keys first_position(t)..t), out = the forward

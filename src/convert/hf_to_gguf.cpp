@@ -262,9 +262,9 @@ std::vector<float> llama3_rope_factors(const ModelConfig& c) {
   const double low_wavelen = static_cast<double>(old_context) / s.low_freq_factor;
   const double high_wavelen = static_cast<double>(old_context) / s.high_freq_factor;
   std::vector<float> factors;
-  for (int64_t i = 0; i < c.head_dim; i += 2) {
+  for (int64_t i = 0; i < c.rotary_dim; i += 2) {
     const float freq = 1.0f / std::pow(static_cast<float>(c.rope_theta),
-                                       static_cast<float>(i) / static_cast<float>(c.head_dim));
+                                       static_cast<float>(i) / static_cast<float>(c.rotary_dim));
     const float wavelen = static_cast<float>(2 * std::numbers::pi) / freq;
     float f = 1.0f;
     if (wavelen > low_wavelen) {
@@ -320,7 +320,13 @@ void set_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string&
   u32("attention.value_length", c.head_dim);
   w.set_f32(key("attention.layer_norm_rms_epsilon"), static_cast<float>(c.norm_eps));
   w.set_f32(key("rope.freq_base"), static_cast<float>(c.rope_theta));
-  u32("rope.dimension_count", c.head_dim);
+  u32("rope.dimension_count", c.rotary_dim);
+  // llama.cpp's "llama" files hold q and k permuted for adjacent pairs over the whole head.
+  if (arch == "llama" && c.rotary_dim != c.head_dim)
+    fail(
+        "config.json: RoPE rotates {} of each head's {} elements, which llama.cpp's {} files cannot say; "
+        "not converted",
+        c.rotary_dim, c.head_dim, arch);
   // llama.cpp runs Phi-3's and Gemma's windows, not Mistral's ("llama"): there the key is
   // for tokenmill, which runs the window as transformers does.
   if (c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
@@ -355,6 +361,15 @@ void set_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string&
     w.set_f32(key("rope.scaling.yarn_beta_fast"), static_cast<float>(rope.beta_fast));
     w.set_f32(key("rope.scaling.yarn_beta_slow"), static_cast<float>(rope.beta_slow));
   }
+  // LongRoPE as convert_hf_to_gguf.py writes Phi-3's (its factor lists are tensors, rope_factors):
+  // the original context, and the attention factor (llama.cpp's phi3 applies it as transformers).
+  if (rope.rope_type == "longrope") {
+    if (arch != "phi3")
+      fail("config.json: LongRoPE in a {} model, which llama.cpp's files hold only for phi3; not converted",
+           c.architecture);
+    u32("rope.scaling.original_context_length", rope.original_max_position_embeddings);
+    w.set_f32(key("rope.scaling.attn_factor"), static_cast<float>(rope.attention_factor));
+  }
 }
 
 // Sort key: embeddings first, then layer by layer, then the output tensors.
@@ -363,10 +378,19 @@ int64_t tensor_order(const std::string& name) {
   return name.starts_with("output") ? INT64_MAX : 0;
 }
 
+// A 1-D f32 tensor of `values`, which must outlive it.
+SourceTensor vector_tensor(std::string name, const std::vector<float>& values) {
+  SourceTensor t{std::move(name), {std::ssize(values)}, 0, values.size() * 4, {}, {}};
+  t.raw = std::as_bytes(std::span<const float>(values));
+  t.read_row = [&values](int64_t, float* out) { std::memcpy(out, values.data(), values.size() * 4); };
+  return t;
+}
+
 struct HfFiles {
   SafetensorsArchive archive;
-  std::vector<float> rope_factors;
-  TensorStore fused_experts{host_memory()};  // gpt-oss's experts, rearranged (fused_expert_tensors)
+  std::vector<float> rope_factors;                 // llama 3's rope_freqs
+  std::vector<float> long_factors, short_factors;  // LongRoPE's
+  TensorStore fused_experts{host_memory()};        // gpt-oss's experts, rearranged (fused_expert_tensors)
 };
 
 }  // namespace
@@ -374,7 +398,7 @@ struct HfFiles {
 ModelSource hf_model_source(const std::filesystem::path& dir, const LogFn& log) {
   const ModelConfig config = load_model_config(dir);
   const std::string arch(architecture_of(config).gguf_arch);  // Mistral files are "llama"
-  auto files = std::make_shared<HfFiles>(HfFiles{SafetensorsArchive::open(dir), {}});
+  auto files = std::make_shared<HfFiles>(HfFiles{SafetensorsArchive::open(dir), {}, {}, {}});
   ModelSource source;
   GgufWriter& w = source.metadata;
   w.set_string("general.architecture", arch);
@@ -386,11 +410,13 @@ ModelSource hf_model_source(const std::filesystem::path& dir, const LogFn& log) 
 
   if (arch == "llama" && config.rope_scaling.rope_type == "llama3") {
     files->rope_factors = llama3_rope_factors(config);
-    const std::vector<float>& f = files->rope_factors;
-    SourceTensor t{"rope_freqs.weight", {static_cast<int64_t>(f.size())}, 0, f.size() * 4, {}, {}};
-    t.raw = std::as_bytes(std::span<const float>(f));
-    t.read_row = [&f](int64_t, float* out) { std::memcpy(out, f.data(), f.size() * 4); };
-    source.tensors.push_back(std::move(t));
+    source.tensors.push_back(vector_tensor("rope_freqs.weight", files->rope_factors));
+  }
+  if (config.rope_scaling.rope_type == "longrope") {
+    files->long_factors = config.rope_scaling.long_factor;
+    files->short_factors = config.rope_scaling.short_factor;
+    source.tensors.push_back(vector_tensor("rope_factors_long.weight", files->long_factors));
+    source.tensors.push_back(vector_tensor("rope_factors_short.weight", files->short_factors));
   }
   std::map<std::string, std::vector<std::optional<StoredTensor>>> expert_parts;  // stacked name -> by expert
   for (const std::string& hf : files->archive.names()) {

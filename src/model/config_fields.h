@@ -94,8 +94,12 @@ class FieldReader {
 MlpKind parse_activation(const std::string& name, const std::string& source);
 
 // rope_theta and rope_scaling (transformers < 5) or rope_parameters (transformers >= 5,
-// which also moves rope_theta inside it): default, linear and llama3 scaling; a partial
-// rotary factor other than 1 is refused.
+// which also moves rope_theta inside it): default, linear, llama3, yarn and longrope
+// scaling. Reads max_position_embeddings from `config` (LongRoPE's default factor).
 void parse_rope(const FieldReader& fields, ModelConfig& config);
+
+// The share of each head RoPE rotates: partial_rotary_factor, in rope_parameters or at the
+// top level (Phi-4-mini's transformers 4 configs); 1 when absent.
+double partial_rotary_factor(const FieldReader& fields);
 
 }  // namespace tokenmill

@@ -63,6 +63,36 @@ void put_rope_scaling(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json
     yarn["attention_factor"] = (*factor > 1.0 ? 0.1 * std::log(*factor) + 1.0 : 1.0) * *scale;
 }
 
+// A 1-D tensor of n values as f32 (LongRoPE's factors); errors name the file and tensor.
+std::vector<float> f32_vector(const GgufFile& gguf, const char* name, int64_t n) {
+  const GgufTensorInfo* info = gguf.find_tensor(name);
+  if (info == nullptr) fail("{}: tensor '{}' is missing", gguf.label(), name);
+  const auto dtype = quant::dtype_from_ggml_type(info->type);
+  if (info->shape != std::vector<int64_t>{n} || !dtype || is_quantized(*dtype))
+    fail("{}: tensor '{}' must be a float vector of {} values (ne = [{}])", gguf.label(), name, n,
+         fmt::join(info->shape, ", "));
+  std::vector<float> out(static_cast<size_t>(n));
+  quant::dequantize_row(*dtype, gguf.tensor_data(*info).data(), out.data(), n);
+  return out;
+}
+
+// LongRoPE as llama.cpp's phi3 files hold it: the factor lists as tensors, the original
+// context (by default the training context, as llama.cpp) and the attention factor (by
+// default 1) as keys.
+void read_longrope(const GgufFile& gguf, const GgufKeys& keys, ModelConfig& c) {
+  RopeScaling& s = c.rope_scaling;
+  s.rope_type = "longrope";
+  s.long_factor = f32_vector(gguf, "rope_factors_long.weight", c.rotary_dim / 2);
+  s.short_factor = f32_vector(gguf, "rope_factors_short.weight", c.rotary_dim / 2);
+  s.original_max_position_embeddings =
+      keys.find_integer("rope.scaling.original_context_length").value_or(c.max_position_embeddings);
+  if (s.original_max_position_embeddings < 1)
+    fail("{}: {} must be >= 1", gguf.label(), keys.key("rope.scaling.original_context_length"));
+  s.attention_factor = keys.find_number("rope.scaling.attn_factor").value_or(1.0);
+  if (!(s.attention_factor > 0) || !std::isfinite(s.attention_factor))
+    fail("{}: {} must be a finite number > 0", gguf.label(), keys.key("rope.scaling.attn_factor"));
+}
+
 // The Hugging Face config.json fields of a llama/qwen2/qwen3/phi3/olmo2 file.
 void put_llama_family(const GgufFile& gguf, const GgufKeys& keys, nlohmann::json& hf) {
   hf["hidden_size"] = keys.integer("embedding_length");
@@ -201,8 +231,6 @@ ModelConfig gguf_model_config(const GgufFile& gguf) {
     put_gpt2(gguf, keys, hf);
   } else {
     put_llama_family(gguf, keys, hf);
-    if (gguf.find_tensor("rope_factors_long.weight") != nullptr)
-      fail("{}: LongRoPE (rope_factors_long / rope_factors_short) is not supported", gguf.label());
     if (auto window = keys.find_integer("attention.sliding_window")) hf["sliding_window"] = *window;
     if (const auto rules = gemma_gguf_rules(arch)) put_gemma(*rules, keys, hf);
   }
@@ -216,10 +244,11 @@ ModelConfig gguf_model_config(const GgufFile& gguf) {
 
   ModelConfig c = parse_model_config(hf, gguf.label() + " (GGUF metadata)");
   if (arch == "llama") c.rope_layout = RopeLayout::Interleaved;
-  if (auto rotary = keys.find_integer("rope.dimension_count");
-      rotary && c.positions == PositionKind::Rotary && *rotary != c.head_dim)
-    fail("{}: {} = {} rotates part of each head (head_dim {}); partial rotary embeddings are not supported",
-         gguf.label(), keys.key("rope.dimension_count"), *rotary, c.head_dim);
+  if (c.positions == PositionKind::Rotary) {
+    c.rotary_dim = keys.find_integer("rope.dimension_count").value_or(c.head_dim);
+    check_rotary(c, gguf.label() + " (" + keys.key("rope.dimension_count") + ")");
+    if (gguf.find_tensor("rope_factors_long.weight") != nullptr) read_longrope(gguf, keys, c);
+  }
   for (int32_t id : c.eos_token_ids)
     if (id >= c.vocab_size)
       fail("{}: tokenizer.ggml.eos_token_id {} is not below the vocabulary size {}", gguf.label(), id,
@@ -231,7 +260,7 @@ void load_gguf_weights(const ModelConfig& config, const GgufFile& gguf, ModelWei
   const GgufWeightSource source(gguf, weights.owned);
   load_layout_weights(config, source, WeightFormat::Gguf, weights);
   if (config.positions == PositionKind::Rotary && source.has("rope_freqs.weight"))
-    weights.rope_freq_factors = source.vector_f32("rope_freqs.weight", config.head_dim / 2);
+    weights.rope_freq_factors = source.vector_f32("rope_freqs.weight", config.rotary_dim / 2);
 }
 
 }  // namespace tokenmill

@@ -106,8 +106,9 @@ void forward_attention(Backend& backend, const ModelConfig& c, const LayerWeight
     backend.rms_norm(parts(t.k_raw, c.k_norm_width()), w.k_norm_weight, eps, parts(t.k, c.k_norm_width()));
   }
   if (c.positions == PositionKind::Rotary) {
-    backend.rope(t.q, positions.positions, *positions.inv_freq, c.rope_layout);
-    backend.rope(t.k, positions.positions, *positions.inv_freq, c.rope_layout);
+    const float magnitude = c.rope_magnitude(layer);
+    backend.rope(t.q, positions.positions, *positions.inv_freq, c.rope_layout, magnitude);
+    backend.rope(t.k, positions.positions, *positions.inv_freq, c.rope_layout, magnitude);
   }
   hooks.attend(layer, layer_attention_scores(c, w, layer), t);
   const Tensor attended = t.attended.reshaped({n, c.num_attention_heads * c.head_dim});

@@ -38,7 +38,7 @@ std::vector<BufferShape> buffer_shapes(const ModelConfig& c, int64_t rows) {
 }  // namespace
 
 size_t StepBuffers::bytes(const ModelConfig& c, int64_t rows) {
-  const size_t frequencies = Arena::footprint(static_cast<size_t>(c.head_dim / 2) * sizeof(float));
+  const size_t frequencies = Arena::footprint(static_cast<size_t>(c.rotary_dim / 2) * sizeof(float));
   size_t total = c.sliding_rope_theta > 0 ? 2 * frequencies : frequencies;
   for (const BufferShape& s : buffer_shapes(c, rows))
     total += Arena::footprint(static_cast<size_t>(checked_mul(
@@ -47,19 +47,18 @@ size_t StepBuffers::bytes(const ModelConfig& c, int64_t rows) {
   return total;
 }
 
-StepBuffers StepBuffers::allocate(Arena& arena, const Model& model, int64_t rows) {
+StepBuffers StepBuffers::allocate(Arena& arena, const Model& model, int64_t rows, int64_t context) {
   const ModelConfig& c = model.config;
   StepBuffers b;
   if (c.positions == PositionKind::Rotary) {
-    const std::vector<float> inv_freq = model_rope_frequencies(c, model.weights);
-    b.inv_freq = arena.allocate(DType::F32, {c.head_dim / 2});
-    arena.memory().copy_from_host(b.inv_freq.data, inv_freq.data(), b.inv_freq.nbytes());
-    if (c.sliding_rope_theta > 0) {
-      const std::vector<float> sliding =
-          rope_inverse_frequencies(RopeScaling{}, c.sliding_rope_theta, c.head_dim);
-      b.sliding_inv_freq = arena.allocate(DType::F32, {c.head_dim / 2});
-      arena.memory().copy_from_host(b.sliding_inv_freq.data, sliding.data(), b.sliding_inv_freq.nbytes());
-    }
+    const RopeFrequencies frequencies = model_rope_frequencies(c, model.weights, context);
+    const auto upload = [&](const std::vector<float>& values) {
+      Tensor t = arena.allocate(DType::F32, {std::ssize(values)});
+      arena.memory().copy_from_host(t.data, values.data(), t.nbytes());
+      return t;
+    };
+    b.inv_freq = upload(frequencies.global);
+    if (!frequencies.sliding.empty()) b.sliding_inv_freq = upload(frequencies.sliding);
   }
   for (const BufferShape& s : buffer_shapes(c, rows))
     b.*s.field = arena.allocate(DType::F32, {s.rows, s.width});

@@ -22,7 +22,7 @@ namespace tokenmill {
 // memory (the backend's). With a mixture of experts, the MLP runs over the rows x k slots of
 // the experts' inputs (model/expert_routing.h), routed on the host.
 struct StepBuffers {
-  Tensor inv_freq;                       // [head_dim / 2] (rotary models; empty otherwise)
+  Tensor inv_freq;                       // [rotary_dim / 2] (rotary models; empty otherwise)
   Tensor sliding_inv_freq;               // the sliding layers' (config.sliding_rope_theta; else empty)
   Tensor residual, normed, projected;    // [rows, hidden]
   Tensor query, attended;                // [rows, heads * head_dim]
@@ -34,10 +34,11 @@ struct StepBuffers {
   std::function<void(const ExpertRouting&)> routing_observer;  // experts: told each layer's routing
 
   static size_t bytes(const ModelConfig& config, int64_t rows);  // what `arena` needs for them
-  static StepBuffers allocate(Arena& arena, const Model& model, int64_t rows);
+  // For steps of up to `rows` tokens in a run of up to `context` positions (model/rope.h).
+  static StepBuffers allocate(Arena& arena, const Model& model, int64_t rows, int64_t context);
   // The rotary frequencies of layer `layer`.
   const Tensor& rope_frequencies(const ModelConfig& config, int64_t layer) const {
-    return sliding_inv_freq.data != nullptr && config.sliding_layer(layer) ? sliding_inv_freq : inv_freq;
+    return config.sliding_rope(layer) ? sliding_inv_freq : inv_freq;
   }
 };
 

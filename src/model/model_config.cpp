@@ -1,6 +1,7 @@
 #include "model/model_config.h"
 
 #include <cmath>
+#include <iterator>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
@@ -16,10 +17,24 @@ int64_t ModelConfig::context_length() const { return max_position_embeddings; }
 
 AttentionScores ModelConfig::attention_scores(int64_t layer) const {
   const double scalar = query_pre_attn_scalar > 0 ? query_pre_attn_scalar : static_cast<double>(head_dim);
-  // YaRN's attention factor multiplies both q's and k's rotated elements: q . k by its square.
-  const double factor = rope_scaling.attention_factor;
-  return {static_cast<float>(factor * factor / std::sqrt(scalar)), sliding_layer(layer) ? sliding_window : 0,
+  return {static_cast<float>(1.0 / std::sqrt(scalar)), sliding_layer(layer) ? sliding_window : 0,
           static_cast<float>(attn_logit_softcapping)};
+}
+
+bool ModelConfig::sliding_rope(int64_t layer) const { return sliding_rope_theta > 0 && sliding_layer(layer); }
+
+float ModelConfig::rope_magnitude(int64_t layer) const {
+  return sliding_rope(layer) ? 1.0f : static_cast<float>(rope_scaling.attention_factor);
+}
+
+void check_rotary(const ModelConfig& c, const std::string& source) {
+  if (c.rotary_dim < 2 || c.rotary_dim % 2 != 0 || c.rotary_dim > c.head_dim)
+    fail("{}: RoPE rotates {} elements of each head of {}; it needs an even count from 2 to the head's",
+         source, c.rotary_dim, c.head_dim);
+  const RopeScaling& s = c.rope_scaling;
+  if (s.rope_type == "longrope" && std::ssize(s.short_factor) != c.rotary_dim / 2)
+    fail("{}: LongRoPE has {} factors per list but the {} rotated elements of each head make {} pairs",
+         source, s.short_factor.size(), c.rotary_dim, c.rotary_dim / 2);
 }
 
 ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source) {
@@ -45,8 +60,11 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     fail("{}: {} attention heads are not divisible by {} key/value heads", source, c.num_attention_heads,
          c.num_key_value_heads);
-  if (c.positions == PositionKind::Rotary && c.head_dim % 2 != 0)
-    fail("{}: rotary embeddings need an even head_dim, got {}", source, c.head_dim);
+  if (c.positions == PositionKind::Rotary) {
+    // int(head_dim * partial_rotary_factor), as transformers truncates it.
+    c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial_rotary_factor(f));
+    check_rotary(c, source);
+  }
   if (c.rope_scaling.rope_type == "llama3" && c.rope_scaling.factor < 1.0)
     fail("{}: llama3 rope_scaling factor must be >= 1", source);
   if (c.mixture_of_experts()) {

@@ -27,15 +27,20 @@ enum class PositionKind : uint8_t { Learned, Rotary };
 enum class QkNorm : uint8_t { None, PerHead, Whole };
 
 struct RopeScaling {
-  std::string rope_type = "default";  // default | linear | llama3 | yarn
+  std::string rope_type = "default";  // default | linear | llama3 | yarn | longrope
   double factor = 1.0;
   double low_freq_factor = 1.0;                  // llama3
   double high_freq_factor = 4.0;                 // llama3
-  int64_t original_max_position_embeddings = 0;  // llama3, yarn
+  int64_t original_max_position_embeddings = 0;  // llama3, yarn, longrope
   double beta_fast = 32.0, beta_slow = 1.0;      // yarn: the ramp's bounds, in rotations
   bool truncate = true;                          // yarn: the ramp's bounds rounded to whole dimensions
-  // yarn: cos and sin are multiplied by this (transformers' attention_factor; by default
-  // 0.1 ln(factor) + 1), so every q . k by its square; 1 for the other types.
+  // longrope (Phi-3.5, Phi-4-mini): rotary pair j's frequency is divided by short_factor[j],
+  // or by long_factor[j] in a run whose context exceeds original_max_position_embeddings
+  // (model/rope.h); [rotary_dim / 2] each.
+  std::vector<float> short_factor, long_factor;
+  // yarn, longrope: cos and sin are multiplied by this (transformers' attention_factor; by
+  // default 0.1 ln(factor) + 1 for yarn, sqrt(1 + ln(factor) / ln(original context)) for
+  // longrope), so every q . k by its square; 1 for the other types.
   double attention_factor = 1.0;
 };
 
@@ -60,6 +65,10 @@ struct ModelConfig {
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;
   int64_t head_dim = 0;
+  // The elements at the start of each head that RoPE rotates, the rest passing through
+  // (Phi-4-mini rotates three quarters): int(head_dim * partial_rotary_factor) from
+  // config.json, rope.dimension_count from GGUF. Even; 0 without rotary positions.
+  int64_t rotary_dim = 0;
   int64_t max_position_embeddings = 0;
   // Mistral, Gemma: tokens attend to at most this many latest positions, themselves
   // included (0 = unlimited), in the layers sliding_layer() names.
@@ -158,6 +167,11 @@ struct ModelConfig {
   }
   // The attention scores of layer `layer`: scale, window and soft cap (Backend::AttentionScores).
   AttentionScores attention_scores(int64_t layer) const;
+  // Whether layer `layer` rotates by the sliding layers' own plain RoPE (sliding_rope_theta).
+  bool sliding_rope(int64_t layer) const;
+  // What RoPE multiplies layer `layer`'s rotated q and k elements by (Backend::rope): the
+  // rope_scaling's attention factor, 1 in layers of their own plain RoPE.
+  float rope_magnitude(int64_t layer) const;
   // Floats of K and V cached per token over all layers.
   int64_t kv_floats_per_token() const { return 2 * num_hidden_layers * num_key_value_heads * head_dim; }
 };
@@ -166,6 +180,10 @@ struct ModelConfig {
 // (positive sizes, heads dividing the width, kv heads dividing heads, known activation,
 // known rope_scaling type) and throws tokenmill::Error naming the field on a defect.
 ModelConfig parse_model_config(const nlohmann::json& config, const std::string& source);
+
+// Rotary models: rotary_dim even, within the head, and LongRoPE's factor lists of
+// rotary_dim / 2 values; throws tokenmill::Error naming `source` otherwise.
+void check_rotary(const ModelConfig& config, const std::string& source);
 
 // Merges generation_config.json (eos ids, sampling defaults) into `config`.
 void apply_generation_config(const nlohmann::json& generation, const std::string& source,

@@ -25,13 +25,16 @@ uint64_t PagedTransformer::block_bytes(const ModelConfig& config, int64_t block_
 }
 
 PagedTransformer::PagedTransformer(const Model& model, Backend& backend, int64_t num_blocks,
-                                   int64_t block_size, int64_t max_tokens, int64_t max_slices, DType kv_dtype)
+                                   int64_t block_size, int64_t max_tokens, int64_t max_slices, DType kv_dtype,
+                                   int64_t context)
     : model_(model),
       backend_(backend),
       num_blocks_(num_blocks),
       block_size_(block_size),
       max_tokens_(max_tokens),
       max_slices_(max_slices),
+      context_(context > 0 ? std::min(context, model.config.context_length())
+                           : model.config.context_length()),
       pool_(static_cast<size_t>(checked_mul(
                 Arena::footprint(
                     static_cast<size_t>(layer_pool_bytes(model.config, num_blocks, block_size, kv_dtype))),
@@ -41,7 +44,7 @@ PagedTransformer::PagedTransformer(const Model& model, Backend& backend, int64_t
                  Arena::footprint(checked_product({max_slices, model.config.hidden_size, 4}, "step logits")) +
                  Arena::footprint(checked_product({max_slices, model.config.vocab_size, 4}, "step logits")),
              backend.memory()),
-      buffers_(StepBuffers::allocate(arena_, model, max_tokens)),
+      buffers_(StepBuffers::allocate(arena_, model, max_tokens, context_)),
       last_rows_(arena_.allocate(DType::F32, {max_slices, model.config.hidden_size})),
       logits_(arena_.allocate(DType::F32, {max_slices, model.config.vocab_size})) {
   const ModelConfig& c = model.config;
@@ -71,8 +74,7 @@ Tensor PagedTransformer::forward(std::span<const Slice> slices) {
     const auto n = static_cast<int64_t>(s.tokens.size());
     const int64_t end = s.first_pos + n;
     if (n == 0 || s.first_pos < 0) fail("paged forward: a slice needs tokens at a position >= 0");
-    if (end > c.context_length())
-      fail("paged forward: positions up to {} exceed the context length {}", end, c.context_length());
+    if (end > context_) fail("paged forward: positions up to {} exceed the context length {}", end, context_);
     if (static_cast<int64_t>(s.blocks.size()) * block_size_ < end)
       fail("paged forward: {} blocks of {} tokens cannot hold {} positions", s.blocks.size(), block_size_,
            end);

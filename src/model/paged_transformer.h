@@ -40,14 +40,15 @@ class PagedTransformer {
   static uint64_t block_bytes(const ModelConfig& config, int64_t block_size, DType kv_dtype);
 
   // A pool of `num_blocks` blocks of `block_size` tokens; steps of up to `max_tokens` tokens
-  // and `max_slices` slices. Throws Error on a non-power-of-two block size or a pool that
-  // does not fit in memory.
+  // and `max_slices` slices; sequences of up to `context` positions (0: the model's context
+  // length; LongRoPE picks its factors by it, model/rope.h). Throws Error on a
+  // non-power-of-two block size or a pool that does not fit in memory.
   PagedTransformer(const Model& model, Backend& backend, int64_t num_blocks, int64_t block_size,
-                   int64_t max_tokens, int64_t max_slices, DType kv_dtype);
+                   int64_t max_tokens, int64_t max_slices, DType kv_dtype, int64_t context = 0);
 
   // Runs one step. Returns the logits [k, vocab] f32 of the slices with want_logits, in
   // slice order, in host memory; valid until the next call. Throws Error if the step exceeds max_tokens /
-  // max_slices, a position exceeds the model's context or a block table is too short.
+  // max_slices, a position exceeds the context or a block table is too short.
   Tensor forward(std::span<const Slice> slices);
   // The final hidden state (after the final norm) behind logits row `row` of the last
   // forward, copied to `out` [hidden] (embeddings).
@@ -79,7 +80,7 @@ class PagedTransformer {
 
   const Model& model_;
   Backend& backend_;
-  int64_t num_blocks_, block_size_, max_tokens_, max_slices_;
+  int64_t num_blocks_, block_size_, max_tokens_, max_slices_, context_;
   Arena pool_;
   std::vector<Tensor> keys_, values_;  // per layer [num_blocks, block_size, kv_heads, head_dim]
   Arena arena_;

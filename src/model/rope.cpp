@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <numbers>
+
+#include "core/error.h"
 
 namespace tokenmill {
 
@@ -42,7 +45,8 @@ void apply_yarn(const RopeScaling& s, double theta, int64_t rotary_dim, std::vec
 
 }  // namespace
 
-std::vector<float> rope_inverse_frequencies(const RopeScaling& scaling, double theta, int64_t rotary_dim) {
+std::vector<float> rope_inverse_frequencies(const RopeScaling& scaling, double theta, int64_t rotary_dim,
+                                            int64_t context) {
   const int64_t pairs = rotary_dim / 2;
   std::vector<float> inv_freq(static_cast<size_t>(pairs));
   for (int64_t j = 0; j < pairs; ++j) {
@@ -69,16 +73,30 @@ std::vector<float> rope_inverse_frequencies(const RopeScaling& scaling, double t
     }
   } else if (scaling.rope_type == "yarn") {
     apply_yarn(scaling, theta, rotary_dim, inv_freq);
+  } else if (scaling.rope_type == "longrope") {
+    const std::vector<float>& ext =
+        context > scaling.original_max_position_embeddings ? scaling.long_factor : scaling.short_factor;
+    if (std::ssize(ext) != pairs)
+      fail("LongRoPE has {} factors for {} rotary pairs", ext.size(), pairs);  // validated at load
+    for (int64_t j = 0; j < pairs; ++j) {
+      const float exponent = static_cast<float>(2 * j) / static_cast<float>(rotary_dim);
+      inv_freq[static_cast<size_t>(j)] =
+          1.0f / (ext[static_cast<size_t>(j)] * std::pow(static_cast<float>(theta), exponent));
+    }
   }
   return inv_freq;
 }
 
-std::vector<float> model_rope_frequencies(const ModelConfig& config, const ModelWeights& weights) {
-  std::vector<float> inv_freq =
-      rope_inverse_frequencies(config.rope_scaling, config.rope_theta, config.head_dim);
+RopeFrequencies model_rope_frequencies(const ModelConfig& config, const ModelWeights& weights,
+                                       int64_t context) {
+  RopeFrequencies f;
+  f.global = rope_inverse_frequencies(config.rope_scaling, config.rope_theta, config.rotary_dim, context);
   if (const Tensor& factors = weights.rope_freq_factors; factors.data != nullptr)
-    for (size_t j = 0; j < inv_freq.size(); ++j) inv_freq[j] /= factors.as<const float>()[j];
-  return inv_freq;
+    for (size_t j = 0; j < f.global.size(); ++j) f.global[j] /= factors.as<const float>()[j];
+  if (config.sliding_rope_theta > 0)
+    f.sliding =
+        rope_inverse_frequencies(RopeScaling{}, config.sliding_rope_theta, config.rotary_dim, context);
+  return f;
 }
 
 }  // namespace tokenmill

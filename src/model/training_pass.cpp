@@ -82,8 +82,8 @@ void TrainingPass::plan(Plan& p) {
   const int64_t q_width = c.num_attention_heads * c.head_dim, kv_width = c.num_key_value_heads * c.head_dim;
   const bool gated = gated_mlp(c.mlp), moe = c.mixture_of_experts();
   const int64_t slots = moe ? n * c.experts_per_token : n;  // the MLP's rows
-  inv_freq_tensor_ = p.take({std::max<int64_t>(1, c.head_dim / 2)});
-  if (c.sliding_rope_theta > 0) sliding_inv_freq_ = p.take({std::max<int64_t>(1, c.head_dim / 2)});
+  inv_freq_tensor_ = p.take({std::max<int64_t>(1, c.rotary_dim / 2)});
+  if (c.sliding_rope_theta > 0) sliding_inv_freq_ = p.take({std::max<int64_t>(1, c.rotary_dim / 2)});
   residual_.clear();
   for (int64_t l = 0; l <= c.num_hidden_layers; ++l) residual_.push_back(p.take({n, hidden}));
   layers_.assign(recompute_ ? 1 : static_cast<size_t>(c.num_hidden_layers), {});
@@ -195,14 +195,12 @@ LayerTensors TrainingPass::layer_tensors(int64_t layer) {
 void TrainingPass::forward(const ModelWeights& w, std::span<const int32_t> inputs) {
   const ModelConfig& c = config_;
   if (c.positions == PositionKind::Rotary) {
-    const std::vector<float> inv_freq = model_rope_frequencies(c, w);
-    backend_.memory().copy_from_host(inv_freq_tensor_.data, inv_freq.data(), inv_freq.size() * sizeof(float));
-    if (sliding_inv_freq_.data != nullptr) {
-      const std::vector<float> sliding =
-          rope_inverse_frequencies(RopeScaling{}, c.sliding_rope_theta, c.head_dim);
-      backend_.memory().copy_from_host(sliding_inv_freq_.data, sliding.data(),
-                                       sliding.size() * sizeof(float));
-    }
+    // The sequences' positions reach seq_len: LongRoPE picks its factors by it (model/rope.h).
+    const RopeFrequencies f = model_rope_frequencies(c, w, seq_len_);
+    backend_.memory().copy_from_host(inv_freq_tensor_.data, f.global.data(), f.global.size() * sizeof(float));
+    if (!f.sliding.empty())
+      backend_.memory().copy_from_host(sliding_inv_freq_.data, f.sliding.data(),
+                                       f.sliding.size() * sizeof(float));
   }
   embed_tokens(backend_, c, w, inputs, positions_, residual_[0], dtmp_);
   if (load_balance_) load_balance_->clear();
@@ -399,10 +397,11 @@ void TrainingPass::backward_layer(const ModelWeights& w, const ModelWeights& g, 
                                 c.attention_scores(layer), sequence(dq_, b, h), sequence(dk_, b, kvh),
                                 sequence(dv_, b, kvh));
   if (c.positions == PositionKind::Rotary) {
+    const float magnitude = c.rope_magnitude(layer);
     backend_.rope_backward(dq_.reshaped({n, c.num_attention_heads, c.head_dim}), positions_,
-                           rope_frequencies(layer), c.rope_layout);
+                           rope_frequencies(layer), c.rope_layout, magnitude);
     backend_.rope_backward(dk_.reshaped({n, c.num_key_value_heads, c.head_dim}), positions_,
-                           rope_frequencies(layer), c.rope_layout);
+                           rope_frequencies(layer), c.rope_layout, magnitude);
   }
   const bool qk_norm = c.qk_norm != QkNorm::None;
   if (qk_norm) {  // d(q, k before their norms), the norms' weight gradients accumulated

@@ -193,8 +193,7 @@ class TrainingPass final : private LayerHooks {
   Tensor inv_freq_tensor_, sliding_inv_freq_;  // the latter: sliding layers of their own RoPE base
   // The rotary frequencies of layer `layer`.
   const Tensor& rope_frequencies(int64_t layer) const {
-    return sliding_inv_freq_.data != nullptr && config_.sliding_layer(layer) ? sliding_inv_freq_
-                                                                             : inv_freq_tensor_;
+    return config_.sliding_rope(layer) ? sliding_inv_freq_ : inv_freq_tensor_;
   }
   std::vector<Tensor> residual_;          // num_layers + 1 residual streams [rows, hidden]
   std::vector<LayerActivations> layers_;  // L of them, or 1 when Recomputed

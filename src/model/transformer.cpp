@@ -21,7 +21,7 @@ Transformer::Transformer(const Model& model, Backend& backend, int64_t context, 
       arena_(StepBuffers::bytes(model.config, chunk_) +
                  Arena::footprint(static_cast<size_t>(chunk_ * model.config.vocab_size) * sizeof(float)),
              backend.memory()),
-      buffers_(StepBuffers::allocate(arena_, model, chunk_)),
+      buffers_(StepBuffers::allocate(arena_, model, chunk_, context_)),
       logits_(arena_.allocate(DType::F32, {chunk_, model.config.vocab_size})) {
   if (!weights_in(model.weights, backend.memory()))
     fail("the model's weights are not in the memory of the {} backend (place_weights first)", backend.name());

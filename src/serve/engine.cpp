@@ -55,7 +55,7 @@ struct Engine::State {
         blocks(capacity.blocks, capacity.block_size, opts.prefix_caching),
         scheduler(blocks, opts.max_batch_tokens, opts.max_running),
         runner(*text_model.model, backend, capacity.blocks, capacity.block_size, opts.max_batch_tokens,
-               opts.max_running, text_model.model->default_kv_dtype()) {
+               opts.max_running, text_model.model->default_kv_dtype(), context) {
     if (opts.max_waiting < 1) fail("--max-waiting must be at least 1 (got {})", opts.max_waiting);
   }
 

@@ -180,10 +180,14 @@ TEST_F(ReferenceGradient, RopeBothLayoutsWithPartialRotation) {
     SCOPED_TRACE(layout == RopeLayout::Neox ? "neox" : "interleaved");
     HostTensor x({3, 2, 10}, rng_), dy({3, 2, 10}, rng_), freq({3}, rope_frequencies(6));
     const std::vector<int32_t> positions = {0, 7, 1000};
-    const auto forward = [&] { return reference::rope(x.tensor(), positions, freq.tensor(), layout); };
-    EXPECT_TRUE(close_to_reference(numeric_gradient(x, dy, forward),
-                                   reference::rope_backward(dy.tensor(), positions, freq.tensor(), layout),
-                                   kFiniteDifference));
+    const float magnitude = 1.25f;  // a YaRN or LongRoPE attention factor
+    const auto forward = [&] {
+      return reference::rope(x.tensor(), positions, freq.tensor(), layout, magnitude);
+    };
+    EXPECT_TRUE(
+        close_to_reference(numeric_gradient(x, dy, forward),
+                           reference::rope_backward(dy.tensor(), positions, freq.tensor(), layout, magnitude),
+                           kFiniteDifference));
   }
 }
 
@@ -543,8 +547,9 @@ TEST_P(BackwardLayers, RopeBothLayoutsMatchReference) {
       std::vector<int32_t> positions(static_cast<size_t>(n));
       std::uniform_int_distribution<int32_t> position(0, 8191);
       std::generate(positions.begin(), positions.end(), [&] { return position(rng_); });
-      const auto want = reference::rope_backward(dx->tensor(), positions, freq->tensor(), layout);
-      backend_->rope_backward(dx->tensor(), positions, freq->tensor(), layout);
+      const float magnitude = rotary_dim == head_dim ? 1.0f : 1.1902f;  // partial: Phi-4-mini's
+      const auto want = reference::rope_backward(dx->tensor(), positions, freq->tensor(), layout, magnitude);
+      backend_->rope_backward(dx->tensor(), positions, freq->tensor(), layout, magnitude);
       EXPECT_TRUE(close_to_reference(dx->values(), want, kF32));
       EXPECT_GUARDS(dx);
       EXPECT_UNCHANGED(freq);
@@ -560,8 +565,8 @@ TEST_P(BackwardLayers, RopeBackwardUndoesTheForward) {
   std::vector<int32_t> positions(13);
   for (size_t t = 0; t < positions.size(); ++t) positions[t] = static_cast<int32_t>(300 * t);
   for (const RopeLayout layout : {RopeLayout::Neox, RopeLayout::Interleaved}) {
-    backend_->rope(x->tensor(), positions, freq->tensor(), layout);
-    backend_->rope_backward(x->tensor(), positions, freq->tensor(), layout);
+    backend_->rope(x->tensor(), positions, freq->tensor(), layout, 1.0f);
+    backend_->rope_backward(x->tensor(), positions, freq->tensor(), layout, 1.0f);
     EXPECT_TRUE(close_to_reference(x->values(), std::vector<double>(original.begin(), original.end()), kF32));
   }
 }
@@ -571,11 +576,13 @@ TEST_P(BackwardLayers, RopeRejectsBadShapes) {
   auto freq = input({5});  // rotates 10 > 8
   auto freq_ok = input({4});
   const std::vector<int32_t> two = {0, 1}, one = {0};
-  EXPECT_THROW(backend_->rope_backward(dx->tensor(), two, freq->tensor(), RopeLayout::Neox), Error);
-  EXPECT_THROW(backend_->rope_backward(dx->tensor(), one, freq_ok->tensor(), RopeLayout::Interleaved), Error);
+  EXPECT_THROW(backend_->rope_backward(dx->tensor(), two, freq->tensor(), RopeLayout::Neox, 1.0f), Error);
+  EXPECT_THROW(backend_->rope_backward(dx->tensor(), one, freq_ok->tensor(), RopeLayout::Interleaved, 1.0f),
+               Error);
   EXPECT_THROW(
-      backend_->rope_backward(dx->tensor().reshaped({2, 16}), two, freq_ok->tensor(), RopeLayout::Neox),
+      backend_->rope_backward(dx->tensor().reshaped({2, 16}), two, freq_ok->tensor(), RopeLayout::Neox, 1.0f),
       Error);
+  EXPECT_THROW(backend_->rope_backward(dx->tensor(), two, freq_ok->tensor(), RopeLayout::Neox, 0.0f), Error);
   EXPECT_UNCHANGED(dx);
 }
 

@@ -26,6 +26,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -806,11 +807,14 @@ struct RopeCase {
 
 TEST_P(Conformance, RopeBothLayoutsMatchReference) {
   const RopeCase cases[] = {{1, 4, 16, 16}, {3, 2, 64, 64}, {7, 3, 80, 32}, {2, 4, 128, 128}, {5, 2, 64, 16}};
-  for (const RopeLayout layout : {RopeLayout::Neox, RopeLayout::Interleaved}) {
+  // Magnitude 1 (plain RoPE) and LongRoPE's attention factor of Phi-4-mini (32x longer context).
+  for (const auto& [layout, magnitude] :
+       {std::pair{RopeLayout::Neox, 1.0f}, std::pair{RopeLayout::Interleaved, 1.0f},
+        std::pair{RopeLayout::Neox, 1.1902f}}) {
     for (const RopeCase& c : cases) {
       SCOPED_TRACE(std::string(layout == RopeLayout::Neox ? "neox" : "interleaved") +
                    " n=" + std::to_string(c.n) + " head_dim=" + std::to_string(c.head_dim) +
-                   " rotary=" + std::to_string(c.rotary_dim));
+                   " rotary=" + std::to_string(c.rotary_dim) + " magnitude=" + std::to_string(magnitude));
       auto x = input(DType::F32, {c.n, c.heads, c.head_dim});
       auto freq = buffer(DType::F32, {c.rotary_dim / 2}, 4);
       for (int64_t j = 0; j < c.rotary_dim / 2; ++j)
@@ -818,8 +822,8 @@ TEST_P(Conformance, RopeBothLayoutsMatchReference) {
       std::vector<int32_t> positions(static_cast<size_t>(c.n));
       std::uniform_int_distribution<int32_t> pos(0, 8191);
       for (auto& p : positions) p = pos(rng_);
-      const auto want = reference::rope(x->tensor(), positions, freq->tensor(), layout);
-      backend_->rope(x->tensor(), positions, freq->tensor(), layout);
+      const auto want = reference::rope(x->tensor(), positions, freq->tensor(), layout, magnitude);
+      backend_->rope(x->tensor(), positions, freq->tensor(), layout, magnitude);
       EXPECT_TRUE(close_to_reference(x->values(), want, kF32));
       EXPECT_GUARDS(x);
     }
@@ -831,10 +835,13 @@ TEST_P(Conformance, RopeRejectsBadShapes) {
   auto freq = input(DType::F32, {5});  // rotates 10 > 8
   auto freq_ok = input(DType::F32, {4});
   const std::vector<int32_t> two = {0, 1}, one = {0};
-  EXPECT_THROW(backend_->rope(x->tensor(), two, freq->tensor(), RopeLayout::Neox), Error);
-  EXPECT_THROW(backend_->rope(x->tensor(), one, freq_ok->tensor(), RopeLayout::Neox), Error);
-  EXPECT_THROW(backend_->rope(x->tensor().reshaped({2, 16}), two, freq_ok->tensor(), RopeLayout::Neox),
+  EXPECT_THROW(backend_->rope(x->tensor(), two, freq->tensor(), RopeLayout::Neox, 1.0f), Error);
+  EXPECT_THROW(backend_->rope(x->tensor(), one, freq_ok->tensor(), RopeLayout::Neox, 1.0f), Error);
+  EXPECT_THROW(backend_->rope(x->tensor().reshaped({2, 16}), two, freq_ok->tensor(), RopeLayout::Neox, 1.0f),
                Error);
+  for (const float magnitude :
+       {0.0f, -1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()})
+    EXPECT_THROW(backend_->rope(x->tensor(), two, freq_ok->tensor(), RopeLayout::Neox, magnitude), Error);
 }
 
 // ---------------------------------------------------------------- attention

@@ -79,14 +79,14 @@ TEST(ReferenceOps, RopeRotatesTheRightPairs) {
   std::vector<float> freq = {static_cast<float>(std::numbers::pi / 2), 0.0f};
   std::vector<float> x = {1, 2, 3, 4};
   const auto neox =
-      reference::rope(f32(x, {1, 1, 4}), std::vector<int32_t>{1}, f32(freq, {2}), RopeLayout::Neox);
+      reference::rope(f32(x, {1, 1, 4}), std::vector<int32_t>{1}, f32(freq, {2}), RopeLayout::Neox, 1.0f);
   // Neox pairs (0, 2) and (1, 3): (1, 3) -> (-3, 1); (2, 4) unrotated.
   EXPECT_NEAR(neox[0], -3, 1e-6);
   EXPECT_NEAR(neox[2], 1, 1e-6);
   EXPECT_NEAR(neox[1], 2, 1e-12);
   EXPECT_NEAR(neox[3], 4, 1e-12);
-  const auto inter =
-      reference::rope(f32(x, {1, 1, 4}), std::vector<int32_t>{1}, f32(freq, {2}), RopeLayout::Interleaved);
+  const auto inter = reference::rope(f32(x, {1, 1, 4}), std::vector<int32_t>{1}, f32(freq, {2}),
+                                     RopeLayout::Interleaved, 1.0f);
   // Interleaved pairs (0, 1) and (2, 3): (1, 2) -> (-2, 1).
   EXPECT_NEAR(inter[0], -2, 1e-6);
   EXPECT_NEAR(inter[1], 1, 1e-6);

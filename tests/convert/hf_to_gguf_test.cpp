@@ -142,27 +142,45 @@ TEST(GgufConvert, Qwen2KeepsRowOrderAndBiasesAndTiesOutput) {
   EXPECT_EQ(floats(f, "blk.1.attn_v.bias"), hf_floats("qwen2", "model.layers.1.self_attn.v_proj.bias"));
 }
 
+// The last rows of `theirs` equal the last rows of `ours` (rows of `vocab`) to 1e-4 of the
+// largest logit.
+void expect_last_rows_close(const std::vector<float>& ours, size_t vocab, const nlohmann::json& theirs_json,
+                            const std::string& what) {
+  const auto theirs = theirs_json.get<std::vector<std::vector<float>>>();
+  const size_t first = ours.size() / vocab - theirs.size();
+  float largest = 0, worst = 0;
+  for (size_t t = 0; t < theirs.size(); ++t)
+    for (size_t v = 0; v < vocab; ++v) {
+      largest = std::max(largest, std::abs(theirs[t][v]));
+      worst = std::max(worst, std::abs(ours[(first + t) * vocab + v] - theirs[t][v]));
+    }
+  EXPECT_LE(worst, 1e-4f * largest) << what;
+}
+
 // The GGUF file converted from fixture `name` (f32) computes transformers' logits of the
-// fixture's prompts, to 1e-4 of the largest logit.
+// fixture's prompts (in a run of the fixture's context, where it names one), and of its long
+// prompt where it has one, to 1e-4 of the largest logit.
 void expect_transformers_logits(const testing::TempDir& dir, const std::string& name) {
   const auto model = Model::load(dir.path() / (name + ".gguf"));
   const auto backend = make_cpu_backend();
-  Transformer transformer(*model, *backend, 0, Transformer::kDefaultChunkTokens, DType::F32);
   const auto expected = read_json_file(kHf / name / "expected.json");
+  Transformer transformer(*model, *backend, expected.value("context", int64_t{0}),
+                          Transformer::kDefaultChunkTokens, DType::F32);
   const auto vocab = static_cast<size_t>(model->config.vocab_size);
-  for (size_t p = 0; p < expected["prompts"].size(); ++p) {
-    const auto ids = expected["prompts"][p].get<std::vector<int32_t>>();
+  const auto logits_of = [&](Transformer& t, const nlohmann::json& prompt) {
+    const auto ids = prompt.get<std::vector<int32_t>>();
     std::vector<float> logits(ids.size() * vocab);
-    transformer.forward_all(ids, logits);
-    transformer.reset();
-    const auto theirs = expected["logits"][p].get<std::vector<std::vector<float>>>();
-    float largest = 0, worst = 0;
-    for (size_t t = 0; t < ids.size(); ++t)
-      for (size_t v = 0; v < vocab; ++v) {
-        largest = std::max(largest, std::abs(theirs[t][v]));
-        worst = std::max(worst, std::abs(logits[t * vocab + v] - theirs[t][v]));
-      }
-    EXPECT_LE(worst, 1e-4f * largest) << name << " prompt " << p;
+    t.forward_all(ids, logits);
+    t.reset();
+    return logits;
+  };
+  for (size_t p = 0; p < expected["prompts"].size(); ++p)
+    expect_last_rows_close(logits_of(transformer, expected["prompts"][p]), vocab, expected["logits"][p],
+                           name + " prompt " + std::to_string(p));
+  if (expected.contains("long_prompt")) {
+    Transformer whole_context(*model, *backend, 0, Transformer::kDefaultChunkTokens, DType::F32);
+    expect_last_rows_close(logits_of(whole_context, expected["long_prompt"]), vocab, expected["long_logits"],
+                           name + " long prompt");
   }
 }
 
@@ -189,6 +207,22 @@ TEST(GgufConvert, Phi3KeepsItsFusedProjectionsAndComputesTransformersLogits) {
   EXPECT_EQ(floats(f, "blk.1.ffn_up.weight"), hf_floats("phi3", "model.layers.1.mlp.gate_up_proj.weight"));
   EXPECT_EQ(f.find_tensor("blk.0.ffn_gate.weight"), nullptr);
   expect_transformers_logits(dir, "phi3");
+}
+
+// Phi-4-mini: RoPE over 12 of 16 elements, LongRoPE's factors as tensors, as llama.cpp's converter
+// writes them.
+TEST(GgufConvert, Phi4MiniKeepsItsLongRopeAndPartialRotation) {
+  const testing::TempDir dir;
+  const GgufFile f = convert(dir, "phi4_mini", DType::F32);
+  EXPECT_EQ(f.get_int("phi3.rope.dimension_count"), 12);
+  EXPECT_EQ(f.get_int("phi3.rope.scaling.original_context_length"), 256);
+  EXPECT_FLOAT_EQ(static_cast<float>(f.get_float("phi3.rope.scaling.attn_factor")),
+                  static_cast<float>(std::sqrt(1.0 + std::log(2.0) / std::log(256.0))));
+  const auto config = read_json_file(kHf / "phi4_mini" / "config.json").at("rope_parameters");
+  EXPECT_EQ(floats(f, "rope_factors_long.weight"), config.at("long_factor").get<std::vector<float>>());
+  EXPECT_EQ(floats(f, "rope_factors_short.weight"), config.at("short_factor").get<std::vector<float>>());
+  EXPECT_EQ(f.find_tensor("output.weight"), nullptr);  // tied embeddings
+  expect_transformers_logits(dir, "phi4_mini");
 }
 
 // OLMo 2: llama.cpp's "olmo2" with norms after attention and MLP and whole-projection q/k norms.

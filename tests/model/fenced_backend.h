@@ -155,9 +155,9 @@ class FencedBackend final : public Backend {
   void add(const Tensor& a, const Tensor& b, const Tensor& y) override {
     run([&] { inner_->add(a, b, y); });
   }
-  void rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
-            RopeLayout layout) override {
-    run([&] { inner_->rope(x, positions, inv_freq, layout); });
+  void rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq, RopeLayout layout,
+            float magnitude) override {
+    run([&] { inner_->rope(x, positions, inv_freq, layout, magnitude); });
   }
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
                  const AttentionScores& scores, const Tensor& out) override {
@@ -210,8 +210,8 @@ class FencedBackend final : public Backend {
     run([&] { inner_->softcap_backward(y, cap, dy, dx); });
   }
   void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
-                     RopeLayout layout) override {
-    run([&] { inner_->rope_backward(dx, positions, inv_freq, layout); });
+                     RopeLayout layout, float magnitude) override {
+    run([&] { inner_->rope_backward(dx, positions, inv_freq, layout, magnitude); });
   }
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                           const Tensor& dout, AttentionScores scores, const Tensor& dq, const Tensor& dk,

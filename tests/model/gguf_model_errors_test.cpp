@@ -1,7 +1,8 @@
 // GGUF model loading refuses what it cannot run, with a message naming the file and the
 // key or tensor: unsupported architectures, missing hyper-parameters, missing tensors,
 // shapes that disagree with the hyper-parameters, tensor types tokenmill does not run,
-// partial rotary embeddings, unsupported rope scaling. A well-formed tiny file loads.
+// rotary dimensions and LongRoPE factors that do not fit the heads, unsupported rope scaling.
+// A well-formed tiny file loads.
 #include <cstring>
 #include <functional>
 #include <string>
@@ -214,10 +215,24 @@ TEST(GgufModel, TensorTypeNotRun) {
                {"tiny.gguf", "blk.0.attn_q.weight", "IQ2_XXS", "tokenmill quantize"});
 }
 
-TEST(GgufModel, PartialRotaryIsRefused) {
-  const auto partial = [](GgufBuilder& b) { b.kv("llama.rope.dimension_count", GgufType::U32, uint32_t{8}); };
-  expect_error([&] { load(tiny_llama(partial)); },
-               {"tiny.gguf", "llama.rope.dimension_count = 8", "partial"});
+TEST(GgufModel, RotaryDimensionsAreValidated) {
+  for (const uint32_t rotary : {0u, 7u, 18u}) {  // heads of 16
+    const auto partial = [&](GgufBuilder& b) { b.kv("llama.rope.dimension_count", GgufType::U32, rotary); };
+    expect_error([&] { load(tiny_llama(partial)); }, {"tiny.gguf", "llama.rope.dimension_count",
+                                                      fmt::format("RoPE rotates {} elements", rotary)});
+  }
+}
+
+TEST(GgufModel, LongRopeFactorsAreValidated) {
+  // rope_factors_long without rope_factors_short, then with 3 values for 8 rotated pairs.
+  const auto long_only = [](GgufBuilder& b) { b.tensor("rope_factors_long.weight", {8}, kF32, 8 * 4); };
+  expect_error([&] { load(tiny_llama(long_only)); }, {"tiny.gguf", "'rope_factors_short.weight' is missing"});
+  const auto short_list = [](GgufBuilder& b) {
+    b.tensor("rope_factors_long.weight", {8}, kF32, 8 * 4)
+        .tensor("rope_factors_short.weight", {3}, kF32, 3 * 4);
+  };
+  expect_error([&] { load(tiny_llama(short_list)); },
+               {"tiny.gguf", "'rope_factors_short.weight' must be a float vector of 8 values"});
 }
 
 TEST(GgufModel, UnsupportedRopeScaling) {

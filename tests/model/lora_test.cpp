@@ -142,8 +142,8 @@ TEST_P(LoraPassTest, RecomputedActivationsGiveTheSameAdapterGradients) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, LoraPassTest,
-                         ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3", "olmo2", "gemma2",
-                                           "gemma3", "mixtral", "qwen3_moe"));
+                         ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3", "phi4_mini", "olmo2",
+                                           "gemma2", "gemma3", "mixtral", "qwen3_moe"));
 
 TEST(LoraPass, GradientsAccumulateAndOnlyTargetedLayersAreAdapted) {
   Fixture f = make_fixture("llama", "v,down");

@@ -298,17 +298,25 @@ TEST(ModelConfig, RejectsEachDefectWithItsFieldName) {
   EXPECT_THAT(error_of(j),
               HasSubstr("rope_scaling: missing required field 'original_max_position_embeddings'"));
 
+  // LongRoPE: one factor per rotated pair (head_dim 16: 8 pairs), two lists of numbers > 0.
   j = llama_config();
   j["architectures"] = {"Phi3ForCausalLM"};
   j["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {2.0}}};
-  EXPECT_THAT(error_of(j), HasSubstr("rope type 'longrope' is not supported"));
+  EXPECT_THAT(error_of(j), HasSubstr("LongRoPE has 1 factors per list but the 16 rotated elements"));
+  j["rope_scaling"] = {{"type", "su"}, {"short_factor", std::vector<double>(8, 1.0)}};
+  EXPECT_THAT(error_of(j), HasSubstr("missing required field 'long_factor'"));
+  j["rope_scaling"]["long_factor"] = std::vector<double>(7, 1.0);
+  EXPECT_THAT(error_of(j), HasSubstr("short_factor has 8 values and long_factor 7"));
+  j["rope_scaling"]["long_factor"] = std::vector<double>(8, 0.0);
+  EXPECT_THAT(error_of(j), HasSubstr("'long_factor' must hold finite numbers > 0"));
 
+  // Rotating part of each head: an even count of at least 2 (int(16 * 0.1) = 1 is not).
   j = llama_config();
-  j["partial_rotary_factor"] = 0.75;  // Phi-4-mini, transformers 4.x layout
-  EXPECT_THAT(error_of(j), HasSubstr("partial_rotary_factor 0.75"));
+  j["partial_rotary_factor"] = 0.1;
+  EXPECT_THAT(error_of(j), HasSubstr("RoPE rotates 1 elements of each head of 16"));
   j = llama_config();
-  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e4}, {"partial_rotary_factor", 0.5}};
-  EXPECT_THAT(error_of(j), HasSubstr("partial_rotary_factor 0.5"));
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e4}, {"partial_rotary_factor", 1.5}};
+  EXPECT_THAT(error_of(j), HasSubstr("'partial_rotary_factor' = 1.5 is outside"));
 
   j = llama_config();
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
@@ -317,8 +325,57 @@ TEST(ModelConfig, RejectsEachDefectWithItsFieldName) {
   EXPECT_THAT(error_of(nlohmann::json::array()), HasSubstr("expected a JSON object"));
 }
 
+TEST(ModelConfig, PartialRotaryFactorAtEitherLevel) {
+  nlohmann::json j = llama_config();
+  EXPECT_EQ(parse_model_config(j, "cfg.json").rotary_dim, 16);
+  j["partial_rotary_factor"] = 0.75;  // Phi-4-mini's transformers 4 layout
+  EXPECT_EQ(parse_model_config(j, "cfg.json").rotary_dim, 12);
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e4}, {"partial_rotary_factor", 0.5}};
+  EXPECT_EQ(parse_model_config(j, "cfg.json").rotary_dim, 8);  // transformers 5: rope_parameters wins
+}
+
+// Phi-3.5-mini's layout, shrunk: 4 pairs, original context 32 of 128 (factor 4).
+nlohmann::json longrope_config() {
+  nlohmann::json j = llama_config();
+  j["architectures"] = {"Phi3ForCausalLM"};
+  j["hidden_size"] = 32;
+  j["original_max_position_embeddings"] = 32;
+  j["rope_scaling"] = {
+      {"type", "longrope"}, {"short_factor", {1.0, 1.25, 1.5, 2.0}}, {"long_factor", {1.0, 4.0, 16.0, 40.0}}};
+  return j;
+}
+
+TEST(ModelConfig, LongRopeReadsPhi3Fields) {
+  ModelConfig c = parse_model_config(longrope_config(), "cfg.json");
+  const RopeScaling& s = c.rope_scaling;
+  EXPECT_EQ(s.rope_type, "longrope");  // "su" and "longrope" alike
+  EXPECT_EQ(s.original_max_position_embeddings, 32);
+  EXPECT_DOUBLE_EQ(s.factor, 4.0);  // max_position_embeddings / original
+  EXPECT_DOUBLE_EQ(s.attention_factor, std::sqrt(1.0 + std::log(4.0) / std::log(32.0)));
+  EXPECT_FLOAT_EQ(c.rope_magnitude(0), static_cast<float>(s.attention_factor));
+
+  nlohmann::json j = longrope_config();
+  j["rope_scaling"]["attention_factor"] = 1.5;  // given: taken as is
+  j.erase("original_max_position_embeddings");
+  j["rope_scaling"]["original_max_position_embeddings"] = 64;  // transformers 5's place
+  c = parse_model_config(j, "cfg.json");
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 64);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.attention_factor, 1.5);
+}
+
+TEST(Rope, LongRopeDividesByTheFactorsOfTheRunsContext) {
+  const ModelConfig c = parse_model_config(longrope_config(), "cfg.json");
+  const auto plain = rope_inverse_frequencies(RopeScaling{}, 10000.0, 8, 0);
+  const auto within = rope_inverse_frequencies(c.rope_scaling, 10000.0, 8, 32);
+  const auto beyond = rope_inverse_frequencies(c.rope_scaling, 10000.0, 8, 33);
+  for (size_t j = 0; j < plain.size(); ++j) {
+    EXPECT_FLOAT_EQ(within[j], plain[j] / c.rope_scaling.short_factor[j]);
+    EXPECT_FLOAT_EQ(beyond[j], plain[j] / c.rope_scaling.long_factor[j]);
+  }
+}
+
 TEST(Rope, DefaultFrequenciesFollowTheta) {
-  const auto f = rope_inverse_frequencies(RopeScaling{}, 10000.0, 8);
+  const auto f = rope_inverse_frequencies(RopeScaling{}, 10000.0, 8, 0);
   ASSERT_EQ(f.size(), 4u);
   EXPECT_FLOAT_EQ(f[0], 1.0f);
   EXPECT_NEAR(f[1], std::pow(10000.0, -0.25), 1e-7);
@@ -329,15 +386,15 @@ TEST(Rope, LinearDividesAndLlama3KeepsHighFrequencies) {
   RopeScaling linear;
   linear.rope_type = "linear";
   linear.factor = 4.0;
-  const auto base = rope_inverse_frequencies(RopeScaling{}, 500000.0, 64);
-  const auto lin = rope_inverse_frequencies(linear, 500000.0, 64);
+  const auto base = rope_inverse_frequencies(RopeScaling{}, 500000.0, 64, 0);
+  const auto lin = rope_inverse_frequencies(linear, 500000.0, 64, 0);
   for (size_t i = 0; i < base.size(); ++i) EXPECT_FLOAT_EQ(lin[i], base[i] / 4.0f);
 
   RopeScaling llama3;
   llama3.rope_type = "llama3";
   llama3.factor = 8.0;
   llama3.original_max_position_embeddings = 8192;
-  const auto l3 = rope_inverse_frequencies(llama3, 500000.0, 64);
+  const auto l3 = rope_inverse_frequencies(llama3, 500000.0, 64, 0);
   EXPECT_FLOAT_EQ(l3.front(), base.front());                           // short wavelength: unchanged
   EXPECT_FLOAT_EQ(l3.back(), base.back() / 8.0f);                      // long wavelength: divided by factor
   for (size_t i = 1; i < l3.size(); ++i) EXPECT_LE(l3[i], l3[i - 1]);  // still monotone

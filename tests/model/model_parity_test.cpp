@@ -97,8 +97,8 @@ using testing::DeviceCase;
 
 std::vector<DeviceCase> parity_cases() {
   return testing::on_every_device({"gpt2", "llama", "llama_bf16", "mistral", "qwen2", "qwen3", "phi3",
-                                   "olmo2", "mixtral", "qwen3_moe", "gemma2", "gemma3", "gemma3_bf16",
-                                   "gemma3_vision", "gpt_oss", "gpt_oss_bf16", "gpt_oss_mxfp4",
+                                   "phi4_mini", "olmo2", "mixtral", "qwen3_moe", "gemma2", "gemma3",
+                                   "gemma3_bf16", "gemma3_vision", "gpt_oss", "gpt_oss_bf16", "gpt_oss_mxfp4",
                                    "smollm_chat"});
 }
 
@@ -137,6 +137,8 @@ class ModelParity : public ::testing::TestWithParam<DeviceCase> {
     return cache == DType::F32 ? tolerance() : std::max(tolerance(), 3e-3);
   }
   std::string name() const { return GetParam().fixture + " on " + GetParam().device; }
+  // The context the fixture's runs take (LongRoPE's factors follow it), or the model's (0).
+  int64_t context() const { return f_.expected.value("context", int64_t{0}); }
 
   Fixture f_;
   bool half_weights_ = false, quantized_experts_ = false;
@@ -146,7 +148,7 @@ class ModelParity : public ::testing::TestWithParam<DeviceCase> {
 TEST_P(ModelParity, LogitsMatchTransformersAtEveryPosition) {
   const Fixture& f = f_;
   for (const DType cache : caches()) {
-    Transformer transformer(*f.model, *backend_, 0, Transformer::kDefaultChunkTokens, cache);
+    Transformer transformer(*f.model, *backend_, context(), Transformer::kDefaultChunkTokens, cache);
     const double rel_tol = tolerance(cache);
     const auto& prompts = f.expected.at("prompts");
     for (size_t p = 0; p < prompts.size(); ++p) {
@@ -179,8 +181,8 @@ TEST_P(ModelParity, PrefillInSmallChunksEqualsOnePass) {
   // absolute.
   for (const DType cache : caches()) {
     SCOPED_TRACE(std::string(dtype_name(cache)) + " KV cache");
-    Transformer whole(*f.model, *backend_, 0, Transformer::kDefaultChunkTokens, cache);
-    Transformer chunked(*f.model, *backend_, 0, /*chunk_tokens=*/3, cache);
+    Transformer whole(*f.model, *backend_, context(), Transformer::kDefaultChunkTokens, cache);
+    Transformer chunked(*f.model, *backend_, context(), /*chunk_tokens=*/3, cache);
     const Tensor a = whole.forward_last(ids);
     const std::vector<float> first(a.as<float>(), a.as<float>() + a.numel());
     const Tensor b = chunked.forward_last(ids);
@@ -197,7 +199,7 @@ TEST_P(ModelParity, GreedyContinuationMatchesTransformers) {
   const std::filesystem::path peer = kFixtures / GetParam().fixture / "llama_cpp_greedy.json";
   const bool llama_cpp = quantized_experts_ && std::filesystem::exists(peer);
   if (rounded_activations() && !llama_cpp) GTEST_SKIP() << "rounded activations may flip near-ties";
-  Transformer transformer(*f.model, *backend_);
+  Transformer transformer(*f.model, *backend_, context());
   const nlohmann::json expected = llama_cpp ? read_json_file(peer).at("greedy") : f.expected.at("greedy");
   for (const auto& case_ : expected) {
     GenerateRequest request;
@@ -232,10 +234,28 @@ TEST(ModelParity, Mxfp4ExpertsHoldTheCheckpointsWeightsExactly) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ModelParity, ::testing::ValuesIn(parity_cases()),
-                         [](const ::testing::TestParamInfo<DeviceCase>& param) {
-                           return param.param.fixture + "_" + param.param.device;
-                         });
+// LongRoPE (phi4_mini): a run whose context exceeds the original one takes the long factors, as
+// transformers does for a prompt longer than the original context.
+using LongRopeParity = ModelParity;
+
+TEST_P(LongRopeParity, BeyondTheOriginalContextTheLongFactorsMatchTransformers) {
+  Transformer transformer(*f_.model, *backend_, 0, Transformer::kDefaultChunkTokens, DType::F32);
+  const std::vector<float> all =
+      all_logits(transformer, f_.model->config.vocab_size, f_.expected.at("long_prompt"));
+  const nlohmann::json& theirs = f_.expected.at("long_logits");
+  const size_t last = theirs.size() * static_cast<size_t>(f_.model->config.vocab_size);
+  expect_logits_close(std::vector<float>(all.end() - static_cast<std::ptrdiff_t>(last), all.end()), theirs,
+                      tolerance(), name() + " long prompt");
+}
+
+std::string case_name(const ::testing::TestParamInfo<DeviceCase>& param) {
+  return param.param.fixture + "_" + param.param.device;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, LongRopeParity,
+                         ::testing::ValuesIn(testing::on_every_device({"phi4_mini"})), case_name);
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelParity, ::testing::ValuesIn(parity_cases()), case_name);
 
 // Mixtures of experts: every prompt token runs the experts transformers' router picks, in its
 // order (the fixtures' routing margins keep f32 rounding from reordering them).

@@ -166,8 +166,8 @@ TEST_P(TrainingPassTest, RecomputationKeepsOneLayersActivations) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, TrainingPassTest,
-                         ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3", "olmo2", "gemma2",
-                                           "gemma3", "mixtral", "qwen3_moe"));
+                         ::testing::Values("llama", "gpt2", "qwen2", "qwen3", "phi3", "phi4_mini", "olmo2",
+                                           "gemma2", "gemma3", "mixtral", "qwen3_moe"));
 
 TEST(TrainingPass, MixturesOfExpertsAdaptOnlyTheirAttention) {
   for (const char* name : {"mixtral", "qwen3_moe"}) {

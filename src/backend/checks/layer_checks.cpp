@@ -120,7 +120,9 @@ int64_t check_swiglu_backward(const char* op, const Tensor& gate, const Tensor& 
 }
 
 RopeDims check_rope(const char* op, const char* name, const Tensor& x, std::span<const int32_t> positions,
-                    const Tensor& inv_freq) {
+                    const Tensor& inv_freq, float magnitude) {
+  if (!(magnitude > 0.0f) || !std::isfinite(magnitude))
+    fail("{}: magnitude {} must be finite and > 0", op, magnitude);
   expect_f32(op, name, x);
   expect_rank(op, name, x, 3);
   expect_f32(op, "inv_freq", inv_freq);

@@ -50,8 +50,9 @@ struct RopeDims {
   int64_t n = 0, heads = 0, head_dim = 0;
   int64_t half = 0;  // pairs rotated per head: rotary_dim / 2 = inv_freq.numel()
 };
-// x, inv_freq f32, x of rank 3, one position per row, 2 * half <= head_dim, x disjoint from inv_freq.
+// x, inv_freq f32, x of rank 3, one position per row, 2 * half <= head_dim, x disjoint from
+// inv_freq, a finite magnitude > 0.
 RopeDims check_rope(const char* op, const char* name, const Tensor& x, std::span<const int32_t> positions,
-                    const Tensor& inv_freq);
+                    const Tensor& inv_freq, float magnitude);
 
 }  // namespace tokenmill::checks

@@ -217,11 +217,12 @@ void softcap_backward(const KernelTable& kernels, const Tensor& y, float cap, co
 
 // ---------------------------------------------------------------- rope
 
-// Each pair (a, b) was rotated by R(angle) = [c -s; s c]; the gradient goes back through
-// R^T = R(-angle). The angles are computed exactly as the forward's (double, then f32).
+// Each pair (a, b) was rotated by m R(angle) = m [c -s; s c] (m the magnitude); the gradient
+// goes back through m R^T = m R(-angle). The angles are computed exactly as the forward's
+// (double, then f32, then times m).
 void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
-                   RopeLayout layout) {
-  const RopeDims dims = check_rope("rope_backward", "dx", dx, positions, inv_freq);
+                   RopeLayout layout, float magnitude) {
+  const RopeDims dims = check_rope("rope_backward", "dx", dx, positions, inv_freq, magnitude);
   const int64_t n = dims.n, heads = dims.heads, hd = dims.head_dim, half = dims.half;
   float* xp = dx.as<float>();
   const float* freq = inv_freq.as<const float>();
@@ -239,7 +240,8 @@ void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const T
         float* v = xp + (t * heads + h) * hd;
         for (int64_t j = 0; j < half; ++j) {
           const int64_t i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
-          const auto c = static_cast<float>(cs[at(j)]), s = static_cast<float>(cs[at(half + j)]);
+          const float c = static_cast<float>(cs[at(j)]) * magnitude,
+                      s = static_cast<float>(cs[at(half + j)]) * magnitude;
           const float a = v[i0], b = v[i1];
           v[i0] = a * c + b * s;
           v[i1] = b * c - a * s;

@@ -53,17 +53,19 @@ thread_local std::array<Scratch, kMaxSharedTargets> tl_shared_biases;
 thread_local std::vector<cpu::MatmulArgs> tl_many_args;  // matmul_many's products
 thread_local std::vector<int64_t> tl_first_rows;         // gemv_pass's row offsets
 
-// The caller's RoPE table: cos and sin of every token's angles, float, [token][cos half, sin
-// half], and the positions and frequencies it was computed for. Every layer's q and k of a
-// forward pass rotate by the same angles: the table is computed once and then reused.
+// The caller's RoPE table: cos and sin of every token's angles, float, each times the
+// magnitude, [token][cos half, sin half], and the positions, frequencies and magnitude it was
+// computed for. Every layer's q and k of a forward pass rotate by the same angles: the table
+// is computed once and then reused.
 struct RopeTable {
   std::vector<int32_t> positions;
   std::vector<float> freq;
+  float magnitude = 0.0f;
   std::vector<float> cos_sin;
 
-  bool holds(std::span<const int32_t> p, std::span<const float> f) const {
+  bool holds(std::span<const int32_t> p, std::span<const float> f, float m) const {
     const auto bits = [](float v) { return std::bit_cast<uint32_t>(v); };  // -0 is not +0
-    return std::ranges::equal(p, positions) && std::ranges::equal(f, freq, {}, bits, bits);
+    return m == magnitude && std::ranges::equal(p, positions) && std::ranges::equal(f, freq, {}, bits, bits);
   }
 };
 thread_local RopeTable tl_rope_table;
@@ -288,14 +290,14 @@ class CpuBackend final : public Backend {
     binary("add", a, b, y, kernels_.add);
   }
 
-  void rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
-            RopeLayout layout) override {
-    const checks::RopeDims dims = checks::check_rope("rope", "x", x, positions, inv_freq);
+  void rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq, RopeLayout layout,
+            float magnitude) override {
+    const checks::RopeDims dims = checks::check_rope("rope", "x", x, positions, inv_freq, magnitude);
     const int64_t n = dims.n, heads = dims.heads, hd = dims.head_dim, half = dims.half;
     float* xp = x.as<float>();
     const float* freq = inv_freq.as<const float>();
     const bool neox = layout == RopeLayout::Neox;
-    const float* table = rope_table(positions, std::span(freq, static_cast<size_t>(half)));
+    const float* table = rope_table(positions, std::span(freq, static_cast<size_t>(half)), magnitude);
     parallel_for_balanced(n, grain_for(heads * hd, kMinElementwiseWork), 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const float* cos = table + t * 2 * half;
@@ -321,10 +323,11 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // The calling thread's RoPE table for these positions and frequencies (RopeTable).
-  static const float* rope_table(std::span<const int32_t> positions, std::span<const float> freq) {
+  // The calling thread's RoPE table for these positions, frequencies and magnitude (RopeTable).
+  static const float* rope_table(std::span<const int32_t> positions, std::span<const float> freq,
+                                 float magnitude) {
     RopeTable& table = tl_rope_table;
-    if (table.holds(positions, freq)) return table.cos_sin.data();
+    if (table.holds(positions, freq, magnitude)) return table.cos_sin.data();
     const auto half = static_cast<int64_t>(freq.size());
     table.positions.clear();  // the key is set last: a failed allocation leaves no stale match
     table.freq.clear();
@@ -339,11 +342,13 @@ class CpuBackend final : public Backend {
                                 // ~5e-4 rad at pos 4096.
                                 const double angle = static_cast<double>(positions[static_cast<size_t>(t)]) *
                                                      static_cast<double>(freq[static_cast<size_t>(j)]);
-                                cos_sin[t * 2 * half + j] = static_cast<float>(std::cos(angle));
-                                cos_sin[t * 2 * half + half + j] = static_cast<float>(std::sin(angle));
+                                cos_sin[t * 2 * half + j] = static_cast<float>(std::cos(angle)) * magnitude;
+                                cos_sin[t * 2 * half + half + j] =
+                                    static_cast<float>(std::sin(angle)) * magnitude;
                               }
                           });
     table.freq.assign(freq.begin(), freq.end());
+    table.magnitude = magnitude;
     table.positions.assign(positions.begin(), positions.end());
     return cos_sin;
   }
@@ -417,8 +422,8 @@ class CpuBackend final : public Backend {
     cpu::softcap_backward(kernels_, y, cap, dy, dx);
   }
   void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
-                     RopeLayout layout) override {
-    cpu::rope_backward(dx, positions, inv_freq, layout);
+                     RopeLayout layout, float magnitude) override {
+    cpu::rope_backward(dx, positions, inv_freq, layout, magnitude);
   }
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                           const Tensor& dout, AttentionScores scores, const Tensor& dq, const Tensor& dk,

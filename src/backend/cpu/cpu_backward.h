@@ -36,7 +36,7 @@ void gated_backward(const KernelTable& kernels, GatedUnit unit, const Tensor& ga
 void softcap_backward(const KernelTable& kernels, const Tensor& y, float cap, const Tensor& dy,
                       const Tensor& dx);
 void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
-                   RopeLayout layout);
+                   RopeLayout layout, float magnitude);
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& dout, AttentionScores scores, const Tensor& dq, const Tensor& dk,
                         const Tensor& dv);

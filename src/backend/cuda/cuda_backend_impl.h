@@ -75,8 +75,8 @@ class CudaBackend final : public Backend {
   void scale(const Tensor& x, float factor, const Tensor& y) override;
   void softcap(const Tensor& x, float cap, const Tensor& y) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& y) override;
-  void rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
-            RopeLayout layout) override;
+  void rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq, RopeLayout layout,
+            float magnitude) override;
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t first_pos,
                  const AttentionScores& scores, const Tensor& out) override;
   void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
@@ -101,7 +101,7 @@ class CudaBackend final : public Backend {
                       const Tensor& dup) override;
   void softcap_backward(const Tensor& y, float cap, const Tensor& dy, const Tensor& dx) override;
   void rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
-                     RopeLayout layout) override;
+                     RopeLayout layout, float magnitude) override;
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                           const Tensor& dout, AttentionScores scores, const Tensor& dq, const Tensor& dk,
                           const Tensor& dv) override;

@@ -20,11 +20,13 @@ namespace {
 
 // rope (inverse false) and rope_backward (true) of x, named `name` in messages.
 void rotate(CudaBackend& backend, const char* op, const char* name, const Tensor& x,
-            std::span<const int32_t> positions, const Tensor& inv_freq, RopeLayout layout, bool inverse) {
-  const checks::RopeDims dims = checks::check_rope(op, name, x, positions, inv_freq);
+            std::span<const int32_t> positions, const Tensor& inv_freq, RopeLayout layout, float magnitude,
+            bool inverse) {
+  const checks::RopeDims dims = checks::check_rope(op, name, x, positions, inv_freq, magnitude);
   const DeviceBuffer device_positions = backend.to_device(positions, "RoPE positions");
   launch_rope(x.as<float>(), device_positions.as<const int32_t>(), inv_freq.as<const float>(), dims.n,
-              dims.heads, dims.head_dim, dims.half, layout == RopeLayout::Neox, inverse, backend.stream());
+              dims.heads, dims.head_dim, dims.half, {layout == RopeLayout::Neox, inverse, magnitude},
+              backend.stream());
 }
 
 // The rows of add_rms_norm / add_layer_norm: sum = a + b, written by the norm kernel.
@@ -118,9 +120,9 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& y) {
 }
 
 void CudaBackend::rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
-                       RopeLayout layout) {
+                       RopeLayout layout, float magnitude) {
   make_current();
-  rotate(*this, "rope", "x", x, positions, inv_freq, layout, /*inverse=*/false);
+  rotate(*this, "rope", "x", x, positions, inv_freq, layout, magnitude, /*inverse=*/false);
 }
 
 void CudaBackend::softmax(const Tensor& x, const Tensor& y) {
@@ -184,9 +186,9 @@ void CudaBackend::softcap_backward(const Tensor& y, float cap, const Tensor& dy,
 }
 
 void CudaBackend::rope_backward(const Tensor& dx, std::span<const int32_t> positions, const Tensor& inv_freq,
-                                RopeLayout layout) {
+                                RopeLayout layout, float magnitude) {
   make_current();
-  rotate(*this, "rope_backward", "dx", dx, positions, inv_freq, layout, /*inverse=*/true);
+  rotate(*this, "rope_backward", "dx", dx, positions, inv_freq, layout, magnitude, /*inverse=*/true);
 }
 
 }  // namespace tokenmill::cuda

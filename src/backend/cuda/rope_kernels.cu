@@ -14,11 +14,11 @@ struct RopeTokenPair {
   const int32_t* positions;
   const float* inv_freq;
   int64_t heads, head_dim, half;
-  bool neox, inverse;
+  RopeMode mode;
   __device__ void operator()(int64_t i) const {
     const int64_t t = i / half, j = i % half;
-    const RopeRotation rotation = rope_rotation(positions[t], inv_freq[j], inverse);
-    const RopePair pair = rope_pair(neox, j, half);
+    const RopeRotation rotation = rope_rotation(positions[t], inv_freq[j], mode);
+    const RopePair pair = rope_pair(mode.neox, j, half);
     for (int64_t h = 0; h < heads; ++h) {
       float* head = x + (t * heads + h) * head_dim;
       rope_rotate(head[pair.first], head[pair.second], rotation);
@@ -29,9 +29,8 @@ struct RopeTokenPair {
 }  // namespace
 
 void launch_rope(float* x, const int32_t* positions, const float* inv_freq, int64_t n, int64_t heads,
-                 int64_t head_dim, int64_t half, bool neox, bool inverse, cudaStream_t stream) {
-  launch_elementwise(n * half, RopeTokenPair{x, positions, inv_freq, heads, head_dim, half, neox, inverse},
-                     stream);
+                 int64_t head_dim, int64_t half, RopeMode mode, cudaStream_t stream) {
+  launch_elementwise(n * half, RopeTokenPair{x, positions, inv_freq, heads, head_dim, half, mode}, stream);
 }
 
 }  // namespace tokenmill::cuda

@@ -6,13 +6,15 @@
 
 #include <cstdint>
 
+#include "backend/cuda/rope_math.h"
+
 namespace tokenmill::cuda {
 
 // Rotates pairs j < half of every head of x [n, heads, head_dim] by positions[t] * inv_freq[j]
-// (the negated angle when `inverse`); positions [n] and inv_freq [half] are device arrays.
-// Neox pairs are (j, j + half), interleaved ones (2j, 2j + 1); elements past 2 * half are
-// left as they are.
+// (the negated angle when mode.inverse) and multiplies them by mode.magnitude; positions [n]
+// and inv_freq [half] are device arrays. Neox pairs are (j, j + half), interleaved ones
+// (2j, 2j + 1); elements past 2 * half are left as they are.
 void launch_rope(float* x, const int32_t* positions, const float* inv_freq, int64_t n, int64_t heads,
-                 int64_t head_dim, int64_t half, bool neox, bool inverse, cudaStream_t stream);
+                 int64_t head_dim, int64_t half, RopeMode mode, cudaStream_t stream);
 
 }  // namespace tokenmill::cuda

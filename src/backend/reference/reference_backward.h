@@ -40,7 +40,7 @@ GatedGrads geglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy
 std::vector<double> softcap_backward(const Tensor& y, float cap, const Tensor& dy);
 
 std::vector<double> rope_backward(const Tensor& dx, std::span<const int32_t> positions,
-                                  const Tensor& inv_freq, RopeLayout layout);
+                                  const Tensor& inv_freq, RopeLayout layout, float magnitude);
 
 struct AttentionGrads {
   std::vector<double> dq, dk, dv;

@@ -160,16 +160,16 @@ std::vector<double> softcap_backward(const Tensor& y, float cap, const Tensor& d
   return dx;
 }
 
-// RoPE rotates each pair by a matrix R(angle); its transpose is R(-angle), the forward at
-// the negated positions.
+// RoPE multiplies each pair by m R(angle); its transpose is m R(-angle), the forward at the
+// negated positions.
 std::vector<double> rope_backward(const Tensor& dx, std::span<const int32_t> positions,
-                                  const Tensor& inv_freq, RopeLayout layout) {
+                                  const Tensor& inv_freq, RopeLayout layout, float magnitude) {
   std::vector<int32_t> negated(positions.size());
   std::transform(positions.begin(), positions.end(), negated.begin(), [](int32_t p) {
     if (p == INT32_MIN) fail("reference rope_backward: position {} cannot be negated", p);
     return -p;
   });
-  return rope(dx, negated, inv_freq, layout);
+  return rope(dx, negated, inv_freq, layout, magnitude);
 }
 
 // Per query t and head h (kv head g), over keys first <= p <= t (first = the window's start):

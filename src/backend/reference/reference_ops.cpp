@@ -154,7 +154,7 @@ std::vector<double> add(const Tensor& a, const Tensor& b) {
 }
 
 std::vector<double> rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
-                         RopeLayout layout) {
+                         RopeLayout layout, float magnitude) {
   const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = inv_freq.numel();
   if (static_cast<int64_t>(positions.size()) != n || 2 * half > hd) fail("reference rope: bad shapes");
   std::vector<double> y = map(x, [](double v) { return v; });
@@ -166,8 +166,8 @@ std::vector<double> rope(const Tensor& x, std::span<const int32_t> positions, co
         const int64_t i0 = layout == RopeLayout::Neox ? j : 2 * j;
         const int64_t i1 = layout == RopeLayout::Neox ? j + half : 2 * j + 1;
         const double a = v[i0], b = v[i1];
-        v[i0] = a * std::cos(angle) - b * std::sin(angle);
-        v[i1] = b * std::cos(angle) + a * std::sin(angle);
+        v[i0] = magnitude * (a * std::cos(angle) - b * std::sin(angle));
+        v[i1] = magnitude * (b * std::cos(angle) + a * std::sin(angle));
       }
     }
   }

@@ -35,7 +35,7 @@ std::vector<double> scale(const Tensor& x, float factor);
 std::vector<double> softcap(const Tensor& x, float cap);
 std::vector<double> add(const Tensor& a, const Tensor& b);
 std::vector<double> rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& inv_freq,
-                         RopeLayout layout);
+                         RopeLayout layout, float magnitude);
 std::vector<double> attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                               int64_t first_pos, const AttentionScores& scores);
 // One sequence of Backend::paged_attention: its output rows [rows, n_heads, head_dim], by

@@ -16,8 +16,8 @@ const TensorLayout kPhi3Layout = [] {
   return layout;
 }();
 
-// Phi-3-mini-4k's config keeps a sliding window; LongRoPE (the 128k models, Phi-3.5, Phi-4-mini)
-// fails in parse_rope.
+// Phi-3-mini-4k's config keeps a sliding window. LongRoPE (the 128k models, Phi-3.5,
+// Phi-4-mini) and Phi-4-mini's partial rotary factor are read as for any family.
 void read_phi3_config(const FieldReader& f, ModelConfig& c) {
   read_llama_config(f, c);
   c.sliding_window = f.integer_or("sliding_window", 0, 0, kMaxPositions);

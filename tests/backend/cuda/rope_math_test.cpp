@@ -49,13 +49,13 @@ struct RopeCase {
 // x [n, heads, head_dim] rotated as the kernel does it: one rotation per (token, pair),
 // applied to every head.
 void rotate(std::vector<float>& x, const RopeCase& c, const std::vector<int32_t>& positions,
-            const std::vector<float>& inv_freq, bool neox, bool inverse) {
+            const std::vector<float>& inv_freq, RopeMode mode) {
   const int64_t half = c.rotary_dim / 2;
   for (int64_t t = 0; t < c.n; ++t) {
     for (int64_t j = 0; j < half; ++j) {
       const RopeRotation r =
-          rope_rotation(positions[static_cast<size_t>(t)], inv_freq[static_cast<size_t>(j)], inverse);
-      const RopePair p = rope_pair(neox, j, half);
+          rope_rotation(positions[static_cast<size_t>(t)], inv_freq[static_cast<size_t>(j)], mode);
+      const RopePair p = rope_pair(mode.neox, j, half);
       for (int64_t h = 0; h < c.heads; ++h) {
         float* head = x.data() + (t * c.heads + h) * c.head_dim;
         rope_rotate(head[p.first], head[p.second], r);
@@ -86,16 +86,17 @@ TEST(RopeMath, MatchesReferenceAtLargePositions) {
         const Tensor x_view(x.data(), DType::F32, {c.n, c.heads, c.head_dim});
         const Tensor freq_view(inv_freq.data(), DType::F32, {static_cast<int64_t>(inv_freq.size())});
         const RopeLayout layout = neox ? RopeLayout::Neox : RopeLayout::Interleaved;
-        const auto want_forward = reference::rope(x_view, positions, freq_view, layout);
-        const auto want_backward = reference::rope_backward(x_view, positions, freq_view, layout);
+        const float magnitude = neox ? 1.1902f : 1.0f;  // LongRoPE's attention factor, or none
+        const auto want_forward = reference::rope(x_view, positions, freq_view, layout, magnitude);
+        const auto want_backward = reference::rope_backward(x_view, positions, freq_view, layout, magnitude);
         const std::vector<float> original = x;
 
-        rotate(x, c, positions, inv_freq, neox, false);
+        rotate(x, c, positions, inv_freq, {neox, false, magnitude});
         EXPECT_TRUE(close_to_reference(x, want_forward, kF32));
         x = original;
-        rotate(x, c, positions, inv_freq, neox, true);
+        rotate(x, c, positions, inv_freq, {neox, true, magnitude});
         EXPECT_TRUE(close_to_reference(x, want_backward, kF32));
-        rotate(x, c, positions, inv_freq, neox, false);  // R R^T = 1
+        rotate(x, c, positions, inv_freq, {neox, false, 1.0f / magnitude});  // R R^T = 1
         EXPECT_TRUE(close_to_reference(x, std::vector<double>(original.begin(), original.end()), kF32));
       }
     }
@@ -108,10 +109,10 @@ TEST(RopeMath, RotationIsAccurateAtLargePositions) {
   for (const int32_t position : {131071, 100003, 65537}) {
     for (const float inv_freq : {1.0f, 0.8f, 0.0123f, 1e-4f}) {
       const long double angle = static_cast<long double>(position) * inv_freq;
-      const RopeRotation r = rope_rotation(position, inv_freq, false);
+      const RopeRotation r = rope_rotation(position, inv_freq, {true, false, 1.0f});
       EXPECT_NEAR(r.cos, std::cos(angle), 1e-7) << position << " " << inv_freq;
       EXPECT_NEAR(r.sin, std::sin(angle), 1e-7) << position << " " << inv_freq;
-      const RopeRotation back = rope_rotation(position, inv_freq, true);
+      const RopeRotation back = rope_rotation(position, inv_freq, {true, true, 1.0f});
       EXPECT_EQ(back.cos, r.cos);
       EXPECT_EQ(back.sin, -r.sin);
     }
