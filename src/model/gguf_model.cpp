@@ -231,7 +231,13 @@ ModelConfig gguf_model_config(const GgufFile& gguf) {
     put_gpt2(gguf, keys, hf);
   } else {
     put_llama_family(gguf, keys, hf);
-    if (auto window = keys.find_integer("attention.sliding_window")) hf["sliding_window"] = *window;
+    if (auto window = keys.find_integer("attention.sliding_window")) {
+      hf["sliding_window"] = *window;
+      // llama.cpp's "llama" files hold Llama and Mistral alike; the window `convert` writes for
+      // Mistral makes it Mistral again (Llama's config has no window).
+      if (hf["architectures"][0] == "LlamaForCausalLM" && *window > 0)
+        hf["architectures"] = {"MistralForCausalLM"};
+    }
     if (const auto rules = gemma_gguf_rules(arch)) put_gemma(*rules, keys, hf);
   }
   const auto vocab = keys.find_integer("vocab_size");

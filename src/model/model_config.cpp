@@ -21,6 +21,12 @@ AttentionScores ModelConfig::attention_scores(int64_t layer) const {
           static_cast<float>(attn_logit_softcapping)};
 }
 
+int64_t ModelConfig::attention_span() const {
+  for (int64_t l = 0; l < num_hidden_layers; ++l)
+    if (!sliding_layer(l)) return 0;
+  return sliding_window;
+}
+
 bool ModelConfig::sliding_rope(int64_t layer) const { return sliding_rope_theta > 0 && sliding_layer(layer); }
 
 float ModelConfig::rope_magnitude(int64_t layer) const {

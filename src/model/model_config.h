@@ -161,6 +161,9 @@ struct ModelConfig {
   // The width of a token's MLP activations: intermediate_size, or an expert's
   // (expert_intermediate_size; a Qwen3-MoE's intermediate_size belongs to no layer it runs).
   int64_t mlp_width() const { return mixture_of_experts() ? expert_intermediate_size : intermediate_size; }
+  // The positions a query sees at most, itself included, in every layer: the sliding window
+  // when every layer slides (Mistral, Phi-3-mini), else 0 (no bound).
+  int64_t attention_span() const;
   // Whether layer `layer` attends through the sliding window.
   bool sliding_layer(int64_t layer) const {
     return sliding_window > 0 && (sliding_layers.empty() || sliding_layers[static_cast<size_t>(layer)]);

@@ -35,10 +35,10 @@ PagedTransformer::PagedTransformer(const Model& model, Backend& backend, int64_t
       max_slices_(max_slices),
       context_(context > 0 ? std::min(context, model.config.context_length())
                            : model.config.context_length()),
-      pool_(static_cast<size_t>(checked_mul(
-                Arena::footprint(
-                    static_cast<size_t>(layer_pool_bytes(model.config, num_blocks, block_size, kv_dtype))),
-                2 * static_cast<uint64_t>(model.config.num_hidden_layers), "KV pool")),
+      pool_(static_cast<size_t>(checked_mul(Arena::footprint(static_cast<size_t>(layer_pool_bytes(
+                                                model.config, num_blocks + 1, block_size, kv_dtype))),
+                                            2 * static_cast<uint64_t>(model.config.num_hidden_layers),
+                                            "KV pool")),
             backend.memory()),
       arena_(StepBuffers::bytes(model.config, max_tokens) +
                  Arena::footprint(checked_product({max_slices, model.config.hidden_size, 4}, "step logits")) +
@@ -55,10 +55,16 @@ PagedTransformer::PagedTransformer(const Model& model, Backend& backend, int64_t
   if (num_blocks < 1 || max_tokens < 1 || max_slices < 1)
     fail("paged transformer: {} blocks, {} tokens and {} slices per step: each must be >= 1", num_blocks,
          max_tokens, max_slices);
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    keys_.push_back(pool_.allocate(kv_dtype, {num_blocks, block_size, c.num_key_value_heads, c.head_dim}));
-    values_.push_back(pool_.allocate(kv_dtype, {num_blocks, block_size, c.num_key_value_heads, c.head_dim}));
-  }
+  // Each layer's pools, the block of zeros last (read, with probability 0, for positions
+  // before a window whose blocks were released).
+  const std::vector<std::byte> zeros(static_cast<size_t>(layer_pool_bytes(c, 1, block_size, kv_dtype)));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    for (std::vector<Tensor>* pools : {&keys_, &values_}) {
+      pools->push_back(
+          pool_.allocate(kv_dtype, {num_blocks + 1, block_size, c.num_key_value_heads, c.head_dim}));
+      backend.memory().copy_from_host(static_cast<std::byte*>(pools->back().data) + num_blocks * zeros.size(),
+                                      zeros.data(), zeros.size());
+    }
 }
 
 Tensor PagedTransformer::forward(std::span<const Slice> slices) {

@@ -39,7 +39,9 @@ class PagedTransformer {
   // KV bytes of one block (keys and values of every layer).
   static uint64_t block_bytes(const ModelConfig& config, int64_t block_size, DType kv_dtype);
 
-  // A pool of `num_blocks` blocks of `block_size` tokens; steps of up to `max_tokens` tokens
+  // A pool of `num_blocks` blocks of `block_size` tokens, and one more, block id num_blocks,
+  // that holds zeros and is never written: a block table may name it for positions no query
+  // of a step sees (before a sliding window; serve/block_manager.h); steps of up to `max_tokens` tokens
   // and `max_slices` slices; sequences of up to `context` positions (0: the model's context
   // length; LongRoPE picks its factors by it, model/rope.h). Throws Error on a
   // non-power-of-two block size or a pool that does not fit in memory.

@@ -129,21 +129,35 @@ void BlockManager::commit(BlockTable& table, std::span<const int32_t> tokens, in
   }
 }
 
+void BlockManager::drop_reference(int32_t id) {
+  Block& b = blocks_[static_cast<size_t>(id)];
+  if (--b.refs > 0) return;
+  --used_;
+  if (b.serial != 0) {
+    lru_push_back(id);
+  } else {
+    b.chain = 0;
+    free_.push_back(id);
+  }
+}
+
 void BlockManager::release(BlockTable& table) {
   // Tail first: a chain's end joins the evictable list before its start and so is evicted
   // first; evicting the start first would leave the rest cached but unreachable.
-  for (auto it = table.blocks.rbegin(); it != table.blocks.rend(); ++it) {
-    Block& b = blocks_[static_cast<size_t>(*it)];
-    if (--b.refs > 0) continue;
-    --used_;
-    if (b.serial != 0) {
-      lru_push_back(*it);
-    } else {
-      b.chain = 0;
-      free_.push_back(*it);
-    }
-  }
+  const auto held = table.blocks.begin() + static_cast<std::ptrdiff_t>(table.released_blocks);
+  for (auto it = table.blocks.end(); it != held;) drop_reference(*--it);
   table = BlockTable{};
+}
+
+void BlockManager::release_before(BlockTable& table, int64_t position) {
+  int64_t end =
+      std::min(position < 0 ? 0 : position / block_size_, static_cast<int64_t>(table.blocks.size()));
+  if (prefix_caching_) end = std::min(end, table.committed_blocks - 1);
+  for (int64_t i = end - 1; i >= table.released_blocks; --i) {  // tail first, as release()
+    drop_reference(table.blocks[static_cast<size_t>(i)]);
+    table.blocks[static_cast<size_t>(i)] = null_block();
+  }
+  table.released_blocks = std::max(table.released_blocks, end);
 }
 
 std::span<const int32_t> BlockManager::block_tokens(int32_t id) const {

@@ -14,6 +14,13 @@
 // block precedes it, are compared too, so a hash collision can never hand a sequence another
 // prompt's keys. Only full blocks are shared, so a shared block is never written again (no
 // copy-on-write needed).
+//
+// Sliding windows: when every layer of a model attends to at most its last `window`
+// positions, a running sequence's blocks that no later query can see are released
+// (release_before) and their entries name null_block(), one past the pool's own blocks: the
+// model runner keeps a block of zeros under that id (PagedTransformer), so the attention
+// kernels, which may read positions before a window and give them probability 0, read zeros
+// there. A sequence then holds its window's blocks, not its whole context's.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +32,7 @@ namespace tokenmill {
 
 struct BlockTable {
   std::vector<int32_t> blocks;
+  int64_t released_blocks = 0;   // leading entries released by release_before (null_block())
   int64_t committed_blocks = 0;  // leading blocks already registered in the prefix cache
   uint64_t chain_hash = 0;       // hash chain value at the end of the committed blocks
 };
@@ -70,6 +78,14 @@ class BlockManager {
   // cached (evictable) if registered, else becomes free.
   void release(BlockTable& table);
 
+  // Drops the table's references to the blocks wholly before `position` (a sliding window's
+  // start: no later query of the sequence sees them), as release() does, and makes their
+  // entries null_block(). With prefix caching the last committed block is kept (the next
+  // commit chains from it).
+  void release_before(BlockTable& table, int64_t position);
+  // The id of released entries: num_blocks(), the model runner's block of zeros.
+  int32_t null_block() const { return static_cast<int32_t>(num_blocks_); }
+
  private:
   // A registered block also records which registration precedes it in its chain, so that a
   // lookup accepts it only after the very block matched just before: equal tokens are not
@@ -86,6 +102,8 @@ class BlockManager {
   };
 
   std::span<const int32_t> block_tokens(int32_t id) const;
+  // Drops one reference to block `id` (release's step).
+  void drop_reference(int32_t id);
   // Whether registered block `id` follows registration `parent` and holds `tokens`.
   bool holds(int32_t id, uint64_t parent, std::span<const int32_t> tokens) const;
   // Hands out one block (reference count 1): a free one, else the least recently released

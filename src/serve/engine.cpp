@@ -32,17 +32,32 @@ Engine::Capacity size_pool(const ModelConfig& config, const EngineOptions& optio
   c.blocks = static_cast<int64_t>(options.kv_cache_bytes / per_block);
   c.bytes = static_cast<uint64_t>(c.blocks) * per_block;
   c.tokens = c.blocks * c.block_size;
-  const int64_t per_sequence = (context + c.block_size - 1) / c.block_size;
+  const int64_t per_sequence =
+      kv_positions_per_sequence(config, context, options.max_batch_tokens, c.block_size) / c.block_size;
   c.full_context_sequences = c.blocks / per_sequence;
   if (c.full_context_sequences < 1)
     fail(
         "the KV cache of {} bytes holds {} tokens but one sequence of the full context needs {} ({} bytes): "
         "raise --kv-cache-memory or lower --context",
-        options.kv_cache_bytes, c.tokens, context, static_cast<uint64_t>(per_sequence) * per_block);
+        options.kv_cache_bytes, c.tokens, per_sequence * c.block_size,
+        static_cast<uint64_t>(per_sequence) * per_block);
   return c;
 }
 
 }  // namespace
+
+int64_t kv_positions_per_sequence(const ModelConfig& config, int64_t context, int64_t max_batch_tokens,
+                                  int64_t block_size) {
+  if (block_size < 1 || (block_size & (block_size - 1)) != 0)
+    fail("--block-size {} must be a power of two", block_size);
+  const auto blocks = [&](int64_t positions) { return (positions + block_size - 1) / block_size; };
+  int64_t held = blocks(context);
+  // Before a step: the span - 1 positions its first query sees, and at least a block (the last
+  // committed one, which the prefix cache's chain keeps).
+  if (const int64_t span = config.attention_span(); span > 0)
+    held = std::min(held, blocks(std::max(span - 1, block_size) + std::min(max_batch_tokens, context)) + 1);
+  return held * block_size;
+}
 
 struct Engine::State {
   State(const TextModel& text_model, Backend& backend, const EngineOptions& opts, EngineObserver* obs)
@@ -53,7 +68,7 @@ struct Engine::State {
                                  : text_model.model->config.context_length()),
         capacity(size_pool(text_model.model->config, opts, context, text_model.model->default_kv_dtype())),
         blocks(capacity.blocks, capacity.block_size, opts.prefix_caching),
-        scheduler(blocks, opts.max_batch_tokens, opts.max_running),
+        scheduler(blocks, opts.max_batch_tokens, opts.max_running, text_model.model->config.attention_span()),
         runner(*text_model.model, backend, capacity.blocks, capacity.block_size, opts.max_batch_tokens,
                opts.max_running, text_model.model->default_kv_dtype(), context) {
     if (opts.max_waiting < 1) fail("--max-waiting must be at least 1 (got {})", opts.max_waiting);

@@ -7,6 +7,8 @@
 // KV memory is a pool of fixed-size blocks (serve/block_manager.h); full blocks of prompt
 // tokens are shared between requests through the prefix cache. When the pool runs out, the
 // newest running sequence is preempted (its blocks freed, its tokens recomputed later):
+// With a model whose every layer slides, blocks before a sequence's window are freed as it
+// advances, so a long sequence holds its window's blocks only.
 // requests are delayed, never dropped, and the engine cannot deadlock (the oldest sequence
 // always makes progress; a request that cannot fit even alone is refused at submit).
 #pragma once
@@ -31,6 +33,13 @@ struct EngineOptions {
   int64_t context = 0;                     // longest sequence; 0: the model's context length
   bool prefix_caching = true;
 };
+
+// The KV positions one sequence of `context` positions holds at most at once: its whole
+// context, or with an attention span (ModelConfig::attention_span: every layer slides) the
+// span - 1 positions before a step (at least a block) and the step's max_batch_tokens, plus
+// a block for a window that starts inside one; in whole blocks, no more than the context's.
+int64_t kv_positions_per_sequence(const ModelConfig& config, int64_t context, int64_t max_batch_tokens,
+                                  int64_t block_size);
 
 // Point-in-time counters and gauges, for /metrics and the dashboard.
 struct EngineSnapshot {

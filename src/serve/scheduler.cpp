@@ -6,8 +6,12 @@
 
 namespace tokenmill {
 
-Scheduler::Scheduler(BlockManager& blocks, int64_t max_batch_tokens, int64_t max_running)
-    : blocks_(blocks), max_batch_tokens_(max_batch_tokens), max_running_(max_running) {
+Scheduler::Scheduler(BlockManager& blocks, int64_t max_batch_tokens, int64_t max_running,
+                     int64_t attention_span)
+    : blocks_(blocks),
+      max_batch_tokens_(max_batch_tokens),
+      max_running_(max_running),
+      attention_span_(attention_span) {
   if (max_running < 1) fail("the running batch must hold at least one sequence (got {})", max_running);
   if (max_batch_tokens < max_running)
     fail("--max-batch-tokens {} must be at least --max-running {} (one decode token per running sequence)",
@@ -91,6 +95,9 @@ void Scheduler::complete(const std::vector<ScheduledSlice>& slices) {
     Sequence& s = *slice.sequence;
     s.computed += slice.tokens;
     blocks_.commit(s.table, s.tokens(), s.computed);
+    // The next query sits at `computed`: it and every later one see positions from
+    // computed + 1 - span on.
+    if (attention_span_ > 0) blocks_.release_before(s.table, s.computed + 1 - attention_span_);
   }
 }
 

@@ -12,6 +12,9 @@
 // sequence (possibly itself): its blocks are released and it returns to the front of the
 // waiting queue, to be recomputed from its tokens later (they are kept). The oldest
 // sequence can always proceed, because the pool holds at least one full-context sequence.
+// With an attention span (every layer's sliding window), the blocks a sequence's later
+// queries cannot see are released after each step (BlockManager::release_before), so a
+// full-context sequence holds at most the blocks of span - 1 + max_batch_tokens positions.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +35,9 @@ struct ScheduledSlice {
 
 class Scheduler {
  public:
-  // Throws Error unless max_running >= 1 and max_batch_tokens >= max_running.
-  Scheduler(BlockManager& blocks, int64_t max_batch_tokens, int64_t max_running);
+  // Throws Error unless max_running >= 1 and max_batch_tokens >= max_running. attention_span:
+  // the positions a query sees at most (ModelConfig::attention_span), 0 for all.
+  Scheduler(BlockManager& blocks, int64_t max_batch_tokens, int64_t max_running, int64_t attention_span);
 
   void enqueue(std::unique_ptr<Sequence> sequence) { waiting_.push_back(std::move(sequence)); }
 
@@ -42,7 +46,7 @@ class Scheduler {
   std::vector<ScheduledSlice> plan();
 
   // After the step: the slices' tokens have their KV; commits the full blocks to the
-  // prefix cache.
+  // prefix cache, and releases those out of every later query's sight.
   void complete(const std::vector<ScheduledSlice>& slices);
 
   // Removes a finished (or cancelled) sequence, running or waiting, releasing its blocks.
@@ -66,6 +70,7 @@ class Scheduler {
   BlockManager& blocks_;
   int64_t max_batch_tokens_;
   int64_t max_running_;
+  int64_t attention_span_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order, oldest first
   std::deque<std::unique_ptr<Sequence>> waiting_;
   int64_t preemptions_ = 0;

@@ -49,8 +49,10 @@ uint64_t kv_cache_budget(const ServeConfig& config, const Model& model, uint64_t
   const int64_t context =
       config.engine.context > 0 ? std::min(config.engine.context, c.context_length()) : c.context_length();
   const uint64_t per_token = PagedTransformer::block_bytes(c, 1, model.default_kv_dtype());
+  const int64_t held =
+      kv_positions_per_sequence(c, context, config.engine.max_batch_tokens, config.engine.block_size);
   const auto wanted =
-      static_cast<uint64_t>(config.engine.max_running) * static_cast<uint64_t>(context) * per_token;
+      static_cast<uint64_t>(config.engine.max_running) * static_cast<uint64_t>(held) * per_token;
   return std::min(wanted,
                   static_cast<uint64_t>(config.kv_cache_fraction * static_cast<double>(available_memory)));
 }

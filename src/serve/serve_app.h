@@ -32,7 +32,7 @@ struct ServeConfig {
 };
 
 // KV bytes for `config`: the bytes asked for, or the fraction of available memory, but no
-// more than max_running sequences of the full context need.
+// more than max_running sequences of the full context hold at once (kv_positions_per_sequence).
 uint64_t kv_cache_budget(const ServeConfig& config, const Model& model, uint64_t available_memory);
 
 void run_server(ServeConfig config);

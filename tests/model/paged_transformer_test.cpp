@@ -15,6 +15,8 @@
 #include "core/error.h"
 #include "model/paged_transformer.h"
 #include "model/transformer.h"
+#include "runtime/device_choice.h"
+#include "support/gpu_devices.h"
 #include "support/random_tokens.h"
 
 namespace tokenmill {
@@ -93,6 +95,52 @@ INSTANTIATE_TEST_SUITE_P(Models, PagedTransformerTest,
                            return name;
                          });
 
+// A model whose every layer slides (Mistral's window of 24): the blocks wholly before a step's
+// first window may be the pool's block of zeros (id num_blocks, as the serving engine's
+// released blocks are), and the logits keep their bits: positions before a window get
+// probability 0, whatever keys and values the kernels find there.
+class PagedTransformerWindow : public ::testing::TestWithParam<testing::DeviceCase> {};
+
+TEST_P(PagedTransformerWindow, BlocksBeforeEveryWindowMayBeTheBlockOfZeros) {
+  const auto model = Model::load(kFixtures / "hf" / GetParam().fixture);
+  const auto backend = choose_device(GetParam().device, *model).backend;
+  const int64_t window = model->config.attention_span();
+  ASSERT_EQ(window, 24);
+  constexpr int64_t kBlock = 4, kChunk = 7, kBlocks = 40;
+  PagedTransformer whole(*model, *backend, kBlocks, kBlock, 16, 1, DType::F32);
+  PagedTransformer released(*model, *backend, kBlocks, kBlock, 16, 1, DType::F32);
+  const std::vector<int32_t> blocks = scattered_blocks(kBlocks / 2);
+  std::vector<int32_t> released_blocks = blocks;
+  std::vector<int32_t> tokens =
+      testing::random_token_ids(50, static_cast<int32_t>(model->config.vocab_size), 9);
+  int64_t done = 0, nulls = 0;
+  const auto step = [&](int64_t count) {
+    // Every block wholly before the first position this step's queries see.
+    for (int64_t b = 0; (b + 1) * kBlock <= done + 1 - window; ++b)
+      released_blocks[static_cast<size_t>(b)] = static_cast<int32_t>(kBlocks);
+    nulls = std::count(released_blocks.begin(), released_blocks.end(), static_cast<int32_t>(kBlocks));
+    const std::span<const int32_t> chunk(tokens.data() + done, static_cast<size_t>(count));
+    const PagedTransformer::Slice a{chunk, done, blocks, true}, b{chunk, done, released_blocks, true};
+    const std::vector<float> want = row(whole.forward(std::span(&a, 1)), 0);
+    EXPECT_EQ(row(released.forward(std::span(&b, 1)), 0), want) << "positions " << done << "+" << count;
+    done += count;
+    return want;
+  };
+  while (done < static_cast<int64_t>(tokens.size()))
+    step(std::min<int64_t>(kChunk, static_cast<int64_t>(tokens.size()) - done));
+  for (int i = 0; i < 20; ++i) {
+    tokens.push_back(static_cast<int32_t>(i * 7 % 200 + 3));
+    step(1);
+  }
+  EXPECT_EQ(nulls, (69 + 1 - window) / kBlock);  // the last step saw positions 46..69
+}
+
+INSTANTIATE_TEST_SUITE_P(Mistral, PagedTransformerWindow,
+                         ::testing::ValuesIn(testing::on_every_device({"mistral"})),
+                         [](const auto& param_info) {
+                           return param_info.param.fixture + "_" + param_info.param.device;
+                         });
+
 // Quantized weights: the row-wise exact matmul makes the batch invisible to each sequence.
 TEST(PagedTransformerBatch, QuantizedLogitsDoNotDependOnTheBatch) {
   const auto model = Model::load(kFixtures / "gguf/llama_q4_1.gguf");
@@ -129,6 +177,9 @@ TEST(PagedTransformerErrors, RefusesStepsOutsideItsLimits) {
   const std::vector<int32_t> outside = {0, 99};
   const PagedTransformer::Slice bad_block{few, 0, outside, true};
   EXPECT_THROW(paged.forward(std::span(&bad_block, 1)), Error);
+  const std::vector<int32_t> zeros_block = {0, 8};  // the block of zeros is never written
+  const PagedTransformer::Slice into_zeros{few, 0, zeros_block, true};
+  EXPECT_THROW(paged.forward(std::span(&into_zeros, 1)), Error);
 }
 
 }  // namespace

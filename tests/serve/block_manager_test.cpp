@@ -2,7 +2,8 @@
 // prefix cache (hits after release and while shared, the last prompt token always left to
 // compute, partial blocks never shared, idempotent commit, the hit counters), eviction
 // order (least recently released, a chain's tail before its head), forced hash collisions
-// that must never match, prefix caching off, and argument errors.
+// that must never match, prefix caching off, sliding windows' releases before a position,
+// and argument errors.
 #include <cstdint>
 #include <numeric>
 #include <span>
@@ -104,6 +105,53 @@ TEST(BlockManager, ReleaseReturnsBlocks) {
   bm.release(b);
   bm.release(b);  // an emptied table releases nothing
   EXPECT_EQ(bm.available_blocks(), 4);
+}
+
+TEST(BlockManager, ReleaseBeforeFreesTheWholeBlocksBeforeAPosition) {
+  BlockManager bm(6, 4, false);
+  BlockTable t;
+  ASSERT_TRUE(bm.reserve(t, 20));  // blocks 0..4 for positions 0..19
+  bm.release_before(t, 7);         // position 7 is in block 1: only block 0 is wholly before it
+  EXPECT_EQ(t.blocks, (std::vector<int32_t>{bm.null_block(), 1, 2, 3, 4}));
+  EXPECT_EQ(t.released_blocks, 1);
+  EXPECT_EQ(bm.used_blocks(), 4);
+  bm.release_before(t, 12);  // blocks 1 and 2
+  bm.release_before(t, 3);   // nothing more: positions only move forward
+  EXPECT_EQ(t.blocks, (std::vector<int32_t>{bm.null_block(), bm.null_block(), bm.null_block(), 3, 4}));
+  EXPECT_EQ(bm.available_blocks(), 4);
+  ASSERT_TRUE(bm.reserve(t, 24));  // one more block at the end; the table keeps its positions
+  EXPECT_EQ(t.blocks.size(), 6u);
+  EXPECT_EQ(bm.null_block(), 6);
+  bm.release(t);  // the null entries are not released again
+  EXPECT_EQ(bm.used_blocks(), 0);
+  EXPECT_EQ(bm.available_blocks(), 6);
+  BlockTable none;
+  bm.release_before(none, 100);  // an empty table
+  EXPECT_TRUE(none.blocks.empty());
+}
+
+TEST(BlockManager, ReleasedWindowBlocksStayCachedAndTheLastCommittedOneIsKept) {
+  BlockManager bm(8, 4, true);
+  const auto tokens = iota_tokens(16);
+  BlockTable a = run_prompt(bm, tokens);  // four committed blocks
+  const std::vector<int32_t> held = a.blocks;
+  bm.release_before(a, 16);  // all four are before 16; the last committed one stays
+  EXPECT_EQ(a.released_blocks, 3);
+  EXPECT_EQ(a.blocks[3], held[3]);
+  EXPECT_EQ(bm.used_blocks(), 1);
+  ASSERT_TRUE(bm.reserve(a, 20));  // the sequence goes on and commits a fifth block
+  auto longer = tokens;
+  for (int32_t i = 0; i < 4; ++i) longer.push_back(200 + i);
+  bm.commit(a, longer, 20);
+  EXPECT_EQ(a.committed_blocks, 5);
+  // Another sequence with the same start finds the released blocks in the prefix cache.
+  BlockTable b;
+  EXPECT_EQ(bm.match_prefix(longer, b), 16);
+  EXPECT_EQ(std::vector<int32_t>(b.blocks.begin(), b.blocks.begin() + 3),
+            std::vector<int32_t>(held.begin(), held.begin() + 3));
+  bm.release(a);
+  bm.release(b);
+  EXPECT_EQ(bm.used_blocks(), 0);
 }
 
 TEST(BlockManager, ReusesCachedBlocksAfterRelease) {

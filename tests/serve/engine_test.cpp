@@ -19,10 +19,13 @@
 #include <gtest/gtest.h>
 
 #include "backend/backend.h"
+#include "convert/hf_to_gguf.h"
+#include "model/paged_transformer.h"
 #include "model/transformer.h"
 #include "runtime/generator.h"
 #include "runtime/text_model.h"
 #include "serve/engine.h"
+#include "support/temp_dir.h"
 
 namespace tokenmill {
 namespace {
@@ -269,6 +272,48 @@ TEST_F(EngineTest, PreemptsWhenTheCacheIsFullAndStillCompletesEveryRequest) {
   for (uint32_t i = 0; i < 8; ++i) requests.push_back(greedy(random_prompt(20, vocab(), 100 + i), 30));
   const EngineSnapshot s = run_all_expecting_solo_tokens(engine, requests);
   EXPECT_GT(s.preemptions, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+}
+
+TEST(KvPositionsPerSequence, AWindowBoundsWhatASequenceHolds) {
+  ModelConfig c;
+  c.num_hidden_layers = 2;
+  EXPECT_EQ(kv_positions_per_sequence(c, 100, 8, 4), 100);  // no window: the whole context
+  c.sliding_window = 3;                                     // 2 positions before a step, but a block kept
+  EXPECT_EQ(kv_positions_per_sequence(c, 100, 8, 4), 16);   // (4 + 8) / 4 blocks + 1
+  EXPECT_EQ(kv_positions_per_sequence(c, 10, 8, 4), 12);    // never more than the context's blocks
+  c.sliding_layers = {true, false};                         // a global layer sees everything
+  EXPECT_EQ(kv_positions_per_sequence(c, 100, 8, 4), 100);
+  EXPECT_THROW(kv_positions_per_sequence(c, 100, 8, 3), Error);
+}
+
+// Every layer of Mistral's fixture slides over 24 positions: a sequence holds only the blocks
+// its window still sees, so a pool far smaller than one full context serves long sequences,
+// each still giving its solo tokens (Q8_0: row-wise exact; the fixture with a byte tokenizer,
+// which the engine needs).
+TEST_F(EngineTest, ASlidingWindowModelHoldsOnlyTheBlocksItsWindowSees) {
+  const testing::TempDir dir;
+  const std::filesystem::path hf = dir.path() / "mistral";
+  std::filesystem::copy(kFixtures / "hf/mistral", hf);
+  std::filesystem::copy_file(kFixtures / "hf/mixtral/tokenizer.json", hf / "tokenizer.json");
+  convert_hf_to_gguf(hf, dir.path() / "mistral.gguf", {.type = DType::Q8_0});
+  load((dir.path() / "mistral.gguf").c_str());
+  const ModelConfig& c = model_.model->config;
+  ASSERT_EQ(c.attention_span(), 24);
+  EngineOptions options;
+  options.block_size = 4;
+  options.max_batch_tokens = 8;
+  options.max_running = 2;
+  options.context = 128;
+  // 23 positions before a step and its 8, in whole blocks, plus one: 9 blocks of 4.
+  EXPECT_EQ(kv_positions_per_sequence(c, options.context, options.max_batch_tokens, options.block_size), 36);
+  const uint64_t per_block = PagedTransformer::block_bytes(c, 4, model_.model->default_kv_dtype());
+  options.kv_cache_bytes = per_block * 12;  // a full context needs 32 blocks
+  Engine engine(model_, *backend_, options);
+  EXPECT_EQ(engine.capacity().full_context_sequences, 1);
+  std::vector<EngineRequest> requests;
+  for (uint32_t i = 0; i < 3; ++i) requests.push_back(greedy(random_prompt(30, vocab(), 40 + i), 80));
+  const EngineSnapshot s = run_all_expecting_solo_tokens(engine, requests);
   EXPECT_EQ(s.kv_blocks_used, 0);
 }
 
