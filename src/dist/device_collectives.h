@@ -21,6 +21,13 @@ class DeviceCollectives {
   virtual void all_reduce_sum(std::span<float> device_data, std::string_view what) = 0;
   // device_data := rank 0's device_data.
   virtual void broadcast_from_root(std::span<float> device_data, std::string_view what) = 0;
+  // device_all holds world-size pieces of device_mine.size() floats, in rank order:
+  // device_mine := the sum over the ranks of their piece number rank().
+  virtual void reduce_scatter_sum(std::span<const float> device_all, std::span<float> device_mine,
+                                  std::string_view what) = 0;
+  // device_all := every rank's device_mine, in rank order (world-size pieces).
+  virtual void all_gather(std::span<const float> device_mine, std::span<float> device_all,
+                          std::string_view what) = 0;
 };
 
 }  // namespace tokenmill

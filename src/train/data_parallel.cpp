@@ -41,17 +41,16 @@ void visit_device_pieces(std::span<float> buffer, int64_t bucket_bytes,
     visit(buffer.subspan(at, std::min(piece, buffer.size() - at)));
 }
 
-// The device collectives for params' memory, or null: through the host.
-DeviceCollectives* on_device(const ParameterBuffers& params, const Communicator& comm) {
+}  // namespace
+
+DeviceCollectives* device_collectives_for(const ParameterBuffers& params, const Communicator& comm) {
   return params.memory().is_host() ? nullptr : comm.device();
 }
-
-}  // namespace
 
 void sum_gradients(ParameterBuffers& params, Communicator& comm, int64_t bucket_bytes,
                    std::string_view what) {
   if (comm.world_size() == 1) return;
-  if (DeviceCollectives* device = on_device(params, comm)) {
+  if (DeviceCollectives* device = device_collectives_for(params, comm)) {
     visit_device_pieces(params.gradients(), bucket_bytes,
                         [&](std::span<float> bucket) { device->all_reduce_sum(bucket, what); });
     return;
@@ -63,7 +62,7 @@ void sum_gradients(ParameterBuffers& params, Communicator& comm, int64_t bucket_
 void broadcast_from_root(ParameterBuffers& params, std::span<float> buffer, Communicator& comm,
                          int64_t bucket_bytes, std::string_view what) {
   if (comm.world_size() == 1) return;
-  if (DeviceCollectives* device = on_device(params, comm)) {
+  if (DeviceCollectives* device = device_collectives_for(params, comm)) {
     visit_device_pieces(buffer, bucket_bytes,
                         [&](std::span<float> piece) { device->broadcast_from_root(piece, what); });
     return;

@@ -27,6 +27,10 @@
 
 namespace tokenmill {
 
+// The Communicator's device collectives (NCCL) for buffers in params' memory: null when they
+// are in host memory or none are attached (then collectives go through the host).
+DeviceCollectives* device_collectives_for(const ParameterBuffers& params, const Communicator& comm);
+
 // params' gradients := their sum over the ranks (nothing in a world of one).
 void sum_gradients(ParameterBuffers& params, Communicator& comm, int64_t bucket_bytes, std::string_view what);
 

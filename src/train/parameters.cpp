@@ -182,6 +182,19 @@ void ParameterBuffers::fill_values(const std::function<void(std::span<float> val
   upload(values_, staging);
 }
 
+void ParameterBuffers::copy(std::span<const float> from, std::span<float> to) {
+  if (from.size() != to.size())
+    fail("training: {} values copied into a buffer of {}", from.size(), to.size());
+  if (from.empty()) return;
+  if (backend_ == nullptr) {
+    std::copy(from.begin(), from.end(), to.begin());
+    return;
+  }
+  const auto n = static_cast<int64_t>(from.size());
+  backend_->convert(Tensor(const_cast<float*>(from.data()), DType::F32, {n}),
+                    Tensor(to.data(), DType::F32, {n}));
+}
+
 void ParameterBuffers::upload(std::span<float> buffer, std::span<const float> host) {
   if (host.size() != buffer.size())
     fail("training: {} values copied into a buffer of {}", host.size(), buffer.size());

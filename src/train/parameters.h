@@ -75,6 +75,10 @@ class ParameterBuffers {
   // Sets every value: `fill` writes count() floats into a host span, values() itself in host
   // memory, else a staging buffer that is then copied in.
   void fill_values(const std::function<void(std::span<float> values)>& fill);
+  // Copies floats between two spans of this memory (the buffers, or staging allocated from
+  // memory()), which must not overlap and must agree in size: on the host, or with the
+  // backend's convert in its memory.
+  void copy(std::span<const float> from, std::span<float> to);
   // Copies host floats into / out of one of the four buffers (the sizes must agree).
   void upload(std::span<float> buffer, std::span<const float> host);
   void download(std::span<const float> buffer, std::span<float> host) const;

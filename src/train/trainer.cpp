@@ -440,16 +440,19 @@ void Run::describe(const TrainSummary& summary) {
       comm_.world_size() > 1
           ? fmt::format("; data parallel over {}, gradients summed in buckets of {:.1f} MiB{}",
                         comm_.describe(), static_cast<double>(o_.bucket_bytes) / (1 << 20),
-                        comm_.device() != nullptr && !trainable_->memory().is_host()
+                        device_collectives_for(*trainable_, comm_) != nullptr
                             ? " by " + comm_.device()->describe()
                             : std::string())
           : std::string()));
   if (zero())
     info(fmt::format(
-        "ZeRO-1: this rank holds the AdamW state of parameters [{}, {}): {:.1f} MB of the whole {:.1f} MB",
+        "ZeRO-1: this rank holds the AdamW state of parameters [{}, {}): {:.1f} MB of the whole {:.1f} MB; "
+        "gradients reduce-scattered and weights all-gathered {}",
         trainable_->moments_begin(), trainable_->moments_end(),
         8e-6 * static_cast<double>(trainable_->moments_end() - trainable_->moments_begin()),
-        8e-6 * static_cast<double>(trainable_->count())));
+        8e-6 * static_cast<double>(trainable_->count()),
+        device_collectives_for(*trainable_, comm_) != nullptr ? "by " + comm_.device()->describe()
+                                                              : "over " + comm_.describe()));
   if (!o_.resume)
     metrics({{"step", 0},
              {"parameters", summary.parameters},

@@ -13,9 +13,10 @@
 // rank order (every rank takes part; rank 0 writes); at a load, every rank reads its own part
 // of the file (train/checkpoint.h).
 //
-// Collectives work on pieces of at most bucket_bytes per rank, through a staging copy
-// (download/upload when the buffers are in a GPU's memory), so the extra memory is bounded
-// by n x bucket_bytes, whatever the model's size.
+// Collectives work on pieces of at most bucket_bytes per rank, through a staging copy, so
+// the extra memory is bounded by n x bucket_bytes, whatever the model's size. Buffers in a
+// GPU's memory use the Communicator's device collectives (NCCL's reduce-scatter and
+// all-gather) with the staging in that memory; without them they go through the host.
 #pragma once
 
 #include <cstdint>

@@ -129,4 +129,37 @@ ncclResult_t ncclBroadcast(const void* send, void* receive, size_t count, ncclDa
   return ncclSuccess;
 }
 
+// receive [count] := the sum over the ranks of their send [rank * count, (rank + 1) * count).
+ncclResult_t ncclReduceScatter(const void* send, void* receive, size_t count, ncclDataType_t type,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  MPI_Datatype mpi;
+  size_t bytes = 0;
+  if (!mpi_type(type, mpi, bytes) || op != ncclSum)
+    return refuse(ncclInvalidArgument, "ncclReduceScatter", "only sums of f32, f64, i32 and i8 are emulated");
+  if (comm == nullptr) return refuse(ncclInvalidArgument, "ncclReduceScatter", "no communicator");
+  if (const ncclResult_t status =
+          prepare("ncclReduceScatter", comm, stream,
+                  {{send, count * bytes * static_cast<size_t>(comm->ranks)}, {receive, count * bytes}});
+      status != ncclSuccess)
+    return status;
+  MPI_Reduce_scatter_block(send, receive, static_cast<int>(count), mpi, MPI_SUM, MPI_COMM_WORLD);
+  return ncclSuccess;
+}
+
+// receive [ranks * count] := every rank's send [count], in rank order.
+ncclResult_t ncclAllGather(const void* send, void* receive, size_t count, ncclDataType_t type,
+                           ncclComm_t comm, cudaStream_t stream) {
+  MPI_Datatype mpi;
+  size_t bytes = 0;
+  if (!mpi_type(type, mpi, bytes)) return refuse(ncclInvalidArgument, "ncclAllGather", "type not emulated");
+  if (comm == nullptr) return refuse(ncclInvalidArgument, "ncclAllGather", "no communicator");
+  if (const ncclResult_t status =
+          prepare("ncclAllGather", comm, stream,
+                  {{send, count * bytes}, {receive, count * bytes * static_cast<size_t>(comm->ranks)}});
+      status != ncclSuccess)
+    return status;
+  MPI_Allgather(send, static_cast<int>(count), mpi, receive, static_cast<int>(count), mpi, MPI_COMM_WORLD);
+  return ncclSuccess;
+}
+
 }  // extern "C"

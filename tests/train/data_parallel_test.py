@@ -19,8 +19,9 @@ tokenizer), every run a global batch of 8 sequences over 14 steps:
      the others stop at --collective-timeout naming the collective; a diverging loss stops
      every rank with the divergence message.
   4. With --cuda (a build whose --device cuda is the CUDA emulation): 2 ranks on the emulated
-     GPU 0 sum their gradients with NCCL (emulated over MPI) and equal 1 process on it (a
-     shorter run: the emulation is slow).
+     GPU 0 sum their gradients with NCCL (emulated over MPI), and with --zero 1 reduce-scatter
+     and all-gather them with NCCL, and equal 1 process on it (a shorter run: the emulation is
+     slow).
 Needs only the standard library. Exits 1 with the first failure.
 """
 
@@ -257,12 +258,21 @@ def main():
             output = run(job.command(2, two, "--batch", "2", *flags, steps=steps, device="cuda:0"))
             if "by NCCL" not in output:
                 fail(f"the 2-rank run on --device cuda did not sum with NCCL:\n{output}")
-            worst = compare_steps("cuda_two", metrics(two), metrics(one), range(1, steps + 1))
             name = f"step_{steps:08d}.tmckpt"
-            weights, largest = compare_weights("cuda_two", final_weights(binary, two, name),
-                                               final_weights(binary, one, name))
-            print(f"--device cuda, 2 ranks with NCCL vs 1 process: steps {worst:.3g}, final weights {weights:.3g} "
-                  f"in norm (largest element difference {largest:.3g})")
+            reference = final_weights(binary, one, name)
+            for label, run_dir in [("cuda_two", two), ("cuda_zero_two", os.path.join(work, "cuda_zero_two"))]:
+                if label == "cuda_zero_two":
+                    # ZeRO-1 on the GPU: NCCL's reduce-scatter and all-gather, staged in device memory;
+                    # a 10 KiB bucket makes many rounds and a short last part.
+                    output = run(job.command(2, run_dir, "--batch", "2", "--zero", "1", "--bucket-mb", "0.01",
+                                             *flags, steps=steps, device="cuda:0"))
+                    if "all-gathered by NCCL" not in output:
+                        fail(f"the 2-rank ZeRO-1 run on --device cuda did not use NCCL:\n{output}")
+                worst = compare_steps(label, metrics(run_dir), metrics(one), range(1, steps + 1))
+                weights, largest = compare_weights(label, final_weights(binary, run_dir, name), reference)
+                print(f"--device cuda, 2 ranks with NCCL{' and ZeRO-1' if 'zero' in label else ''} vs 1 process: "
+                      f"steps {worst:.3g}, final weights {weights:.3g} in norm (largest element difference "
+                      f"{largest:.3g})")
     print("OK")
 
 

@@ -54,7 +54,32 @@ class NcclCollectives final : public DeviceCollectives {
     wait("broadcast", what);
   }
 
+  void reduce_scatter_sum(std::span<const float> all, std::span<float> mine, std::string_view what) override {
+    check_pieces(all, mine, "reduce-scatter", what);
+    backend_.make_current();
+    check_nccl(ncclReduceScatter(all.data(), mine.data(), mine.size(), ncclFloat32, ncclSum, nccl_,
+                                 backend_.stream()),
+               "ncclReduceScatter");
+    wait("reduce-scatter", what);
+  }
+
+  void all_gather(std::span<const float> mine, std::span<float> all, std::string_view what) override {
+    check_pieces(all, mine, "all-gather", what);
+    backend_.make_current();
+    check_nccl(ncclAllGather(mine.data(), all.data(), mine.size(), ncclFloat32, nccl_, backend_.stream()),
+               "ncclAllGather");
+    wait("all-gather", what);
+  }
+
  private:
+  // `all` must hold world-size pieces of mine.size() floats.
+  void check_pieces(std::span<const float> all, std::span<const float> mine, std::string_view collective,
+                    std::string_view what) const {
+    if (all.size() != mine.size() * static_cast<size_t>(comm_.world_size()))
+      fail("the NCCL {} of {}: {} floats for {} ranks' pieces of {}", collective, what, all.size(),
+           comm_.world_size(), mine.size());
+  }
+
   // Polls the stream until the collective (and what was queued before it) is done; past the
   // timeout, aborts the NCCL communicator and ends the job (dist/communicator.h "Faults").
   void wait(std::string_view collective, std::string_view what) {
