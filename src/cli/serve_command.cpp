@@ -99,6 +99,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-batch-tokens", c.engine.max_batch_tokens,
                   "Tokens per engine step (decodes + prefill chunks)")
       ->capture_default_str();
+  cmd->add_option("--max-prefill-with-decodes", c.engine.max_prefill_with_decodes,
+                  "Prompt tokens a step takes while streams are decoding: lower keeps the gaps between "
+                  "tokens short, higher takes new prompts in faster")
+      ->capture_default_str();
   cmd->add_option("--max-running", c.engine.max_running, "Sequences in the running batch")
       ->capture_default_str();
   cmd->add_option("--max-waiting", c.engine.max_waiting, "Queued requests before answering 429")

@@ -68,7 +68,10 @@ struct Engine::State {
                                  : text_model.model->config.context_length()),
         capacity(size_pool(text_model.model->config, opts, context, text_model.model->default_kv_dtype())),
         blocks(capacity.blocks, capacity.block_size, opts.prefix_caching),
-        scheduler(blocks, opts.max_batch_tokens, opts.max_running, text_model.model->config.attention_span()),
+        scheduler(blocks, {.max_batch_tokens = opts.max_batch_tokens,
+                           .max_running = opts.max_running,
+                           .max_prefill_with_decodes = opts.max_prefill_with_decodes,
+                           .attention_span = text_model.model->config.attention_span()}),
         runner(*text_model.model, backend, capacity.blocks, capacity.block_size, opts.max_batch_tokens,
                opts.max_running, text_model.model->default_kv_dtype(), context) {
     if (opts.max_waiting < 1) fail("--max-waiting must be at least 1 (got {})", opts.max_waiting);

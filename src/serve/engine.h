@@ -28,6 +28,7 @@ struct EngineOptions {
   int64_t block_size = 16;                 // tokens per KV block (a power of two)
   uint64_t kv_cache_bytes = 256ull << 20;  // the KV pool's size
   int64_t max_batch_tokens = 512;          // tokens per forward step (decodes + prefill chunks)
+  int64_t max_prefill_with_decodes = 64;   // prompt tokens of a step that carries decodes (scheduler.h)
   int64_t max_running = 64;                // sequences in the running batch
   int64_t max_waiting = 1024;              // queued requests beyond which submit() refuses (HTTP 429)
   int64_t context = 0;                     // longest sequence; 0: the model's context length

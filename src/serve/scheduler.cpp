@@ -6,21 +6,20 @@
 
 namespace tokenmill {
 
-Scheduler::Scheduler(BlockManager& blocks, int64_t max_batch_tokens, int64_t max_running,
-                     int64_t attention_span)
-    : blocks_(blocks),
-      max_batch_tokens_(max_batch_tokens),
-      max_running_(max_running),
-      attention_span_(attention_span) {
-  if (max_running < 1) fail("the running batch must hold at least one sequence (got {})", max_running);
-  if (max_batch_tokens < max_running)
+Scheduler::Scheduler(BlockManager& blocks, const SchedulerLimits& limits) : blocks_(blocks), limits_(limits) {
+  if (limits.max_running < 1)
+    fail("the running batch must hold at least one sequence (got {})", limits.max_running);
+  if (limits.max_batch_tokens < limits.max_running)
     fail("--max-batch-tokens {} must be at least --max-running {} (one decode token per running sequence)",
-         max_batch_tokens, max_running);
+         limits.max_batch_tokens, limits.max_running);
+  if (limits.max_prefill_with_decodes < 1)
+    fail("--max-prefill-with-decodes must be at least 1 (got {}): prompts would wait for every stream to end",
+         limits.max_prefill_with_decodes);
 }
 
 std::vector<ScheduledSlice> Scheduler::plan() {
   std::vector<ScheduledSlice> slices;
-  int64_t budget = max_batch_tokens_;
+  int64_t budget = limits_.max_batch_tokens;
   const int64_t preempted_before = preemptions_;
   // Decodes first, then continuing prefills; both oldest first. A sequence preempted on
   // the way leaves running_, so iterate over a snapshot of the ids.
@@ -38,6 +37,7 @@ std::vector<ScheduledSlice> Scheduler::plan() {
       slices.push_back({s, tokens, tokens == s->pending()});
       budget -= tokens;
     }
+    if (decoding && !slices.empty()) budget = std::min(budget, limits_.max_prefill_with_decodes);
   }
   if (preemptions_ == preempted_before) admit(slices, budget);
   return slices;
@@ -69,7 +69,7 @@ void Scheduler::preempt_newest(std::vector<ScheduledSlice>& slices, int64_t& bud
 }
 
 void Scheduler::admit(std::vector<ScheduledSlice>& slices, int64_t& budget) {
-  while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < max_running_) {
+  while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < limits_.max_running) {
     Sequence& s = *waiting_.front();
     const int64_t cached = blocks_.match_prefix(s.tokens(), s.table);
     s.computed = cached;
@@ -97,7 +97,7 @@ void Scheduler::complete(const std::vector<ScheduledSlice>& slices) {
     blocks_.commit(s.table, s.tokens(), s.computed);
     // The next query sits at `computed`: it and every later one see positions from
     // computed + 1 - span on.
-    if (attention_span_ > 0) blocks_.release_before(s.table, s.computed + 1 - attention_span_);
+    if (limits_.attention_span > 0) blocks_.release_before(s.table, s.computed + 1 - limits_.attention_span);
   }
 }
 

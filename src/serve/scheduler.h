@@ -8,6 +8,10 @@
 //   3. waiting requests are admitted in arrival order (a preempted sequence first) while
 //      the budget, max_running and free KV blocks allow; a new request reuses cached
 //      prefix blocks. Admission never preempts anyone.
+// When the step carries decodes, 2 and 3 share at most `max_prefill_with_decodes` tokens: a
+// step's time grows with its prompt tokens, and every decoding stream waits for the step,
+// so this bounds the gaps between a stream's tokens (inter-token latency) while prompts
+// keep being taken in; a step without decodes takes up to max_batch_tokens of prompts.
 // A running sequence that needs a block when none is free preempts the newest running
 // sequence (possibly itself): its blocks are released and it returns to the front of the
 // waiting queue, to be recomputed from its tokens later (they are kept). The oldest
@@ -33,11 +37,18 @@ struct ScheduledSlice {
   bool want_logits = false;  // the slice ends at the sequence's last token: sample after it
 };
 
+struct SchedulerLimits {
+  int64_t max_batch_tokens = 512;         // tokens per step: decodes and prompt chunks
+  int64_t max_running = 64;               // sequences in the running batch
+  int64_t max_prefill_with_decodes = 64;  // prompt tokens of a step that carries decodes
+  int64_t attention_span = 0;             // ModelConfig::attention_span: 0, no sliding release
+};
+
 class Scheduler {
  public:
-  // Throws Error unless max_running >= 1 and max_batch_tokens >= max_running. attention_span:
-  // the positions a query sees at most (ModelConfig::attention_span), 0 for all.
-  Scheduler(BlockManager& blocks, int64_t max_batch_tokens, int64_t max_running, int64_t attention_span);
+  // Throws Error unless max_running >= 1, max_batch_tokens >= max_running and
+  // max_prefill_with_decodes >= 1.
+  Scheduler(BlockManager& blocks, const SchedulerLimits& limits);
 
   void enqueue(std::unique_ptr<Sequence> sequence) { waiting_.push_back(std::move(sequence)); }
 
@@ -68,9 +79,7 @@ class Scheduler {
   void admit(std::vector<ScheduledSlice>& slices, int64_t& budget);
 
   BlockManager& blocks_;
-  int64_t max_batch_tokens_;
-  int64_t max_running_;
-  int64_t attention_span_;
+  SchedulerLimits limits_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order, oldest first
   std::deque<std::unique_ptr<Sequence>> waiting_;
   int64_t preemptions_ = 0;

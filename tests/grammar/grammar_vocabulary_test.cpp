@@ -12,6 +12,7 @@
 
 #include "formats/gguf.h"
 #include "grammar/constrained_grammar.h"
+#include "support/fixture_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokenmill {
@@ -23,8 +24,7 @@ const Tokenizer& smollm() {
 #ifdef TOKENMILL_SMOLLM2_GGUF
   static const Tokenizer t = Tokenizer::from_gguf(GgufFile::open(TOKENMILL_SMOLLM2_GGUF));
 #else
-  static const Tokenizer t =
-      Tokenizer::from_model_dir(std::filesystem::path(TOKENMILL_FIXTURES_DIR) / "hf" / "smollm_chat");
+  const Tokenizer& t = testing::smollm_chat_tokenizer();
 #endif
   return t;
 }

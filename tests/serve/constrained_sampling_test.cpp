@@ -16,16 +16,13 @@
 
 #include "grammar/constrained_grammar.h"
 #include "serve/sequence.h"
+#include "support/fixture_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokenmill {
 namespace {
 
-const Tokenizer& tokenizer() {
-  static const Tokenizer t =
-      Tokenizer::from_model_dir(std::filesystem::path(TOKENMILL_FIXTURES_DIR) / "hf" / "smollm_chat");
-  return t;
-}
+const Tokenizer& tokenizer() { return testing::smollm_chat_tokenizer(); }
 
 GrammarCache& grammars() {
   static GrammarCache cache(tokenizer());

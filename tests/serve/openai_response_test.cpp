@@ -11,17 +11,14 @@
 #include <gtest/gtest.h>
 
 #include "serve/openai_response.h"
+#include "support/fixture_tokenizer.h"
 
 namespace tokenmill {
 namespace {
 
 using nlohmann::json;
 
-const Tokenizer& smollm() {
-  static const Tokenizer tokenizer =
-      Tokenizer::from_model_dir(std::filesystem::path(TOKENMILL_FIXTURES_DIR) / "hf" / "smollm_chat");
-  return tokenizer;
-}
+const Tokenizer& smollm() { return testing::smollm_chat_tokenizer(); }
 
 std::string text_of(int32_t token) {
   const int32_t ids[] = {token};
