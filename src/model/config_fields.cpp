@@ -64,10 +64,6 @@ void parse_longrope(const FieldReader& fields, const FieldReader& rope, int64_t 
       1e-6, 1e6);
 }
 
-}  // namespace
-
-namespace {
-
 // rope_parameters (transformers >= 5) or rope_scaling (< 5); null when neither.
 const char* rope_key(const FieldReader& fields) {
   return fields.has("rope_parameters") ? "rope_parameters"
