@@ -24,16 +24,16 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
 
 Engine::Capacity size_pool(const ModelConfig& config, const EngineOptions& options, int64_t context,
                            DType kv_dtype) {
-  if (options.block_size < 1 || (options.block_size & (options.block_size - 1)) != 0)
-    fail("--block-size {} must be a power of two", options.block_size);
+  // First: it validates the block size.
+  const int64_t per_sequence =
+      kv_positions_per_sequence(config, context, options.max_batch_tokens, options.block_size) /
+      options.block_size;
   Engine::Capacity c;
   c.block_size = options.block_size;
   const uint64_t per_block = PagedTransformer::block_bytes(config, options.block_size, kv_dtype);
   c.blocks = static_cast<int64_t>(options.kv_cache_bytes / per_block);
   c.bytes = static_cast<uint64_t>(c.blocks) * per_block;
   c.tokens = c.blocks * c.block_size;
-  const int64_t per_sequence =
-      kv_positions_per_sequence(config, context, options.max_batch_tokens, c.block_size) / c.block_size;
   c.full_context_sequences = c.blocks / per_sequence;
   if (c.full_context_sequences < 1)
     fail(
