@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <string>
@@ -116,6 +117,29 @@ void bench_attention(Backend& backend, int64_t n, int64_t past) {
   report(fmt::format("attention bf16 n={} past={}", n, past), ms, 4.0 * kHeadDim * kHeads * pairs, bytes);
 }
 
+// The training attention backward over one sequence of n tokens, f32 operands, with the
+// kernel TOKENMILL_CUDA_ATTENTION names ("" = the automatic choice, the tiled kernel here).
+// FLOPs as FlashAttention counts them: 2.5x the forward's (5 products of 2 hd per pair).
+void bench_attention_backward(Backend& backend, int64_t n, int64_t heads, int64_t kv_heads, int64_t hd,
+                              const char* kernel) {
+  DeviceTensor q(backend, DType::F32, {n, heads, hd}, 11), k(backend, DType::F32, {n, kv_heads, hd}, 12),
+      v(backend, DType::F32, {n, kv_heads, hd}, 13), dout(backend, DType::F32, {n, heads, hd}, 14),
+      out(backend, DType::F32, {n, heads, hd}, 15), dq(backend, DType::F32, {n, heads, hd}, 16),
+      dk(backend, DType::F32, {n, kv_heads, hd}, 17), dv(backend, DType::F32, {n, kv_heads, hd}, 18);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  setenv("TOKENMILL_CUDA_ATTENTION", kernel, 1);
+  backend.attention(*q, *k, *v, 0, scale, *out);
+  const double ms =
+      median_ms([&] { backend.attention_backward(*q, *k, *v, *out, *dout, scale, *dq, *dk, *dv); }, 5);
+  unsetenv("TOKENMILL_CUDA_ATTENTION");
+  const double pairs = static_cast<double>(n) * static_cast<double>(n + 1) / 2;
+  const double bytes = 2.0 * static_cast<double>((*q).nbytes() + (*k).nbytes() + (*v).nbytes()) +
+                       2.0 * static_cast<double>((*out).nbytes());
+  report(fmt::format("attention backward n={} heads={}/{} hd={}{}", n, heads, kv_heads, hd,
+                     *kernel != 0 ? fmt::format(" {}", kernel) : ""),
+         ms, 10.0 * static_cast<double>(hd * heads) * pairs, bytes);
+}
+
 void bench_rms_norm(Backend& backend, int64_t n) {
   DeviceTensor x(backend, DType::F32, {n, kHidden}, 8), weight(backend, DType::BF16, {kHidden}, 9),
       y(backend, DType::F32, {n, kHidden}, 10);
@@ -139,6 +163,11 @@ int run() {
   }
   bench_attention(*backend, 512, 0);
   bench_attention(*backend, 1, 4095);
+  // GPT-2-124M's and Llama-3-8B's training shapes.
+  for (const char* kernel : {"", "rowwise"}) {
+    bench_attention_backward(*backend, 1024, 12, 12, 64, kernel);
+    bench_attention_backward(*backend, 2048, kHeads, kKvHeads, kHeadDim, kernel);
+  }
   bench_rms_norm(*backend, 512);
   return 0;
 }

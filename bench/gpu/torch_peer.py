@@ -66,6 +66,19 @@ def bench_attention(n, past):
     report(f"attention bf16 n={n} past={past}", ms, 4.0 * HEAD_DIM * HEADS * pairs, nbytes)
 
 
+def bench_attention_backward(n, heads, kv_heads, head_dim):
+    """The backward alone of causal SDPA (bf16), from a forward kept for it; FLOPs as ours."""
+    q = rand(1, heads, n, head_dim).requires_grad_()
+    k, v = rand(1, kv_heads, n, head_dim).requires_grad_(), rand(1, kv_heads, n, head_dim).requires_grad_()
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    dout = rand(1, heads, n, head_dim)
+    ms = median_ms(lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True), 5)
+    pairs = n * (n + 1) / 2
+    nbytes = 2 * (q.numel() + k.numel() + v.numel()) * 2 + 2 * q.numel() * 2
+    report(f"attention backward n={n} heads={heads}/{kv_heads} hd={head_dim}", ms,
+           10.0 * head_dim * heads * pairs, nbytes)
+
+
 def bench_rms_norm(n):
     x, weight = rand(n, HIDDEN, dtype=torch.float32), rand(HIDDEN, dtype=torch.float32)
     ms = median_ms(lambda: F.rms_norm(x, (HIDDEN,), weight, 1e-5), 100)
@@ -82,6 +95,8 @@ def main():
         bench_matmul(n, INTERMEDIATE, HIDDEN)
     bench_attention(512, 0)
     bench_attention(1, 4095)
+    bench_attention_backward(1024, 12, 12, 64)
+    bench_attention_backward(2048, HEADS, KV_HEADS, HEAD_DIM)
     bench_rms_norm(512)
 
 

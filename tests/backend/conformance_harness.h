@@ -98,8 +98,8 @@ inline std::vector<BackendUnderTest> backends_under_test() {
 }
 
 // backends_under_test(), plus the CUDA backend once more with its tiled attention kernel
-// forced ("cuda_tiled"), for the suites that run attention forward: the automatic choice
-// sends their short sequences to the row-wise kernel, so both kernels meet every case.
+// forced ("cuda_tiled"), for the suites that run attention forward or backward: the automatic
+// choice sends their short sequences to the row-wise kernels, so both kernels meet every case.
 inline std::vector<BackendUnderTest> attention_backends_under_test() {
   std::vector<BackendUnderTest> list = backends_under_test();
 #ifdef TOKENMILL_HAS_CUDA

@@ -46,6 +46,10 @@ plant missing-syncthreads src/backend/cuda/flash_attention.cu \
   '  if (values) load_key_tile(src, src.v, key_start, keys, s.stride, s.v);
   __syncthreads();' '  if (values) load_key_tile(src, src.v, key_start, keys, s.stride, s.v);' \
   backend_conformance_test tests/backend/backend_conformance_test '*Attention*/cuda_tiled' || status=1
+plant missing-syncthreads-backward src/backend/cuda/flash_attention_backward.cu \
+  '      __syncthreads();
+      accumulate_key_gradients(' '      accumulate_key_gradients(' \
+  backend_backward_layers_test tests/backend/backend_backward_layers_test '*BackwardAttention*/cuda_tiled' || status=1
 plant wrong-shuffle-offset src/backend/cuda/block_reduce.cuh \
   'for (int offset = 16; offset > 0;' 'for (int offset = 8; offset > 0;' \
   backend_conformance_test tests/backend/backend_conformance_test '*Norm*/cuda' || status=1

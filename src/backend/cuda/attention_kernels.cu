@@ -271,15 +271,10 @@ struct StoreKvElement {
 // pass (work item = (p, kv head)) walks the group's heads in order, and each head's queries
 // t >= p as the forward walks positions. No atomics.
 
-struct RowStats {
-  SoftmaxState softmax;
-  float expected_dp;  // D
-};
-
 __global__ void __launch_bounds__(kAttentionThreads) attention_dq_kernel(AttentionBackwardLaunch a) {
   __shared__ SoftmaxState states[kAttentionWarps];
   __shared__ float partial[kAttentionWarps][kMaxAttentionHeadDim];
-  auto* stats = static_cast<RowStats*>(a.scratch);
+  auto* stats = static_cast<AttentionRowStats*>(a.scratch);
   const int warp = threadIdx.x / kLanes;
   const int64_t hd = a.head_dim, row_stride = a.kv_heads * hd;
   for (int64_t item = blockIdx.x; item < a.n * a.heads; item += gridDim.x) {
@@ -307,13 +302,13 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_dq_kernel(Attenti
       warp_axpy(ds, k, hd, acc);
     }
     store_warp_sum(acc, a.scale, hd, partial, a.dq + at);
-    if (threadIdx.x == 0) stats[item] = RowStats{all, expected_dp};
+    if (threadIdx.x == 0) stats[item] = AttentionRowStats{all, expected_dp};
   }
 }
 
 __global__ void __launch_bounds__(kAttentionThreads) attention_dkdv_kernel(AttentionBackwardLaunch a) {
   __shared__ float partial[kAttentionWarps][kMaxAttentionHeadDim];
-  const auto* stats = static_cast<const RowStats*>(a.scratch);
+  const auto* stats = static_cast<const AttentionRowStats*>(a.scratch);
   const int warp = threadIdx.x / kLanes;
   const int64_t hd = a.head_dim, group = a.heads / a.kv_heads;
   for (int64_t item = blockIdx.x; item < a.n * a.kv_heads; item += gridDim.x) {
@@ -328,7 +323,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_dkdv_kernel(Atten
         const int64_t row = t * a.heads + h;
         const float* q = a.q + row * hd;
         const float* dout = a.dout + row * hd;
-        const RowStats s = stats[row];
+        const AttentionRowStats s = stats[row];
         const float score = capped_score(warp_score(k, q, hd, a.scale), a.softcap);
         const float prob = softmax_probability(score, s.softmax);
         const float ds =
@@ -379,7 +374,7 @@ void launch_store_kv(const float* rows, const int64_t* slots, int64_t n, int64_t
 }
 
 size_t attention_backward_scratch_bytes(int64_t n, int64_t heads) {
-  return static_cast<size_t>(n * heads) * sizeof(RowStats);
+  return static_cast<size_t>(n * heads) * sizeof(AttentionRowStats);
 }
 
 void launch_attention_backward(const AttentionBackwardLaunch& a, cudaStream_t stream) {

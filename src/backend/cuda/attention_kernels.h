@@ -76,7 +76,8 @@ void launch_store_kv(const float* rows, const int64_t* slots, int64_t n, int64_t
 
 // Backend::attention_backward, all f32: q, out, dout, dq [n, heads, head_dim]; k, v, dk, dv
 // [n, kv_heads, head_dim]; scores as AttentionLaunch's. `scratch` holds attention_backward_scratch_bytes(n,
-// heads): each row's softmax statistics, written by the dq pass and read by the dk/dv pass.
+// heads): each row's AttentionRowStats, written by the dq pass and read by the dk/dv pass (the
+// tiled backward's passes share them the same way).
 struct AttentionBackwardLaunch {
   const float *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr, *dout = nullptr;
   float *dq = nullptr, *dk = nullptr, *dv = nullptr;

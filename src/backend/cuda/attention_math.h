@@ -47,6 +47,13 @@ TM_HOST_DEVICE SoftmaxState softmax_add(SoftmaxState state, float s) {
 // The softmax probability of score s once `all` holds every score of its row.
 TM_HOST_DEVICE float softmax_probability(float s, SoftmaxState all) { return expf(s - all.max) / all.sum; }
 
+// What the attention backward keeps of a query row between its passes: the softmax state of
+// all its scores and D = dout . out (dS_p = P_p (dout . v_p - D) S'_p).
+struct AttentionRowStats {
+  SoftmaxState softmax;
+  float expected_dp;  // D
+};
+
 // x rounded to the nearest f16 (ties to even), as f32; beyond the f16 range: +-inf.
 TM_HOST_DEVICE float round_to_f16(float x) {
 #ifdef __CUDA_ARCH__

@@ -1,8 +1,9 @@
 // CudaBackend's KV cache ops: attention over a contiguous cache, paged attention over block
 // pools, stores into a pool, and the attention backward. The arguments are checked as the
 // CPU backend checks them (backend/checks/attention_checks.h); the kernels are queued on
-// stream() (attention_kernels.h, flash_attention.h: TOKENMILL_CUDA_ATTENTION and
-// flash_attention_plan.h choose between them per sequence). Host spans (block tables,
+// stream() (attention_kernels.h, flash_attention.h, flash_attention_backward.h:
+// TOKENMILL_CUDA_ATTENTION and flash_attention_plan.h choose between row-wise and tiled per
+// sequence, the backward as its forward). Host spans (block tables,
 // slots) are copied to the device.
 #include <algorithm>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "backend/cuda/attention_kernels.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/flash_attention.h"
+#include "backend/cuda/flash_attention_backward.h"
 #include "backend/cuda/flash_attention_plan.h"
 #include "backend/cuda/paged_layout.h"
 #include "core/error.h"
@@ -205,6 +207,24 @@ void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Ten
   if (d.empty()) return;
   const DeviceBuffer scratch =
       pool().allocate(attention_backward_scratch_bytes(d.n, d.heads), "attention_backward row statistics");
+  if (kernel_for(attention_kernel_mode(), d.n, d.head_dim, scores) == AttentionKernel::Tiled) {
+    launch_flash_attention_backward(FlashAttentionBackwardLaunch{.q = q.as<const float>(),
+                                                                 .k = k.as<const float>(),
+                                                                 .v = v.as<const float>(),
+                                                                 .out = out.as<const float>(),
+                                                                 .dout = dout.as<const float>(),
+                                                                 .dq = dq.as<float>(),
+                                                                 .dk = dk.as<float>(),
+                                                                 .dv = dv.as<float>(),
+                                                                 .stats = scratch.as<AttentionRowStats>(),
+                                                                 .n = d.n,
+                                                                 .heads = d.heads,
+                                                                 .kv_heads = d.kv_heads,
+                                                                 .head_dim = d.head_dim,
+                                                                 .scale = scores.scale},
+                                    stream_);
+    return;
+  }
   // In AttentionBackwardLaunch's field order: inputs, gradients, scratch, dimensions, scores.
   const AttentionBackwardLaunch a{q.as<const float>(),
                                   k.as<const float>(),

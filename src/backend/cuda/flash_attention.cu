@@ -2,22 +2,14 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/device_types.cuh"
 #include "backend/cuda/flash_attention.h"
-#include "backend/cuda/paged_addressing.h"
+#include "backend/cuda/flash_tiles.cuh"
 
 namespace tokenmill::cuda {
 
 namespace {
 
-constexpr int kThreadColumns = 8;
-constexpr int kThreadRows = kFlashThreads / kThreadColumns;
-constexpr int kRowsPerThread = kFlashItemsPerTile / kThreadRows;
-constexpr int kKeysPerThread = kFlashKeysPerTile / kThreadColumns;
-constexpr int kWeightStride = kFlashKeysPerTile + 1;
-static_assert(kThreadRows * kRowsPerThread == kFlashItemsPerTile);
-static_assert(kThreadColumns * kKeysPerThread == kFlashKeysPerTile);
-static_assert(kFlashThreads >= kFlashItemsPerTile, "a thread per item for the row step");
+using namespace flash_tiles;
 
 // The block's tiles in dynamic shared memory (flash_shared_layout).
 struct FlashShared {
@@ -30,80 +22,6 @@ __device__ FlashShared flash_shared(float* base, int64_t head_dim) {
   return FlashShared{base + s.q, base + s.k, base + s.v, base + s.w, base + s.rescale, s.stride};
 }
 
-// Thread (r, c) of the scores and the output: r = tid / kThreadColumns, c = tid % kThreadColumns;
-// it serves the tile's rows r + kThreadRows i (i < kRowsPerThread).
-__device__ int thread_row() { return static_cast<int>(threadIdx.x) / kThreadColumns; }
-__device__ int thread_column() { return static_cast<int>(threadIdx.x) % kThreadColumns; }
-__device__ int tile_row(int i) { return thread_row() + kThreadRows * i; }
-
-// The position of the tile's item m, or -1 past its items (it sees no key).
-__device__ int64_t item_position(const FlashTile& tile, int64_t m, int64_t group) {
-  return m < tile.items ? flash_item(tile, m, group, 0).position : -1;
-}
-
-// Q: the tile's queries (rounded by cache_operand: the f16 rule), 0 past its items.
-__device__ void load_queries(const FlashAttentionLaunch& a, const FlashTile& tile, int64_t kv, bool f16,
-                             const FlashShared& s) {
-  const int64_t group = a.heads / a.kv_heads;
-  const int hd = static_cast<int>(a.head_dim);  // <= kFlashMaxHeadDim: 32-bit tile indices
-  for (int e = static_cast<int>(threadIdx.x); e < kFlashItemsPerTile * hd; e += kFlashThreads) {
-    const int m = e / hd, d = e - m * hd;
-    float x = 0.0f;
-    if (m < tile.items) {
-      const FlashItem item = flash_item(tile, m, group, kv);
-      x = cache_operand(a.q[(item.q_row * a.heads + item.head) * hd + d], f16);
-    }
-    s.q[m * s.stride + d] = x;
-  }
-}
-
-// Where a block reads its kv head's keys and values: `k`, `v` point at the head's first
-// element of cache row 0; cache_row addresses contiguous caches and pools alike.
-template <class T>
-struct KeySource {
-  const T *k, *v;
-  const int32_t* table;
-  int block_shift;
-  int64_t row_stride, head_dim;
-};
-
-// dst rows k < keys: the cache rows of positions key_start + k, as f32; rows keys.. are 0
-// (nothing past the tile's last position is read).
-template <class T>
-__device__ void load_key_tile(const KeySource<T>& src, const T* cache, int64_t key_start, int keys,
-                              int64_t stride, float* dst) {
-  const int hd = static_cast<int>(src.head_dim);  // <= kFlashMaxHeadDim: 32-bit tile indices
-  for (int e = static_cast<int>(threadIdx.x); e < kFlashKeysPerTile * hd; e += kFlashThreads) {
-    const int k = e / hd, d = e - k * hd;
-    dst[k * stride + d] =
-        k < keys ? to_float(cache[cache_row(src.table, src.block_shift, key_start + k) * src.row_stride + d])
-                 : 0.0f;
-  }
-}
-
-// W = scale * Q K^T: each score a dot product over the head in order, rounded, then scaled
-// (as the row-wise kernel's warp_score: never fused into what follows).
-__device__ void tile_scores(const FlashShared& s, int64_t hd, float scale) {
-  float dot[kRowsPerThread][kKeysPerThread] = {};
-  const int r = thread_row(), c = thread_column();
-  for (int64_t d = 0; d < hd; ++d) {
-    float q[kRowsPerThread], k[kKeysPerThread];
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) q[i] = s.q[(r + kThreadRows * i) * s.stride + d];
-#pragma unroll
-    for (int j = 0; j < kKeysPerThread; ++j) k[j] = s.k[(c + kThreadColumns * j) * s.stride + d];
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i)
-#pragma unroll
-      for (int j = 0; j < kKeysPerThread; ++j) dot[i][j] = fmaf(q[i], k[j], dot[i][j]);
-  }
-#pragma unroll
-  for (int i = 0; i < kRowsPerThread; ++i)
-#pragma unroll
-    for (int j = 0; j < kKeysPerThread; ++j)
-      s.w[(r + kThreadRows * i) * kWeightStride + c + kThreadColumns * j] = __fmul_rn(dot[i][j], scale);
-}
-
 // The key tile from key_start (`keys` of its positions exist), its values too when asked,
 // then W = its scores. Barriers before (the previous tile's readers are done with K, V and W)
 // and after (W is ready).
@@ -114,7 +32,7 @@ __device__ void load_and_score(const KeySource<T>& src, int64_t key_start, int k
   load_key_tile(src, src.k, key_start, keys, s.stride, s.k);
   if (values) load_key_tile(src, src.v, key_start, keys, s.stride, s.v);
   __syncthreads();
-  tile_scores(s, src.head_dim, scale);
+  tile_products(s.q, s.k, s.stride, src.head_dim, scale, s.w);
   __syncthreads();
 }
 
@@ -123,30 +41,13 @@ __device__ void load_and_score(const KeySource<T>& src, int64_t key_start, int k
 template <int kColumns>
 __device__ void accumulate(const FlashShared& s, const int (&keys)[kRowsPerThread], int64_t hd,
                            float (&acc)[kRowsPerThread][kColumns]) {
-  const int c = thread_column();
-  int most_keys = 0;
 #pragma unroll
   for (int i = 0; i < kRowsPerThread; ++i) {
-    most_keys = max(most_keys, keys[i]);
     const float rescale = s.rescale[tile_row(i)];
 #pragma unroll
     for (int j = 0; j < kColumns; ++j) acc[i][j] *= rescale;
   }
-  for (int k = 0; k < most_keys; ++k) {
-    float v[kColumns];
-#pragma unroll
-    for (int j = 0; j < kColumns; ++j) {
-      const int64_t col = c + kThreadColumns * j;
-      v[j] = col < hd ? s.v[k * s.stride + col] : 0.0f;
-    }
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      if (k >= keys[i]) continue;
-      const float w = s.w[tile_row(i) * kWeightStride + k];
-#pragma unroll
-      for (int j = 0; j < kColumns; ++j) acc[i][j] = fmaf(w, v[j], acc[i][j]);
-    }
-  }
+  accumulate_products(s.w, s.v, s.stride, keys, hd, acc);
 }
 
 // One block per (tile, kv head), striding over them. kHeadDimCap (64 or 128) bounds head_dim.
@@ -175,7 +76,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(FlashAtt
     for (int i = 0; i < kRowsPerThread; ++i) positions[i] = item_position(tile, tile_row(i), group);
 
     __syncthreads();  // the previous block's readers are done with Q
-    load_queries(a, tile, kv, kF16, s);
+    load_items(a.q, tile, a.heads, group, kv, hd, kF16, s.stride, s.q);
 
     // The f16 rule's first walk: the rows' final max and sum.
     SoftmaxState state = softmax_empty();

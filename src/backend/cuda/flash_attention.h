@@ -36,8 +36,13 @@ inline constexpr int64_t kMaxFlashBlocks = int64_t{1} << 20;
 
 // Where the kernel keeps its tiles in dynamic shared memory, in floats: the tile's queries
 // Q [items][stride], the key and value tiles K, V [keys][stride], the scores / weights
-// W [items][keys + 1] and one rescale factor per item. `stride` is head_dim rounded up to an
+// W [items][keys + 1] and one rescale factor per item; rows of `stride` floats.
+// The floats between consecutive rows of a tile in shared memory: head_dim rounded up to an
 // odd number, so the rows of a column sit in different banks.
+TM_HOST_DEVICE int64_t flash_tile_stride(int64_t head_dim) {
+  return head_dim % 2 == 0 ? head_dim + 1 : head_dim;
+}
+
 struct FlashSharedLayout {
   int64_t stride = 0;
   int64_t q = 0, k = 0, v = 0, w = 0, rescale = 0;  // offsets
@@ -45,7 +50,7 @@ struct FlashSharedLayout {
 };
 TM_HOST_DEVICE FlashSharedLayout flash_shared_layout(int64_t head_dim) {
   FlashSharedLayout s;
-  s.stride = head_dim % 2 == 0 ? head_dim + 1 : head_dim;
+  s.stride = flash_tile_stride(head_dim);
   s.k = s.q + kFlashItemsPerTile * s.stride;
   s.v = s.k + kFlashKeysPerTile * s.stride;
   s.w = s.v + kFlashKeysPerTile * s.stride;
