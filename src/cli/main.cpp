@@ -15,9 +15,14 @@ int main(int argc, char** argv) {
   CLI::App app{"tokenmill: a native engine to train, fine-tune and serve language models"};
   app.require_subcommand(1);
   int threads = 0;
-  app.add_option("-t,--threads", threads, "CPU threads (default: all cores, or OMP_NUM_THREADS)")
+  app.add_option("-t,--threads", threads,
+                 "CPU threads (default: all cores or OMP_NUM_THREADS, fewer while other processes keep some "
+                 "busy; a count given here stays fixed)")
       ->check(CLI::NonNegativeNumber);
-  app.parse_complete_callback([&] { tokenmill::set_thread_count(threads); });
+  app.parse_complete_callback([&] {
+    tokenmill::set_thread_count(threads);
+    tokenmill::set_thread_count_follows_load(threads == 0);
+  });
   tokenmill::cli::add_info_command(app);
   tokenmill::cli::add_generate_command(app);
   tokenmill::cli::add_chat_command(app);

@@ -9,10 +9,20 @@
 namespace tokenmill {
 
 // Number of threads parallel regions use, in every thread of the process (default: OpenMP's,
-// i.e. OMP_NUM_THREADS or cores).
+// i.e. OMP_NUM_THREADS or cores; fewer while the default follows the load, below). Two calls
+// may differ: size per-thread storage by max_thread_count().
 int thread_count();
+// The most threads thread_count() gives until the next set_thread_count.
+int max_thread_count();
 // Sets the thread count for later parallel regions, process-wide; n <= 0 restores the default.
 void set_thread_count(int n);
+// While on (off at start; the CLI turns it on when no thread count is given), the default
+// count follows the load: every half second thread_count() measures the cores that other
+// processes keep busy on this process's CPUs (busy_cores.h) and gives the free ones
+// (team_for_load: at least 1). A thread team larger than the free cores spins at every
+// barrier for a thread that the scheduler has taken off its core; on a shared machine that
+// is many times slower than a smaller team. A count set by set_thread_count never changes.
+void set_thread_count_follows_load(bool on);
 
 namespace detail {
 

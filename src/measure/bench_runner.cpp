@@ -48,10 +48,10 @@ DeviceSummary device_summary(Backend& backend) {
   if (!backend.memory().is_host()) {
     const std::string name(backend.name());
     const size_t colon = name.find(':');
-    return {name.substr(0, colon), name, thread_count(), ""};
+    return {name.substr(0, colon), name, max_thread_count(), ""};
   }
   const std::string name = proc_field("/proc/cpuinfo", "model name");
-  return {"cpu", name.empty() ? "unknown CPU" : name, thread_count(),
+  return {"cpu", name.empty() ? "unknown CPU" : name, max_thread_count(),
           std::string(cpu_isa_name(best_cpu_isa()))};
 }
 

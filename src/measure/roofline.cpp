@@ -91,7 +91,7 @@ double read_bandwidth(const CalibrationOptions& options) {
   });
   const auto n = static_cast<uint64_t>(words);
   const uint64_t expected = n % 2 == 0 ? n / 2 * (n - 1) : (n - 1) / 2 * n;  // mod 2^64
-  std::vector<uint64_t> partial(static_cast<size_t>(thread_count()));
+  std::vector<uint64_t> partial(static_cast<size_t>(max_thread_count()));
   const auto read = [&] {
     std::fill(partial.begin(), partial.end(), 0);
     parallel_for_chunks(words, kReadGrain, [&](int64_t begin, int64_t end) {
