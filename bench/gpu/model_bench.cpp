@@ -173,7 +173,7 @@ void batched(const Model& model, Backend& backend, int64_t batch) {
     for (int64_t i = 0; i < kBatchPrompt; ++i) t.push_back(static_cast<int32_t>((s * 131 + i * 17) % 128000));
     for (int64_t b = 0; b < blocks_per_sequence; ++b)
       tables[static_cast<size_t>(s)].push_back(static_cast<int32_t>(s * blocks_per_sequence + b));
-    slices[static_cast<size_t>(s)] = {t, 0, tables[static_cast<size_t>(s)], true};
+    slices[static_cast<size_t>(s)] = {t, 0, tables[static_cast<size_t>(s)], 1};
   }
   Tensor logits = paged.forward(slices);  // every prompt in one step
   const auto start = Clock::now();
@@ -182,7 +182,7 @@ void batched(const Model& model, Backend& backend, int64_t batch) {
       auto& t = tokens[static_cast<size_t>(s)];
       t.push_back(argmax(logits, s));
       slices[static_cast<size_t>(s)] = {std::span(&t.back(), 1), static_cast<int64_t>(t.size()) - 1,
-                                        tables[static_cast<size_t>(s)], true};
+                                        tables[static_cast<size_t>(s)], 1};
     }
     logits = paged.forward(slices);
   }

@@ -22,6 +22,7 @@ struct ServeFlags {
   double receive_timeout = 30;
   int64_t shutdown_grace = 30;
   bool no_prefix_caching = false;
+  std::string speculative;  // empty: none
 };
 
 // One key per line; blank lines and lines starting with '#' are skipped.
@@ -49,6 +50,7 @@ void run_serve(ServeFlags& f) {
   c.http.receive_timeout = std::chrono::milliseconds(std::llround(f.receive_timeout * 1000));
   c.shutdown_grace = std::chrono::seconds(f.shutdown_grace);
   c.engine.prefix_caching = !f.no_prefix_caching;
+  if (!f.speculative.empty()) c.engine.speculative = parse_speculative(f.speculative);
   run_server(c);
 }
 
@@ -108,6 +110,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-waiting", c.engine.max_waiting, "Queued requests before answering 429")
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", f->no_prefix_caching, "Do not share KV blocks between prompts");
+  cmd->add_option("--speculative", f->speculative,
+                  "Speculative decoding: ngram or ngram:N guesses up to N (default 4) tokens per step from "
+                  "earlier text (prompt lookup); the output stays what it would be without");
   cmd->add_option("--max-n", c.limits.max_n, "Largest n (choices per prompt)")->capture_default_str();
   cmd->add_flag("--clamp-max-tokens", c.limits.clamp_max_tokens,
                 "Cut a max_tokens larger than the context leaves to what it leaves (default: answer 400, as "

@@ -60,7 +60,7 @@ std::vector<PhaseMeasurement> decode_sweep(const Model& model, Backend& backend,
   for (int64_t begin = 0; begin < shared; begin += chunk) {
     const PagedTransformer::Slice slice{
         prompt.subspan(static_cast<size_t>(begin), static_cast<size_t>(std::min(chunk, shared - begin))),
-        begin, shared_table, false};
+        begin, shared_table, 0};
     runner.forward({&slice, 1});
   }
 
@@ -79,7 +79,7 @@ std::vector<PhaseMeasurement> decode_sweep(const Model& model, Backend& backend,
         tables[static_cast<size_t>(s)].push_back(static_cast<int32_t>(shared_blocks + s * own_blocks + b));
     std::vector<PagedTransformer::Slice> slices;
     for (const auto& table : tables)
-      slices.push_back({prompt.subspan(static_cast<size_t>(shared)), shared, table, true});
+      slices.push_back({prompt.subspan(static_cast<size_t>(shared)), shared, table, 1});
     std::vector<int32_t> next(static_cast<size_t>(batch));
     argmax_rows(runner.forward(slices), next);
 
@@ -92,7 +92,7 @@ std::vector<PhaseMeasurement> decode_sweep(const Model& model, Backend& backend,
     for (int64_t step = 0; step < decode_tokens; ++step) {
       if (greedy_ids != nullptr) generated.insert(generated.end(), next.begin(), next.end());
       for (size_t s = 0; s < slices.size(); ++s)
-        slices[s] = {{&next[s], 1}, prompt_tokens + step, tables[s], true};
+        slices[s] = {{&next[s], 1}, prompt_tokens + step, tables[s], 1};
       argmax_rows(runner.forward(slices), next);
     }
     const auto end = Clock::now();

@@ -26,13 +26,14 @@ uint64_t PagedTransformer::block_bytes(const ModelConfig& config, int64_t block_
 
 PagedTransformer::PagedTransformer(const Model& model, Backend& backend, int64_t num_blocks,
                                    int64_t block_size, int64_t max_tokens, int64_t max_slices, DType kv_dtype,
-                                   int64_t context)
+                                   int64_t context, int64_t max_logits)
     : model_(model),
       backend_(backend),
       num_blocks_(num_blocks),
       block_size_(block_size),
       max_tokens_(max_tokens),
       max_slices_(max_slices),
+      max_logits_(max_logits > 0 ? max_logits : max_slices),
       context_(context > 0 ? std::min(context, model.config.context_length())
                            : model.config.context_length()),
       pool_(static_cast<size_t>(checked_mul(Arena::footprint(static_cast<size_t>(layer_pool_bytes(
@@ -40,13 +41,14 @@ PagedTransformer::PagedTransformer(const Model& model, Backend& backend, int64_t
                                             2 * static_cast<uint64_t>(model.config.num_hidden_layers),
                                             "KV pool")),
             backend.memory()),
-      arena_(StepBuffers::bytes(model.config, max_tokens) +
-                 Arena::footprint(checked_product({max_slices, model.config.hidden_size, 4}, "step logits")) +
-                 Arena::footprint(checked_product({max_slices, model.config.vocab_size, 4}, "step logits")),
-             backend.memory()),
+      arena_(
+          StepBuffers::bytes(model.config, max_tokens) +
+              Arena::footprint(checked_product({max_logits_, model.config.hidden_size, 4}, "step logits")) +
+              Arena::footprint(checked_product({max_logits_, model.config.vocab_size, 4}, "step logits")),
+          backend.memory()),
       buffers_(StepBuffers::allocate(arena_, model, max_tokens, context_)),
-      last_rows_(arena_.allocate(DType::F32, {max_slices, model.config.hidden_size})),
-      logits_(arena_.allocate(DType::F32, {max_slices, model.config.vocab_size})) {
+      last_rows_(arena_.allocate(DType::F32, {max_logits_, model.config.hidden_size})),
+      logits_(arena_.allocate(DType::F32, {max_logits_, model.config.vocab_size})) {
   const ModelConfig& c = model.config;
   if (!weights_in(model.weights, backend.memory()))
     fail("the model's weights are not in the memory of the {} backend (place_weights first)", backend.name());
@@ -76,10 +78,15 @@ Tensor PagedTransformer::forward(std::span<const Slice> slices) {
   positions_.clear();
   slots_.clear();
   sequences_.clear();
+  int64_t logits_rows = 0;
   for (const Slice& s : slices) {
     const auto n = static_cast<int64_t>(s.tokens.size());
     const int64_t end = s.first_pos + n;
     if (n == 0 || s.first_pos < 0) fail("paged forward: a slice needs tokens at a position >= 0");
+    if (s.logits < 0 || s.logits > n)
+      fail("paged forward: a slice of {} tokens cannot give {} logits rows", n, s.logits);
+    logits_rows += s.logits;
+    if (logits_rows > max_logits_) fail("paged forward: the step exceeds its {} logits rows", max_logits_);
     if (end > context_) fail("paged forward: positions up to {} exceed the context length {}", end, context_);
     if (static_cast<int64_t>(s.blocks.size()) * block_size_ < end)
       fail("paged forward: {} blocks of {} tokens cannot hold {} positions", s.blocks.size(), block_size_,
@@ -103,14 +110,16 @@ Tensor PagedTransformer::forward(std::span<const Slice> slices) {
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer)
     forward_layer(backend_, c, model_.weights.layers[static_cast<size_t>(layer)], layer, t,
                   layer == 0 ? nullptr : &delta, {positions_, &buffers_.rope_frequencies(c, layer)}, hooks_);
-  // Gather the last row of each slice that wants logits, with the last layer's delta added
+  // Gather the last rows of each slice that wants logits, with the last layer's delta added
   // (no other row of x needs it), then one final norm and one lm_head matmul.
   int64_t outputs = 0;
   for (size_t i = 0; i < slices.size(); ++i) {
-    if (!slices[i].want_logits) continue;
-    const int64_t row = sequences_[i].first_row + sequences_[i].rows - 1;
-    backend_.add(x.slice_rows(row, 1), delta.slice_rows(row, 1), last_rows_.slice_rows(outputs, 1));
-    ++outputs;
+    const int64_t wanted = slices[i].logits;
+    if (wanted == 0) continue;
+    const int64_t row = sequences_[i].first_row + sequences_[i].rows - wanted;
+    backend_.add(x.slice_rows(row, wanted), delta.slice_rows(row, wanted),
+                 last_rows_.slice_rows(outputs, wanted));
+    outputs += wanted;
   }
   const Tensor logits = logits_.slice_rows(0, outputs);
   if (outputs == 0) return logits;

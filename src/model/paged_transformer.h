@@ -6,7 +6,8 @@
 // slices' tokens are stacked into one [rows, hidden] batch, so every matmul reads the
 // weights once for the whole step; only attention is per sequence. The KV of each new
 // token is stored in its slot before attention reads the pool. Each slice may ask for the
-// logits of its last token (a decode, or the last chunk of a prompt).
+// logits of its last token (a decode, or the last chunk of a prompt), or of its last few
+// (speculative decoding: a decode token and the draft after it, each row verifying the next).
 //
 // With a quantized model every op is row-wise exact (Backend::matmul's contract), so a
 // sequence's logits do not depend on the rest of the batch; with float weights the matmul
@@ -33,7 +34,7 @@ class PagedTransformer {
     std::span<const int32_t> tokens;  // at least one
     int64_t first_pos = 0;            // position of tokens[0]; positions before it are in the pool
     std::span<const int32_t> blocks;  // block table covering [0, first_pos + tokens.size())
-    bool want_logits = false;         // of the last token
+    int64_t logits = 0;               // rows: of the last `logits` tokens (0: none)
   };
 
   // KV bytes of one block (keys and values of every layer).
@@ -41,16 +42,19 @@ class PagedTransformer {
 
   // A pool of `num_blocks` blocks of `block_size` tokens, and one more, block id num_blocks,
   // that holds zeros and is never written: a block table may name it for positions no query
-  // of a step sees (before a sliding window; serve/block_manager.h); steps of up to `max_tokens` tokens
-  // and `max_slices` slices; sequences of up to `context` positions (0: the model's context
-  // length; LongRoPE picks its factors by it, model/rope.h). Throws Error on a
-  // non-power-of-two block size or a pool that does not fit in memory.
+  // of a step sees (before a sliding window; serve/block_manager.h); steps of up to `max_tokens` tokens,
+  // `max_slices` slices and `max_logits` logits rows (0: max_slices); sequences of up to
+  // `context` positions (0: the model's context length; LongRoPE picks its factors by it,
+  // model/rope.h). Throws Error on a non-power-of-two block size or a pool that does not fit
+  // in memory.
   PagedTransformer(const Model& model, Backend& backend, int64_t num_blocks, int64_t block_size,
-                   int64_t max_tokens, int64_t max_slices, DType kv_dtype, int64_t context = 0);
+                   int64_t max_tokens, int64_t max_slices, DType kv_dtype, int64_t context = 0,
+                   int64_t max_logits = 0);
 
-  // Runs one step. Returns the logits [k, vocab] f32 of the slices with want_logits, in
-  // slice order, in host memory; valid until the next call. Throws Error if the step exceeds max_tokens /
-  // max_slices, a position exceeds the context or a block table is too short.
+  // Runs one step. Returns the logits [k, vocab] f32 of the slices' logits rows, in slice
+  // order then token order, in host memory; valid until the next call. Throws Error if the
+  // step exceeds max_tokens / max_slices / max_logits, a position exceeds the context, a
+  // block table is too short or a slice asks for more logits rows than it has tokens.
   Tensor forward(std::span<const Slice> slices);
   // The final hidden state (after the final norm) behind logits row `row` of the last
   // forward, copied to `out` [hidden] (embeddings).
@@ -82,13 +86,13 @@ class PagedTransformer {
 
   const Model& model_;
   Backend& backend_;
-  int64_t num_blocks_, block_size_, max_tokens_, max_slices_, context_;
+  int64_t num_blocks_, block_size_, max_tokens_, max_slices_, max_logits_, context_;
   Arena pool_;
   std::vector<Tensor> keys_, values_;  // per layer [num_blocks, block_size, kv_heads, head_dim]
   Arena arena_;
   StepBuffers buffers_;
   PoolAttention hooks_{*this};
-  Tensor last_rows_, logits_;       // [max_slices, hidden], [max_slices, vocab]
+  Tensor last_rows_, logits_;       // [max_logits, hidden], [max_logits, vocab]
   std::vector<float> host_logits_;  // forward's result when the backend's memory is not the host's
   // The current step's layout.
   std::vector<int32_t> ids_, positions_;

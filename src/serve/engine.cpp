@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "model/paged_transformer.h"
+#include "serve/ngram_draft.h"
 #include "serve/scheduler.h"
 
 namespace tokenmill {
@@ -73,14 +74,18 @@ struct Engine::State {
                            .max_prefill_with_decodes = opts.max_prefill_with_decodes,
                            .attention_span = text_model.model->config.attention_span()}),
         runner(*text_model.model, backend, capacity.blocks, capacity.block_size, opts.max_batch_tokens,
-               opts.max_running, text_model.model->default_kv_dtype(), context) {
+               opts.max_running, text_model.model->default_kv_dtype(), context,
+               std::min(opts.max_batch_tokens,
+                        opts.max_running * (1 + std::max<int64_t>(0, opts.speculative.max_tokens)))) {
     if (opts.max_waiting < 1) fail("--max-waiting must be at least 1 (got {})", opts.max_waiting);
   }
 
   void loop();
   void take_incoming();
   void end_requests_from_outside();
+  void draft_decodes();
   bool run_step();
+  void sample(const ScheduledSlice& slice, const Tensor& logits, int64_t first_row);
   void finish(Sequence* sequence, StreamEvent last);
   void end_running(FinishReason reason);
   void publish_snapshot();
@@ -95,7 +100,7 @@ struct Engine::State {
   PagedTransformer runner;
   std::vector<PagedTransformer::Slice> step_slices;
   uint64_t next_id = 0;
-  int64_t prompt_tokens = 0, generated_tokens = 0, steps = 0;
+  int64_t prompt_tokens = 0, generated_tokens = 0, steps = 0, draft_tokens = 0, accepted_tokens = 0;
 
   mutable std::mutex mutex;  // guards what follows
   std::condition_variable wake;
@@ -228,35 +233,59 @@ void Engine::State::end_requests_from_outside() {
   for (const auto& [sequence, reason] : ended) finish(sequence, sequence->end(reason));
 }
 
+// Speculative decoding: a draft for every decoding sequence, no longer than the tokens it
+// may still generate less the one its own row gives (the scheduler may shorten it).
+void Engine::State::draft_decodes() {
+  if (options.speculative.max_tokens < 1) return;
+  for (const std::unique_ptr<Sequence>& s : scheduler.running()) {
+    s->draft.clear();
+    if (s->pending() != 1 || s->request().embed) continue;
+    NgramDraftOptions draft = options.speculative;
+    draft.max_tokens = std::min(draft.max_tokens, s->room() - 1);
+    s->draft = ngram_draft(s->tokens(), draft);
+  }
+}
+
 // Runs one step; false when the scheduler found nothing to run.
 bool Engine::State::run_step() {
+  draft_decodes();
   const std::vector<ScheduledSlice> plan = scheduler.plan();
   if (plan.empty()) return false;
   step_slices.clear();
   for (const ScheduledSlice& p : plan) {
-    const Sequence& s = *p.sequence;
+    Sequence& s = *p.sequence;
     step_slices.push_back(
-        {std::span(s.tokens()).subspan(static_cast<size_t>(s.computed), static_cast<size_t>(p.tokens)),
-         s.computed, s.table.blocks, p.want_logits});
+        {s.step_tokens(p.tokens, p.drafted), s.computed, s.table.blocks, p.want_logits ? 1 + p.drafted : 0});
     if (s.computed < s.prompt_length()) prompt_tokens += std::min(p.tokens, s.prompt_length() - s.computed);
   }
   const Tensor logits = runner.forward(step_slices);
   scheduler.complete(plan);
   ++steps;
-  const int64_t vocab = logits.cols();
   int64_t row = 0;
   for (const ScheduledSlice& p : plan) {
     if (!p.want_logits) continue;
-    Sequence& s = *p.sequence;
-    if (s.request().embed) {
-      std::vector<float> hidden(static_cast<size_t>(model.model->config.hidden_size));
-      runner.copy_hidden_row(row++, hidden);
-      finish(&s, s.embedded(std::move(hidden)));
-      continue;
-    }
+    sample(p, logits, row);
+    row += 1 + p.drafted;
+  }
+  return true;
+}
+
+// Samples the slice's sequence from logits rows first_row.. (one, or one per draft token
+// and one more), as long as each sampled token confirms the next draft token.
+void Engine::State::sample(const ScheduledSlice& slice, const Tensor& logits, int64_t first_row) {
+  Sequence& s = *slice.sequence;
+  if (s.request().embed) {
+    std::vector<float> hidden(static_cast<size_t>(model.model->config.hidden_size));
+    runner.copy_hidden_row(first_row, hidden);
+    finish(&s, s.embedded(std::move(hidden)));
+    return;
+  }
+  const int64_t vocab = logits.cols();
+  draft_tokens += slice.drafted;
+  for (int64_t i = 0; i <= slice.drafted; ++i) {
     const Clock::time_point previous = s.last_token_time();
-    StreamEvent event = s.advance(std::span(logits.as<float>() + row * vocab, static_cast<size_t>(vocab)));
-    ++row;
+    StreamEvent event =
+        s.advance(std::span(logits.as<float>() + (first_row + i) * vocab, static_cast<size_t>(vocab)));
     ++generated_tokens;
     if (observer != nullptr) {
       if (s.generated() == 1) {
@@ -265,13 +294,18 @@ bool Engine::State::run_step() {
         observer->on_next_token(seconds_between(previous, s.last_token_time()));
       }
     }
+    const bool confirmed = i < slice.drafted && s.tokens().back() == s.draft[static_cast<size_t>(i)];
     if (event.finish) {
-      finish(&s, std::move(event));
-    } else {
-      s.stream().push(std::move(event));
+      finish(&s, std::move(event));  // s is gone
+      return;
     }
+    s.stream().push(std::move(event));
+    if (!confirmed) {
+      if (slice.drafted > 0) scheduler.accept_draft(s, i);
+      return;
+    }
+    ++accepted_tokens;
   }
-  return true;
 }
 
 void Engine::State::finish(Sequence* sequence, StreamEvent last) {
@@ -299,6 +333,8 @@ void Engine::State::publish_snapshot() {
   snap.prompt_tokens = prompt_tokens;
   snap.generated_tokens = generated_tokens;
   snap.steps = steps;
+  snap.draft_tokens = draft_tokens;
+  snap.accepted_tokens = accepted_tokens;
   const std::lock_guard lock(mutex);
   queued = static_cast<int64_t>(scheduler.waiting().size());
   snap.waiting = queued + static_cast<int64_t>(incoming.size());

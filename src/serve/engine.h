@@ -4,6 +4,18 @@
 // step's token budget (max_batch_tokens), and all of the step's tokens go through the model
 // in one batched forward (weights read once per step, not once per sequence).
 //
+// Speculative decoding (EngineOptions::speculative): a decode also runs a guessed
+// continuation (a draft) after its token, with logits at every row. Row i's logits are
+// those the sequence would have had at that position had the guesses before it been its
+// tokens, so the sequence samples from row 0, and goes on to row i + 1 only while its
+// sampled token equals guess i. Every emitted token is sampled from the target model's
+// distribution given the real prefix, with the request's sampler in its usual order: a
+// guess only saves the forward pass that would have computed its row. (For a fixed guess
+// this is exactly speculative sampling's rejection rule: the guess survives with its
+// probability p(guess), and a rejection yields a draw from p without the guess.) With a
+// quantized model, whose rows do not depend on the rest of the batch, the output equals that
+// without speculation token for token, sampled or greedy.
+//
 // KV memory is a pool of fixed-size blocks (serve/block_manager.h); full blocks of prompt
 // tokens are shared between requests through the prefix cache. When the pool runs out, the
 // newest running sequence is preempted (its blocks freed, its tokens recomputed later):
@@ -20,6 +32,7 @@
 #include "backend/backend.h"
 #include "runtime/text_model.h"
 #include "serve/engine_request.h"
+#include "serve/ngram_draft.h"
 #include "serve/request_stream.h"
 
 namespace tokenmill {
@@ -33,6 +46,9 @@ struct EngineOptions {
   int64_t max_waiting = 1024;              // queued requests beyond which submit() refuses (HTTP 429)
   int64_t context = 0;                     // longest sequence; 0: the model's context length
   bool prefix_caching = true;
+  // Speculative decoding by prompt lookup (serve/ngram_draft.h): each decoding sequence runs
+  // up to speculative.max_tokens guessed tokens after its last one (0: none).
+  NgramDraftOptions speculative{.max_tokens = 0, .max_ngram = 3};
 };
 
 // The KV positions one sequence of `context` positions holds at most at once: its whole
@@ -52,6 +68,8 @@ struct EngineSnapshot {
   int64_t prompt_tokens = 0;     // prompt tokens computed (cached ones excluded)
   int64_t generated_tokens = 0;  // tokens sampled
   int64_t steps = 0;             // forward steps run
+  int64_t draft_tokens = 0;      // speculative tokens run
+  int64_t accepted_tokens = 0;   // of those, tokens the model confirmed
 };
 
 // Timings of each request, reported from the engine thread as they happen (observers must

@@ -32,9 +32,12 @@ std::vector<ScheduledSlice> Scheduler::plan() {
       const bool still_running = std::any_of(
           running_.begin(), running_.end(), [s](const std::unique_ptr<Sequence>& r) { return r.get() == s; });
       if (!still_running) continue;
-      const int64_t tokens = std::min(s->pending(), budget);
+      // A decode's draft: what the budget leaves after its own token.
+      const int64_t drafted = decoding ? std::min(static_cast<int64_t>(s->draft.size()), budget - 1) : 0;
+      s->draft.resize(static_cast<size_t>(drafted));
+      const int64_t tokens = std::min(s->pending(), budget) + drafted;
       if (!reserve_or_preempt(*s, tokens, slices, budget)) continue;
-      slices.push_back({s, tokens, tokens == s->pending()});
+      slices.push_back({s, tokens, tokens - drafted == s->pending(), drafted});
       budget -= tokens;
     }
     if (decoding && !slices.empty()) budget = std::min(budget, limits_.max_prefill_with_decodes);
@@ -64,6 +67,7 @@ void Scheduler::preempt_newest(std::vector<ScheduledSlice>& slices, int64_t& bud
   }
   blocks_.release(victim->table);
   victim->computed = 0;
+  victim->draft.clear();
   waiting_.push_front(std::move(victim));
   ++preemptions_;
 }
@@ -83,7 +87,8 @@ void Scheduler::admit(std::vector<ScheduledSlice>& slices, int64_t& budget) {
     prefix_hits_ += cached;
     if (!s.admitted_before) s.cached_prompt_tokens = cached;
     s.admitted_before = true;
-    slices.push_back({&s, tokens, tokens == s.pending()});
+    s.draft.clear();  // a prompt runs without one
+    slices.push_back({&s, tokens, tokens == s.pending(), 0});
     budget -= tokens;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
@@ -91,14 +96,20 @@ void Scheduler::admit(std::vector<ScheduledSlice>& slices, int64_t& budget) {
 }
 
 void Scheduler::complete(const std::vector<ScheduledSlice>& slices) {
-  for (const ScheduledSlice& slice : slices) {
-    Sequence& s = *slice.sequence;
-    s.computed += slice.tokens;
-    blocks_.commit(s.table, s.tokens(), s.computed);
-    // The next query sits at `computed`: it and every later one see positions from
-    // computed + 1 - span on.
-    if (limits_.attention_span > 0) blocks_.release_before(s.table, s.computed + 1 - limits_.attention_span);
-  }
+  for (const ScheduledSlice& slice : slices) mark_computed(*slice.sequence, slice.tokens - slice.drafted);
+}
+
+void Scheduler::accept_draft(Sequence& sequence, int64_t accepted) {
+  sequence.draft.clear();
+  mark_computed(sequence, accepted);
+}
+
+void Scheduler::mark_computed(Sequence& s, int64_t tokens) {
+  s.computed += tokens;
+  blocks_.commit(s.table, s.tokens(), s.computed);
+  // The next query sits at `computed`: it and every later one see positions from
+  // computed + 1 - span on.
+  if (limits_.attention_span > 0) blocks_.release_before(s.table, s.computed + 1 - limits_.attention_span);
 }
 
 std::unique_ptr<Sequence> Scheduler::remove(Sequence* sequence) {

@@ -19,6 +19,10 @@
 // With an attention span (every layer's sliding window), the blocks a sequence's later
 // queries cannot see are released after each step (BlockManager::release_before), so a
 // full-context sequence holds at most the blocks of span - 1 + max_batch_tokens positions.
+// Speculative decoding: a decoding sequence with a draft (Sequence::draft, set before the
+// step is planned) runs its last token and the draft, as much of the draft as the budget
+// leaves; its KV counts as computed only up to what the step's logits confirm
+// (accept_draft), so rejected draft tokens are never committed to the prefix cache.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +39,7 @@ struct ScheduledSlice {
   Sequence* sequence = nullptr;
   int64_t tokens = 0;        // tokens [computed, computed + tokens) run this step
   bool want_logits = false;  // the slice ends at the sequence's last token: sample after it
+  int64_t drafted = 0;       // a decode's last `drafted` tokens are its draft (Sequence::draft)
 };
 
 struct SchedulerLimits {
@@ -56,9 +61,12 @@ class Scheduler {
   // waiting and running; reserves the KV blocks the slices write.
   std::vector<ScheduledSlice> plan();
 
-  // After the step: the slices' tokens have their KV; commits the full blocks to the
-  // prefix cache, and releases those out of every later query's sight.
+  // After the step: the slices' tokens have their KV (a draft's: not yet confirmed); commits
+  // the full blocks to the prefix cache, and releases those out of every later query's sight.
   void complete(const std::vector<ScheduledSlice>& slices);
+  // After a drafted decode was sampled: the first `accepted` draft tokens were confirmed (and
+  // appended to the sequence); their KV counts as computed. Clears the draft.
+  void accept_draft(Sequence& sequence, int64_t accepted);
 
   // Removes a finished (or cancelled) sequence, running or waiting, releasing its blocks.
   std::unique_ptr<Sequence> remove(Sequence* sequence);
@@ -77,6 +85,7 @@ class Scheduler {
                           int64_t& budget);
   void preempt_newest(std::vector<ScheduledSlice>& slices, int64_t& budget);
   void admit(std::vector<ScheduledSlice>& slices, int64_t& budget);
+  void mark_computed(Sequence& sequence, int64_t tokens);
 
   BlockManager& blocks_;
   SchedulerLimits limits_;

@@ -106,6 +106,14 @@ StreamEvent Sequence::advance(std::span<float> logits) {
   return event;
 }
 
+std::span<const int32_t> Sequence::step_tokens(int64_t count, int64_t drafted) {
+  if (drafted == 0)
+    return std::span(tokens_).subspan(static_cast<size_t>(computed), static_cast<size_t>(count));
+  drafted_step_.assign(1, tokens_.back());
+  drafted_step_.insert(drafted_step_.end(), draft.begin(), draft.begin() + drafted);
+  return drafted_step_;
+}
+
 StreamEvent Sequence::end(FinishReason reason) { return finished_event(StreamEvent{}, reason); }
 
 StreamEvent Sequence::embedded(std::vector<float> hidden) {

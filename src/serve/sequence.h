@@ -40,12 +40,21 @@ class Sequence {
 
   int64_t computed = 0;  // tokens [0, computed) have their KV in `table`
   BlockTable table;
+  // Speculative decoding: tokens guessed to follow the last one, set before a step is
+  // planned (the scheduler may shorten it); the step runs them after the last token, and
+  // each logits row checks the next guess (serve/engine.h).
+  std::vector<int32_t> draft;
   int64_t cached_prompt_tokens = 0;  // from the prefix cache, at first admission
   bool admitted_before = false;      // preempted sequences keep their first admission's figures
 
   // Samples the next token from this step's logits row (modified in place), appends it and
   // returns the event for the client; the event carries `finish` when generation is over.
   StreamEvent advance(std::span<float> logits);
+  // Tokens it may still generate (max_tokens and the context allow).
+  int64_t room() const { return max_total_ - static_cast<int64_t>(tokens_.size()); }
+  // The `count` tokens a step runs from `computed` on: pending ones, or for a decode with a
+  // draft (drafted > 0) the last token and then the draft's first drafted tokens.
+  std::span<const int32_t> step_tokens(int64_t count, int64_t drafted);
   // The last event of a request ended from outside (cancelled, timed out, shut down).
   StreamEvent end(FinishReason reason);
   // The last event of an embedding request, once its prompt is computed: `hidden`, the final
@@ -84,6 +93,7 @@ class Sequence {
   std::optional<GrammarMatcher> grammar_;    // with request_.grammar
   std::vector<float> raw_logits_;            // the row before sampling, when logprobs are asked for
   std::vector<float> unconstrained_logits_;  // the row before a first, unconstrained draw
+  std::vector<int32_t> drafted_step_;        // step_tokens' result for a drafted decode
   Clock::time_point submitted_ = Clock::now();
   Clock::time_point last_token_ = submitted_;
 };

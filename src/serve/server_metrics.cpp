@@ -148,6 +148,10 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
          "Prompt tokens computed (prefix cache hits excluded).", s.prompt_tokens);
   single(out, "tokenmill_generation_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
   single(out, "tokenmill_engine_steps_total", "counter", "Batched forward steps run by the engine.", s.steps);
+  single(out, "tokenmill_spec_draft_tokens_total", "counter",
+         "Speculative (prompt lookup) tokens run after decode tokens.", s.draft_tokens);
+  single(out, "tokenmill_spec_accepted_tokens_total", "counter",
+         "Speculative tokens the model confirmed (each saved a forward step).", s.accepted_tokens);
 
   const auto now = clock_();
   const std::lock_guard lock(mutex_);

@@ -100,7 +100,7 @@ TEST_P(DevicePlacement, PagedTransformerGivesTheHostLogitsBitForBit) {
   const std::vector<int32_t> a = testing::random_token_ids(9, vocab, 1),
                              b = testing::random_token_ids(14, vocab, 2);
   const std::vector<int32_t> blocks_a = {5, 2, 7}, blocks_b = {0, 9, 3, 12};
-  const PagedTransformer::Slice step[] = {{a, 0, blocks_a, true}, {b, 0, blocks_b, true}};
+  const PagedTransformer::Slice step[] = {{a, 0, blocks_a, 1}, {b, 0, blocks_b, 1}};
   const std::vector<float> want = values(on_host.forward(step));
   EXPECT_EQ(values(on_device.forward(step)), want);
 }

@@ -77,7 +77,7 @@ TEST_P(PagedTransformerTest, OneSequenceMatchesTheTransformerBitForBit) {
         static_cast<int32_t>(std::max_element(expected.begin(), expected.end()) - expected.begin());
     tokens.push_back(next);
     const PagedTransformer::Slice slice{std::span(&tokens.back(), 1), static_cast<int64_t>(tokens.size()) - 1,
-                                        blocks, true};
+                                        blocks, 1};
     const Tensor got = paged.forward(std::span(&slice, 1));
     expected = row(reference.forward_last(std::span(&tokens.back(), 1)), 0);
     EXPECT_EQ(row(got, 0), expected) << "decode step " << step;
@@ -120,7 +120,7 @@ TEST_P(PagedTransformerWindow, BlocksBeforeEveryWindowMayBeTheBlockOfZeros) {
       released_blocks[static_cast<size_t>(b)] = static_cast<int32_t>(kBlocks);
     nulls = std::count(released_blocks.begin(), released_blocks.end(), static_cast<int32_t>(kBlocks));
     const std::span<const int32_t> chunk(tokens.data() + done, static_cast<size_t>(count));
-    const PagedTransformer::Slice a{chunk, done, blocks, true}, b{chunk, done, released_blocks, true};
+    const PagedTransformer::Slice a{chunk, done, blocks, 1}, b{chunk, done, released_blocks, 1};
     const std::vector<float> want = row(whole.forward(std::span(&a, 1)), 0);
     EXPECT_EQ(row(released.forward(std::span(&b, 1)), 0), want) << "positions " << done << "+" << count;
     done += count;
@@ -153,10 +153,9 @@ TEST(PagedTransformerBatch, QuantizedLogitsDoNotDependOnTheBatch) {
                              c = testing::random_token_ids(5, vocab, 3);
   const std::vector<int32_t> blocks_a = {0, 1, 2}, blocks_b = {10, 9, 8, 7, 6, 5}, blocks_c = {20, 30};
 
-  const PagedTransformer::Slice alone{a, 0, blocks_a, true};
+  const PagedTransformer::Slice alone{a, 0, blocks_a, 1};
   const std::vector<float> solo = row(paged.forward(std::span(&alone, 1)), 0);
-  const PagedTransformer::Slice batch[] = {
-      {b, 0, blocks_b, true}, {a, 0, blocks_a, true}, {c, 0, blocks_c, false}};
+  const PagedTransformer::Slice batch[] = {{b, 0, blocks_b, 1}, {a, 0, blocks_a, 1}, {c, 0, blocks_c, 0}};
   const Tensor together = paged.forward(batch);
   ASSERT_EQ(together.rows(), 2);
   EXPECT_EQ(row(together, 1), solo);
@@ -169,16 +168,16 @@ TEST(PagedTransformerErrors, RefusesStepsOutsideItsLimits) {
   PagedTransformer paged(*model, *backend, 8, 4, 16, 2, DType::F32);
   const std::vector<int32_t> ids(17, 1), few(5, 1);
   const std::vector<int32_t> blocks = {0, 1, 2, 3, 4};
-  const PagedTransformer::Slice too_many{ids, 0, blocks, true};
+  const PagedTransformer::Slice too_many{ids, 0, blocks, 1};
   EXPECT_THROW(paged.forward(std::span(&too_many, 1)), Error);
   const std::vector<int32_t> short_table = {0};
-  const PagedTransformer::Slice short_blocks{few, 0, short_table, true};
+  const PagedTransformer::Slice short_blocks{few, 0, short_table, 1};
   EXPECT_THROW(paged.forward(std::span(&short_blocks, 1)), Error);
   const std::vector<int32_t> outside = {0, 99};
-  const PagedTransformer::Slice bad_block{few, 0, outside, true};
+  const PagedTransformer::Slice bad_block{few, 0, outside, 1};
   EXPECT_THROW(paged.forward(std::span(&bad_block, 1)), Error);
   const std::vector<int32_t> zeros_block = {0, 8};  // the block of zeros is never written
-  const PagedTransformer::Slice into_zeros{few, 0, zeros_block, true};
+  const PagedTransformer::Slice into_zeros{few, 0, zeros_block, 1};
   EXPECT_THROW(paged.forward(std::span(&into_zeros, 1)), Error);
 }
 

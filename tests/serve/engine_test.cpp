@@ -332,6 +332,96 @@ TEST_F(EngineTest, ReusesCachedPrefixBlocks) {
   EXPECT_EQ(settled_snapshot(engine).prefix_cache_hits, 32);
 }
 
+// A prompt that repeats a random phrase: prompt lookup finds drafts in it from the start.
+std::vector<int32_t> repetitive_prompt(int64_t phrase, int64_t repeats, int32_t vocab, uint32_t seed) {
+  const std::vector<int32_t> words = random_prompt(phrase, vocab, seed);
+  std::vector<int32_t> ids;
+  for (int64_t r = 0; r < repeats; ++r) ids.insert(ids.end(), words.begin(), words.end());
+  return ids;
+}
+
+EngineOptions speculative(int64_t draft_tokens) {
+  EngineOptions options;
+  options.speculative.max_tokens = draft_tokens;
+  return options;
+}
+
+// Speculative decoding changes no token: greedy requests alone and together, with drafts cut
+// by a small step budget, give their solo tokens; the drafts were run and some confirmed.
+TEST_F(EngineTest, SpeculativeDecodingGivesTheSoloGreedyTokens) {
+  load("gguf/llama_q4_1.gguf");
+  for (const int64_t budget : {512, 6}) {
+    EngineOptions options = speculative(4);
+    options.max_batch_tokens = budget;
+    options.max_running = 4;
+    Engine engine(model_, *backend_, options);
+    std::vector<EngineRequest> requests;
+    for (uint32_t i = 0; i < 4; ++i) requests.push_back(greedy(repetitive_prompt(5 + i, 4, vocab(), i), 40));
+    requests.push_back(greedy(random_prompt(23, vocab(), 9), 40));
+    const EngineSnapshot s = run_all_expecting_solo_tokens(engine, requests);
+    EXPECT_GT(s.draft_tokens, 0) << "budget " << budget;
+    EXPECT_GT(s.accepted_tokens, 0) << "budget " << budget;
+    EXPECT_LE(s.accepted_tokens, s.draft_tokens);
+    EXPECT_EQ(s.generated_tokens, 5 * 40);
+    EXPECT_EQ(s.kv_blocks_used, 0);
+    if (budget == 512) {
+      EXPECT_LT(s.steps, 5 * 40) << "no step confirmed a draft token";
+    }
+  }
+}
+
+// Sampled requests too: each draws from its own seeded generator in the same order, so with
+// a model whose rows do not depend on the batch the tokens equal those without speculation.
+TEST_F(EngineTest, SpeculativeDecodingKeepsSeededSamplesAndStops) {
+  load("gguf/llama_q4_1.gguf");
+  std::vector<EngineRequest> requests;
+  for (uint32_t i = 0; i < 6; ++i) {
+    EngineRequest r = greedy(repetitive_prompt(6, 3, vocab(), 20 + i), 30);
+    r.sampling.temperature = 0.7f;
+    r.sampling.top_p = 0.95f;
+    r.sampling.seed = 100 + i;
+    if (i % 2 == 1) r.sampling.frequency_penalty = 0.5f;  // reads the tokens so far
+    r.top_logprobs = 1;
+    requests.push_back(r);
+  }
+  requests[0].stop_token_ids = {requests[0].prompt[3]};  // likely to come up: a stop inside a draft
+  const auto run = [&](const EngineOptions& options) {
+    Engine engine(model_, *backend_, options);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& r : requests) streams.push_back(engine.submit(r));
+    std::vector<Collected> out;
+    for (auto& stream : streams) out.push_back(collect(*stream));
+    return std::make_pair(out, settled_snapshot(engine));
+  };
+  const auto [plain, plain_snapshot] = run(EngineOptions{});
+  const auto [drafted, drafted_snapshot] = run(speculative(6));
+  EXPECT_EQ(plain_snapshot.draft_tokens, 0);
+  EXPECT_GT(drafted_snapshot.accepted_tokens, 0);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(drafted[i].tokens, plain[i].tokens) << i;
+    EXPECT_EQ(drafted[i].finish, plain[i].finish) << i;
+    EXPECT_EQ(drafted[i].text, plain[i].text) << i;
+    ASSERT_EQ(logprobs_of(drafted[i]).size(), logprobs_of(plain[i]).size()) << i;
+    for (size_t t = 0; t < logprobs_of(plain[i]).size(); ++t)
+      EXPECT_EQ(logprobs_of(drafted[i])[t].logprob, logprobs_of(plain[i])[t].logprob) << i << " " << t;
+  }
+}
+
+// A follow-up prompt that extends a speculated answer reuses the answer's cached blocks: a
+// block where drafts were run and rejected holds the confirmed tokens' KV only.
+TEST_F(EngineTest, SpeculatedBlocksInThePrefixCacheHoldConfirmedTokensOnly) {
+  load("gguf/llama_q4_1.gguf");
+  Engine engine(model_, *backend_, speculative(4));
+  const EngineRequest first = greedy(repetitive_prompt(7, 3, vocab(), 3), 60);
+  const Collected answer = collect(*engine.submit(first));
+  std::vector<int32_t> follow_up = first.prompt;
+  follow_up.insert(follow_up.end(), answer.tokens.begin(), answer.tokens.end());
+  const EngineRequest second = greedy(follow_up, 10);
+  const Collected c = collect(*engine.submit(second));
+  EXPECT_GE(c.last.cached_prompt_tokens, 64);  // blocks written during the first answer
+  EXPECT_EQ(c.tokens, solo(second));
+}
+
 // Holds the engine thread inside its first on_first_token call until released, so a test
 // can act at a known point of a request (the engine stands still meanwhile).
 class PausingObserver final : public EngineObserver {

@@ -241,7 +241,8 @@ async def run(args, server):
     print("metrics: " + ", ".join(f"{k.removeprefix('tokenmill_')} {metrics.get(k, 0):g}" for k in (
         "tokenmill_num_preemptions_total", "tokenmill_prefix_cache_hits_total", "tokenmill_prefix_cache_queries_total",
         'tokenmill_requests_finished_total{reason="cancelled"}', 'tokenmill_http_responses_total{code="5xx"}',
-        'tokenmill_http_responses_total{code="4xx"}')))
+        'tokenmill_http_responses_total{code="4xx"}', "tokenmill_spec_draft_tokens_total",
+        "tokenmill_spec_accepted_tokens_total")))
     return load.failures, flat
 
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -61,6 +62,41 @@ TEST(Scheduler, AStepWithDecodesTakesAtMostItsPrefillShare) {
   }
   scheduler.remove(a);  // no decode left: the rest of the prompt in one step
   EXPECT_EQ(step(scheduler), std::make_pair(int64_t{0}, 40 - taken));
+}
+
+// A decode's draft runs after its token as far as the budget allows; only the draft tokens
+// the step's sampling confirms count as computed.
+TEST(Scheduler, ADraftRunsWithinTheBudgetAndCountsOnlyOnceConfirmed) {
+  BlockManager blocks(64, 4, true);
+  Scheduler scheduler(blocks, {.max_batch_tokens = 4, .max_running = 2, .max_prefill_with_decodes = 1});
+  auto owned = sequence(1, 3);
+  Sequence* a = owned.get();
+  scheduler.enqueue(std::move(owned));
+  step(scheduler);  // the prompt, and a first token
+  ASSERT_EQ(a->computed, 3);
+  ASSERT_EQ(a->pending(), 1);
+
+  a->draft = {5, 6, 7, 8, 9};
+  const std::vector<ScheduledSlice> plan = scheduler.plan();
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].tokens, 4);  // the decode token and 3 of the draft: the budget
+  EXPECT_EQ(plan[0].drafted, 3);
+  EXPECT_TRUE(plan[0].want_logits);
+  EXPECT_EQ(a->draft, (std::vector<int32_t>{5, 6, 7}));
+  const std::span<const int32_t> run = a->step_tokens(plan[0].tokens, plan[0].drafted);
+  EXPECT_EQ(std::vector<int32_t>(run.begin(), run.end()),
+            (std::vector<int32_t>{a->tokens().back(), 5, 6, 7}));
+  EXPECT_GE(static_cast<int64_t>(a->table.blocks.size()) * 4, a->computed + 4);  // room for the draft's KV
+
+  scheduler.complete(plan);
+  EXPECT_EQ(a->computed, 4);  // the decode token only
+  std::vector<float> logits(static_cast<size_t>(tokenizer().vocab_size()), 0.0f);
+  for (int i = 0; i < 3; ++i) a->advance(logits);  // two tokens confirmed, the third not
+  scheduler.accept_draft(*a, 2);
+  EXPECT_EQ(a->computed, 6);
+  EXPECT_EQ(a->pending(), 1);
+  EXPECT_TRUE(a->draft.empty());
+  EXPECT_EQ(step(scheduler), std::make_pair(int64_t{1}, int64_t{0}));  // no draft: one token
 }
 
 TEST(Scheduler, RefusesLimitsThatCannotRun) {

@@ -194,6 +194,8 @@ TEST(ServerMetrics, ReportsTheSnapshotInEveryFamily) {
   snapshot.prompt_tokens = 12345;
   snapshot.generated_tokens = 6789;
   snapshot.steps = 555;
+  snapshot.draft_tokens = 400;
+  snapshot.accepted_tokens = 250;
   const ServerMetrics metrics;
   const Families f = parse(metrics.render(snapshot));
 
@@ -214,6 +216,8 @@ TEST(ServerMetrics, ReportsTheSnapshotInEveryFamily) {
       {"tokenmill_prompt_tokens_total", "counter", 12345},
       {"tokenmill_generation_tokens_total", "counter", 6789},
       {"tokenmill_engine_steps_total", "counter", 555},
+      {"tokenmill_spec_draft_tokens_total", "counter", 400},
+      {"tokenmill_spec_accepted_tokens_total", "counter", 250},
       {"tokenmill_generation_tokens_per_second", "gauge", 0},
   };
   std::set<std::string> expected = {"tokenmill_time_to_first_token_seconds",
