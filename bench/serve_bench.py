@@ -20,7 +20,8 @@ Also recorded: the most streams generating at once (between a request's first an
 event; 1 means the server runs one request at a time) and the cores other processes kept
 busy during each level (the machine is shared; a run with much foreign load is not a result).
 
-The peers:
+The servers: tokenmill; tokenmill-speculative, the same with --speculative-args (default
+--speculative ngram:4; its /metrics draft and accepted counts are recorded); and the peers:
   * llama-server (llama.cpp's own server, `--llama-server PATH`): continuous batching over
     `--parallel` slots (the highest concurrency level), `-t`/`-tb` threads. Its KV cache is
     split per slot (`--no-kv-unified`, `-c` = slots x (input + output + 16) tokens): with
@@ -70,8 +71,10 @@ from server_process import serve  # noqa: E402
 from sse_client import Post, post_json  # noqa: E402
 
 OURS, LLAMA_SERVER, LLAMA_CPP_PYTHON = "tokenmill", "llama-server", "llama-cpp-python"
+SPECULATIVE = "tokenmill-speculative"  # tokenmill again, with --speculative-args
 BATCHING = {
     OURS: "continuous batching over a paged KV cache (--max-running sequences per step)",
+    SPECULATIVE: "as tokenmill, plus speculative decoding (--speculative-args)",
     LLAMA_SERVER: "continuous batching over --parallel slots, a KV cache split per slot",
     LLAMA_CPP_PYTHON: "one request at a time (global lock in llama_cpp/server/app.py; no batching across requests)",
 }
@@ -350,7 +353,10 @@ def markdown(report: dict) -> str:
              f"{cfg['input_len']} prompt tokens (real text) -> {cfg['output_len']} output tokens, greedy, streamed; "
              f"CPU {report['machine']['cpu']}; commit {report['machine']['commit']}.", ""]
     for name, server in report["servers"].items():
-        lines += [f"## {name}", "", f"Batching: {server['batching']}.", "",
+        spec = server.get("speculation")
+        accepted = (f" Speculation: {spec['accepted_tokens']:.0f} of {spec['draft_tokens']:.0f} drafted tokens "
+                    f"confirmed (all levels, warm-up included).") if spec else ""
+        lines += [f"## {name}", "", f"Batching: {server['batching']}.{accepted}", "",
                   "| concurrency | requests | " + " | ".join(n for n, _, _ in ROWS) + " | at once | foreign cores |",
                   "|---" * (len(ROWS) + 4) + "|"]
         for level in server["levels"]:
@@ -379,11 +385,14 @@ def main() -> int:
     parser.add_argument("--prompts-per-concurrency", type=int, default=2, help="requests per level = this x C")
     parser.add_argument("--min-prompts", type=int, default=8, help="... but at least this many")
     parser.add_argument("--servers", default=f"{OURS},{LLAMA_CPP_PYTHON}",
-                        help=f"which servers, in order, from {OURS}, {LLAMA_SERVER}, {LLAMA_CPP_PYTHON}")
+                        help=f"which servers, in order, from {OURS}, {SPECULATIVE}, {LLAMA_SERVER}, "
+                             f"{LLAMA_CPP_PYTHON}")
     parser.add_argument("--llama-server", default=None, help="llama.cpp's llama-server executable")
     parser.add_argument("--text", default=str(REPO / "data" / "tinyshakespeare.txt"), help="prompt source text")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tokenmill-args", default="", help="more `tokenmill serve` flags, one string")
+    parser.add_argument("--speculative-args", default="--speculative ngram:4",
+                        help=f"the flags {SPECULATIVE} adds to --tokenmill-args")
     parser.add_argument("--out", default=str(REPO / "bench" / "out" / "serve"), help="writes OUT.json and OUT.md")
     args = parser.parse_args()
     args.concurrency = [int(c) for c in args.concurrency.split(",")]
@@ -404,15 +413,21 @@ def main() -> int:
 
     results = {}
     for name in servers:
-        if name == OURS:
-            context = serve(args.tokenmill, model, *ours_flags, threads=args.threads)
+        ours = name in (OURS, SPECULATIVE)
+        if ours:
+            flags = ours_flags + (args.speculative_args.split() if name == SPECULATIVE else [])
+            context = serve(args.tokenmill, model, *flags, threads=args.threads)
         else:
             context = peer_server(name, args, model)
         extra = {"logit_bias": {str(i): -100 for i in eos}} if name == LLAMA_CPP_PYTHON else {"ignore_eos": True}
         with context as running:
-            url, pid = (running.url, running.pid) if name == OURS else running
+            url, pid = (running.url, running.pid) if ours else running
             bench_cpu.log(f"{name}: serving at {url} ({BATCHING[name]})")
             results[name] = asyncio.run(bench_endpoint(Endpoint(name, url, pid, extra), prompts, args))
+            if name == SPECULATIVE:
+                m = running.metrics()
+                results[name]["speculation"] = {"draft_tokens": m.get("tokenmill_spec_draft_tokens_total", 0),
+                                                "accepted_tokens": m.get("tokenmill_spec_accepted_tokens_total", 0)}
 
     report = {
         "schema": "tokenmill.serve_bench/1",
@@ -421,8 +436,9 @@ def main() -> int:
                    "input_len": args.input_len, "output_len": args.output_len, "concurrency": args.concurrency,
                    "prompts_per_concurrency": args.prompts_per_concurrency, "min_prompts": args.min_prompts,
                    "seed": args.seed, "text": args.text, "tokenmill_args": args.tokenmill_args,
+                   "speculative_args": args.speculative_args,
                    "peer_commands": {name: " ".join(peer_command(name, args, model, 0)) for name in servers
-                                     if name != OURS},
+                                     if name not in (OURS, SPECULATIVE)},
                    "command": " ".join(sys.argv)},
         "machine": {"cpu": bench_cpu.cpu_model(), "cores": os.cpu_count(), "commit": bench_cpu.git_commit()},
         "servers": results,

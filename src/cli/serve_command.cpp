@@ -8,6 +8,7 @@
 #include "cli/device_flag.h"
 #include "core/error.h"
 #include "serve/serve_app.h"
+#include "serve/speculative_spec.h"
 
 namespace tokenmill::cli {
 
@@ -50,7 +51,11 @@ void run_serve(ServeFlags& f) {
   c.http.receive_timeout = std::chrono::milliseconds(std::llround(f.receive_timeout * 1000));
   c.shutdown_grace = std::chrono::seconds(f.shutdown_grace);
   c.engine.prefix_caching = !f.no_prefix_caching;
-  if (!f.speculative.empty()) c.engine.speculative = parse_speculative(f.speculative);
+  if (!f.speculative.empty()) {
+    const SpeculativeSpec spec = parse_speculative(f.speculative);
+    c.engine.speculative.max_tokens = spec.max_tokens;
+    c.draft_model = spec.draft_model;
+  }
   run_server(c);
 }
 
@@ -111,8 +116,9 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", f->no_prefix_caching, "Do not share KV blocks between prompts");
   cmd->add_option("--speculative", f->speculative,
-                  "Speculative decoding: ngram or ngram:N guesses up to N (default 4) tokens per step from "
-                  "earlier text (prompt lookup); the output stays what it would be without");
+                  "Speculative decoding: ngram[:N] guesses up to N (default 4) tokens per step from earlier "
+                  "text (prompt lookup), draft:MODEL[:N] with a smaller model that has the same tokenizer; "
+                  "the output stays what it would be without");
   cmd->add_option("--max-n", c.limits.max_n, "Largest n (choices per prompt)")->capture_default_str();
   cmd->add_flag("--clamp-max-tokens", c.limits.clamp_max_tokens,
                 "Cut a max_tokens larger than the context leaves to what it leaves (default: answer 400, as "

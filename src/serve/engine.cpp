@@ -4,12 +4,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "model/paged_transformer.h"
+#include "serve/draft_model.h"
 #include "serve/ngram_draft.h"
 #include "serve/scheduler.h"
 
@@ -78,6 +80,14 @@ struct Engine::State {
                std::min(opts.max_batch_tokens,
                         opts.max_running * (1 + std::max<int64_t>(0, opts.speculative.max_tokens)))) {
     if (opts.max_waiting < 1) fail("--max-waiting must be at least 1 (got {})", opts.max_waiting);
+    if (opts.draft_model != nullptr && opts.speculative.max_tokens > 0) {
+      if (text_model.model->config.attention_span() > 0)
+        fail(
+            "a draft model cannot serve a model whose every layer attends within a sliding window: the "
+            "early KV blocks it would need are released (use --speculative ngram)");
+      drafter.emplace(*opts.draft_model, text_model, backend, capacity.blocks, capacity.block_size,
+                      opts.max_batch_tokens, opts.max_running, context);
+    }
   }
 
   void loop();
@@ -98,7 +108,9 @@ struct Engine::State {
   BlockManager blocks;
   Scheduler scheduler;  // engine thread only
   PagedTransformer runner;
+  std::optional<DraftModel> drafter;  // with EngineOptions::draft_model
   std::vector<PagedTransformer::Slice> step_slices;
+  std::vector<Sequence*> decoding;
   uint64_t next_id = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0, steps = 0, draft_tokens = 0, accepted_tokens = 0;
 
@@ -176,6 +188,7 @@ EngineSnapshot Engine::snapshot() const {
 
 const Engine::Capacity& Engine::capacity() const { return state_->capacity; }
 int64_t Engine::context() const { return state_->context; }
+uint64_t Engine::draft_pool_bytes() const { return state_->drafter ? state_->drafter->pool_bytes() : 0; }
 
 void Engine::State::loop() {
   for (;;) {
@@ -237,9 +250,16 @@ void Engine::State::end_requests_from_outside() {
 // may still generate less the one its own row gives (the scheduler may shorten it).
 void Engine::State::draft_decodes() {
   if (options.speculative.max_tokens < 1) return;
+  decoding.clear();
   for (const std::unique_ptr<Sequence>& s : scheduler.running()) {
     s->draft.clear();
-    if (s->pending() != 1 || s->request().embed) continue;
+    if (s->pending() == 1 && !s->request().embed) decoding.push_back(s.get());
+  }
+  if (drafter) {
+    drafter->propose(decoding, options.speculative.max_tokens, blocks);
+    return;
+  }
+  for (Sequence* s : decoding) {
     NgramDraftOptions draft = options.speculative;
     draft.max_tokens = std::min(draft.max_tokens, s->room() - 1);
     s->draft = ngram_draft(s->tokens(), draft);

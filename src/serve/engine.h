@@ -46,9 +46,12 @@ struct EngineOptions {
   int64_t max_waiting = 1024;              // queued requests beyond which submit() refuses (HTTP 429)
   int64_t context = 0;                     // longest sequence; 0: the model's context length
   bool prefix_caching = true;
-  // Speculative decoding by prompt lookup (serve/ngram_draft.h): each decoding sequence runs
-  // up to speculative.max_tokens guessed tokens after its last one (0: none).
+  // Speculative decoding: each decoding sequence runs up to speculative.max_tokens guessed
+  // tokens after its last one (0: none), guessed by prompt lookup (serve/ngram_draft.h) or,
+  // when set, by `draft_model` (serve/draft_model.h; its weights in the engine backend's
+  // memory; it must outlive the engine, and its KV pool comes on top of kv_cache_bytes).
   NgramDraftOptions speculative{.max_tokens = 0, .max_ngram = 3};
+  const TextModel* draft_model = nullptr;
 };
 
 // The KV positions one sequence of `context` positions holds at most at once: its whole
@@ -125,6 +128,7 @@ class Engine {
   EngineSnapshot snapshot() const;
   const Capacity& capacity() const;
   int64_t context() const;
+  uint64_t draft_pool_bytes() const;  // the draft model's KV pool (0: none)
 
  private:
   struct State;

@@ -1,9 +1,6 @@
 #include "serve/ngram_draft.h"
 
 #include <algorithm>
-#include <charconv>
-
-#include "core/error.h"
 
 namespace tokenmill {
 
@@ -20,26 +17,6 @@ std::vector<int32_t> ngram_draft(std::span<const int32_t> tokens, const NgramDra
     }
   }
   return {};
-}
-
-NgramDraftOptions parse_speculative(std::string_view spec) {
-  constexpr int64_t kMaxDraft = 16;
-  NgramDraftOptions options;
-  if (spec == "ngram") return options;
-  if (spec.starts_with("draft:") || spec == "draft")
-    fail("--speculative {}: a draft model is not supported; use ngram or ngram:N (prompt lookup)", spec);
-  const std::string_view prefix = "ngram:";
-  if (spec.starts_with(prefix)) {
-    const std::string_view count = spec.substr(prefix.size());
-    int64_t n = 0;
-    const auto [end, error] = std::from_chars(count.data(), count.data() + count.size(), n);
-    if (error == std::errc() && end == count.data() + count.size() && n >= 1 && n <= kMaxDraft) {
-      options.max_tokens = n;
-      return options;
-    }
-  }
-  fail("--speculative {}: expected ngram or ngram:N with N from 1 to {} (tokens guessed per step)", spec,
-       kMaxDraft);
 }
 
 }  // namespace tokenmill

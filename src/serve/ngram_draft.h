@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <span>
-#include <string_view>
 #include <vector>
 
 namespace tokenmill {
@@ -22,9 +21,5 @@ struct NgramDraftOptions {
 // (fewer when the occurrence is close to the end); empty when no suffix occurs earlier or
 // max_tokens < 1.
 std::vector<int32_t> ngram_draft(std::span<const int32_t> tokens, const NgramDraftOptions& options);
-
-// The options of `serve --speculative SPEC`: "ngram" (4 tokens) or "ngram:N" (N in 1..16).
-// Throws Error naming what is expected otherwise.
-NgramDraftOptions parse_speculative(std::string_view spec);
 
 }  // namespace tokenmill

@@ -68,6 +68,7 @@ void Scheduler::preempt_newest(std::vector<ScheduledSlice>& slices, int64_t& bud
   blocks_.release(victim->table);
   victim->computed = 0;
   victim->draft.clear();
+  victim->draft_computed = 0;
   waiting_.push_front(std::move(victim));
   ++preemptions_;
 }

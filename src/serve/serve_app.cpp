@@ -8,10 +8,12 @@
 #include <csignal>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <thread>
 
 #include "backend/backend.h"
 #include "model/paged_transformer.h"
+#include "model/weight_placement.h"
 #include "runtime/device_choice.h"
 #include "runtime/text_model.h"
 #include "serve/embeddings.h"
@@ -67,9 +69,21 @@ void run_server(ServeConfig config) {
   Backend& backend = *device.backend;
   if (config.engine.kv_cache_bytes == 0)
     config.engine.kv_cache_bytes = kv_cache_budget(config, *model.model, backend.memory().available());
+  std::optional<TextModel> draft;
+  if (!config.draft_model.empty()) {
+    draft = TextModel::load(config.draft_model);
+    place_weights(draft->model->weights, backend.memory());
+    config.engine.draft_model = &*draft;
+  }
   ServerMetrics metrics;
   Engine engine(model, backend, config.engine, &metrics);
   const Engine::Capacity& kv = engine.capacity();
+  if (draft)
+    spdlog::info(
+        "speculative decoding: up to {} tokens a step guessed by the draft model {} (its KV pool: {:.1f} "
+        "MiB)",
+        config.engine.speculative.max_tokens, config.draft_model.string(),
+        static_cast<double>(engine.draft_pool_bytes()) / (1 << 20));
   spdlog::info(
       "KV cache on {}: {} blocks of {} tokens = {} tokens ({:.1f} MiB, {}); {} sequences of the full "
       "{}-token context fit at once",

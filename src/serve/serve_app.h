@@ -20,7 +20,8 @@ namespace tokenmill {
 
 struct ServeConfig {
   std::filesystem::path model;
-  std::string served_model_name;             // "": the model directory's name, or the file's without .gguf
+  std::filesystem::path draft_model;  // speculative guesses from it (engine.speculative.max_tokens of them)
+  std::string served_model_name;      // "": the model directory's name, or the file's without .gguf
   std::filesystem::path chat_template_file;  // "": the tokenizer's own template
   std::string device = "auto";  // where the model and its KV cache live (runtime/device_choice.h)
   HostWeights host_weights = HostWeights::Mapped;  // on the CPU (model/weight_placement.h)

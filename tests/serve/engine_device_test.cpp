@@ -154,6 +154,40 @@ TEST_P(EngineOnDevice, ServesOnCudaWithTheHostsGreedyAnswers) {
 }
 #endif
 
+// Speculative decoding with a draft model (the fixture itself, so guesses are confirmed) on a
+// device: the draft's weights, KV pool and steps live there too; the answers stay those of
+// the host without speculation (greedy only on CUDA, as above).
+TEST_P(EngineOnDevice, SpeculatesWithADraftModelInDeviceMemory) {
+  const TextModel on_host = TextModel::load(kFixtures / GetParam());
+  const std::vector<EngineRequest> rs = requests(on_host.model->config.vocab_size);
+  Engine host_engine(on_host, *cpu_, options());
+  const std::vector<Answer> want = serve(host_engine, rs);
+  std::vector<std::pair<std::string, Backend*>> devices = {{"fenced", &fenced_}};
+#ifdef TOKENMILL_HAS_CUDA
+  const std::unique_ptr<Backend> cuda = testing::cuda_usable() ? make_cuda_backend(0) : nullptr;
+  if (cuda) devices.emplace_back("cuda", cuda.get());
+#endif
+  for (const auto& [name, device] : devices) {
+    const TextModel target = TextModel::load(kFixtures / GetParam());
+    const TextModel draft = TextModel::load(kFixtures / GetParam());
+    place_weights(target.model->weights, device->memory());
+    place_weights(draft.model->weights, device->memory());
+    EngineOptions o = options();
+    o.speculative.max_tokens = 3;
+    o.draft_model = &draft;
+    Engine engine(target, *device, o);
+    const std::vector<Answer> got = serve(engine, rs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].tokens.size(), 12u) << name << " " << i;
+      if (name == "fenced" || rs[i].sampling.temperature == 0.0f) {
+        EXPECT_EQ(got[i].tokens, want[i].tokens) << name << " " << i;
+      }
+    }
+    EXPECT_GT(engine.snapshot().accepted_tokens, 0) << name;
+  }
+}
+
 TEST_P(EngineOnDevice, RefusesWeightsLeftOnTheHost) {
   const TextModel on_host = TextModel::load(kFixtures / GetParam());
   EXPECT_THROW(Engine(on_host, fenced_, options()), Error);

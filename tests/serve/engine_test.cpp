@@ -26,6 +26,7 @@
 #include "runtime/text_model.h"
 #include "serve/engine.h"
 #include "support/temp_dir.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tokenmill {
 namespace {
@@ -420,6 +421,69 @@ TEST_F(EngineTest, SpeculatedBlocksInThePrefixCacheHoldConfirmedTokensOnly) {
   const Collected c = collect(*engine.submit(second));
   EXPECT_GE(c.last.cached_prompt_tokens, 64);  // blocks written during the first answer
   EXPECT_EQ(c.tokens, solo(second));
+}
+
+// A draft model's greedy guesses change no token either. The served model as its own draft
+// guesses exactly what it then samples: every guess is confirmed; a Q8_0 draft of the Q4_1
+// model, most. With a cache so small that sequences are preempted, the draft's KV follows.
+TEST_F(EngineTest, DraftModelGuessesGiveTheSoloGreedyTokens) {
+  load("gguf/llama_q4_1.gguf");
+  const TextModel itself = TextModel::load(kFixtures / "gguf/llama_q4_1.gguf");
+  const TextModel q8 = TextModel::load(kFixtures / "gguf/llama_q8_0.gguf");
+  std::vector<EngineRequest> requests;
+  for (uint32_t i = 0; i < 5; ++i) requests.push_back(greedy(random_prompt(9 + 7 * i, vocab(), 60 + i), 40));
+  for (const TextModel* draft : {&itself, &q8}) {
+    EngineOptions options = speculative(4);
+    options.draft_model = draft;
+    Engine engine(model_, *backend_, options);
+    const EngineSnapshot s = run_all_expecting_solo_tokens(engine, requests);
+    EXPECT_GT(s.accepted_tokens, 0);
+    EXPECT_LT(s.steps, 5 * 40);
+    if (draft == &itself) {
+      EXPECT_EQ(s.accepted_tokens, s.draft_tokens);
+    }
+    EXPECT_EQ(s.kv_blocks_used, 0);
+  }
+  // Prompts sharing cached prefix blocks: their draft catch-ups meet in those blocks.
+  {
+    EngineOptions options = speculative(4);
+    options.draft_model = &q8;
+    Engine engine(model_, *backend_, options);
+    const std::vector<int32_t> shared = random_prompt(40, vocab(), 70);
+    collect(*engine.submit(greedy(shared, 2)));  // caches the prefix
+    std::vector<EngineRequest> sharing;
+    for (uint32_t i = 0; i < 6; ++i) {
+      std::vector<int32_t> prompt = shared;
+      const std::vector<int32_t> tail = random_prompt(1 + i, vocab(), 80 + i);
+      prompt.insert(prompt.end(), tail.begin(), tail.end());
+      sharing.push_back(greedy(prompt, 20));
+    }
+    const EngineSnapshot s = run_all_expecting_solo_tokens(engine, sharing);
+    EXPECT_EQ(s.prefix_cache_hits, 6 * 32);  // two full blocks each
+  }
+  EngineOptions tight = speculative(3);
+  tight.draft_model = &q8;
+  tight.context = 64;
+  tight.kv_cache_bytes = block_bytes() * 6;
+  Engine engine(model_, *backend_, tight);
+  std::vector<EngineRequest> crowded;
+  for (uint32_t i = 0; i < 8; ++i) crowded.push_back(greedy(random_prompt(20, vocab(), 100 + i), 30));
+  const EngineSnapshot s = run_all_expecting_solo_tokens(engine, crowded);
+  EXPECT_GT(s.preemptions, 0);
+  EXPECT_GT(s.accepted_tokens, 0);
+}
+
+TEST_F(EngineTest, RefusesADraftModelWithAnotherTokenizer) {
+  load("gguf/llama_q4_1.gguf");
+  TextModel other = TextModel::load(kFixtures / "gguf/llama_q8_0.gguf");
+  other.tokenizer.emplace(Tokenizer::from_file(kFixtures / "tokenizers/gpt2/tokenizer.json"));
+  EngineOptions options = speculative(4);
+  options.draft_model = &other;
+  EXPECT_THROW(Engine(model_, *backend_, options), Error);
+  TextModel other_eos = TextModel::load(kFixtures / "gguf/llama_q8_0.gguf");
+  other_eos.eos_token_ids.push_back(5);
+  options.draft_model = &other_eos;
+  EXPECT_THROW(Engine(model_, *backend_, options), Error);
 }
 
 // Holds the engine thread inside its first on_first_token call until released, so a test

@@ -1,6 +1,6 @@
 // Prompt lookup drafting (serve/ngram_draft.h): the continuation of the most recent earlier
 // occurrence of the longest matching suffix, bounded by max_tokens and the text's end; and
-// the --speculative values it accepts and refuses.
+// the --speculative values accepted and refused (serve/speculative_spec.h).
 #include "serve/ngram_draft.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "serve/speculative_spec.h"
 
 namespace tokenmill {
 namespace {
@@ -39,12 +40,21 @@ TEST(NgramDraft, IsEmptyWithoutAnEarlierOccurrenceOrRoom) {
   EXPECT_TRUE(draft({1, 2, 1}, -3).empty());
 }
 
-TEST(ParseSpeculative, TakesNgramWithAnOptionalCount) {
+TEST(ParseSpeculative, TakesNgramOrADraftModelWithAnOptionalCount) {
   EXPECT_EQ(parse_speculative("ngram").max_tokens, 4);
+  EXPECT_TRUE(parse_speculative("ngram").draft_model.empty());
   EXPECT_EQ(parse_speculative("ngram:1").max_tokens, 1);
   EXPECT_EQ(parse_speculative("ngram:16").max_tokens, 16);
+  const SpeculativeSpec draft = parse_speculative("draft:/models/small.gguf");
+  EXPECT_EQ(draft.draft_model, "/models/small.gguf");
+  EXPECT_EQ(draft.max_tokens, 4);
+  const SpeculativeSpec counted = parse_speculative("draft:/models/a:b/small:6");
+  EXPECT_EQ(counted.draft_model, "/models/a:b/small");
+  EXPECT_EQ(counted.max_tokens, 6);
+  EXPECT_EQ(parse_speculative("draft:c:/small.gguf").draft_model, "c:/small.gguf");  // not a count
   for (const char* bad : {"", "ngram:", "ngram:0", "ngram:17", "ngram:2x", "ngram:-1", "ngrams", "medusa",
-                          "draft:/models/small.gguf", "ngram:99999999999999999999"})
+                          "ngram:99999999999999999999", "draft:", "draft", "draft::4", "draft:small.gguf:0",
+                          "draft:small.gguf:17"})
     EXPECT_THROW(parse_speculative(bad), Error) << bad;
 }
 
