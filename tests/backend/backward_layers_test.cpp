@@ -623,6 +623,19 @@ class BackwardAttention : public BackwardLayers {
   static AttentionScores scale(const AttentionCase& c) {
     return {c.scale != 0 ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window, c.softcap};
   }
+  // The backward of case c against the float64 reference; the outputs' guards intact.
+  void expect_matches_reference(const AttentionCase& c) {
+    const AttentionRun r = prepare(c);
+    backward(r, c);
+    const auto want = reference::attention_backward(r.q->tensor(), r.k->tensor(), r.v->tensor(),
+                                                    r.dout->tensor(), scale(c));
+    EXPECT_TRUE(close_to_reference(r.dq->values(), want.dq, kF32));
+    EXPECT_TRUE(close_to_reference(r.dk->values(), want.dk, kF32));
+    EXPECT_TRUE(close_to_reference(r.dv->values(), want.dv, kF32));
+    for (const auto* b : {r.dq.get(), r.dk.get(), r.dv.get()}) EXPECT_TRUE(b->guards_intact());
+    for (const auto* b : {r.q.get(), r.k.get(), r.v.get(), r.out.get(), r.dout.get()})
+      EXPECT_TRUE(b->unchanged_since_snapshot());
+  }
 };
 
 TEST_P(BackwardAttention, MatchesReference) {
@@ -652,16 +665,7 @@ TEST_P(BackwardAttention, MatchesReference) {
                    " heads=" + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
                    " n=" + std::to_string(c.n) + " window=" + std::to_string(c.window) +
                    " softcap=" + std::to_string(c.softcap));
-      const AttentionRun r = prepare(c);
-      backward(r, c);
-      const auto want = reference::attention_backward(r.q->tensor(), r.k->tensor(), r.v->tensor(),
-                                                      r.dout->tensor(), scale(c));
-      EXPECT_TRUE(close_to_reference(r.dq->values(), want.dq, kF32));
-      EXPECT_TRUE(close_to_reference(r.dk->values(), want.dk, kF32));
-      EXPECT_TRUE(close_to_reference(r.dv->values(), want.dv, kF32));
-      for (const auto* b : {r.dq.get(), r.dk.get(), r.dv.get()}) EXPECT_TRUE(b->guards_intact());
-      for (const auto* b : {r.q.get(), r.k.get(), r.v.get(), r.out.get(), r.dout.get()})
-        EXPECT_TRUE(b->unchanged_since_snapshot());
+      expect_matches_reference(c);
     }
   }
 }
@@ -676,14 +680,7 @@ TEST_P(BackwardAttention, MatchesReferenceOnOddLengthsGroupsAndHeadSizes) {
   for (const AttentionCase& c : cases) {
     SCOPED_TRACE("head_dim=" + std::to_string(c.head_dim) + " heads=" + std::to_string(c.heads) + "/" +
                  std::to_string(c.kv_heads) + " n=" + std::to_string(c.n));
-    const AttentionRun r = prepare(c);
-    backward(r, c);
-    const auto want = reference::attention_backward(r.q->tensor(), r.k->tensor(), r.v->tensor(),
-                                                    r.dout->tensor(), scale(c));
-    EXPECT_TRUE(close_to_reference(r.dq->values(), want.dq, kF32));
-    EXPECT_TRUE(close_to_reference(r.dk->values(), want.dk, kF32));
-    EXPECT_TRUE(close_to_reference(r.dv->values(), want.dv, kF32));
-    for (const auto* b : {r.dq.get(), r.dk.get(), r.dv.get()}) EXPECT_TRUE(b->guards_intact());
+    expect_matches_reference(c);
   }
 }
 

@@ -93,8 +93,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(FlashAttentionB
                   key_tiles = flash_key_tiles(last, kFlashKeysPerTile);
     const int64_t my_position = item_position(tile, m, group);
     int64_t positions[kRowsPerThread];
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) positions[i] = item_position(tile, tile_row(i), group);
+    row_positions(tile, group, positions);
 
     __syncthreads();  // the previous block's readers are done with Q and dO
     load_items(a.q, tile, a.heads, group, kv, hd, false, s.stride, s.q);

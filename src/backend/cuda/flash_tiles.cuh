@@ -36,6 +36,13 @@ __device__ inline int64_t item_position(const FlashTile& tile, int64_t m, int64_
   return m < tile.items ? flash_item(tile, m, group, 0).position : -1;
 }
 
+// The positions of the thread's rows tile_row(i).
+__device__ inline void row_positions(const FlashTile& tile, int64_t group,
+                                     int64_t (&positions)[kRowsPerThread]) {
+#pragma unroll
+  for (int i = 0; i < kRowsPerThread; ++i) positions[i] = item_position(tile, tile_row(i), group);
+}
+
 // dst rows m < kFlashItemsPerTile: the tile's item vectors of x [.., heads, head_dim] for kv
 // head `kv` (rounded by cache_operand when f16: the f16 rule), 0 past its items.
 __device__ inline void load_items(const float* x, const FlashTile& tile, int64_t heads, int64_t group,
