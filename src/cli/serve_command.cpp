@@ -119,6 +119,11 @@ void add_serve_command(CLI::App& app) {
                   "Speculative decoding: ngram[:N] guesses up to N (default 4) tokens per step from earlier "
                   "text (prompt lookup), draft:MODEL[:N] with a smaller model that has the same tokenizer; "
                   "the output stays what it would be without");
+  cmd->add_option("--speculative-rows", c.engine.speculative_rows,
+                  "Guesses join a step only while its decode rows, guesses included, stay within this many "
+                  "(a step costs about the same up to a few rows: 4 on the CPU; raise it on a GPU)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-n", c.limits.max_n, "Largest n (choices per prompt)")->capture_default_str();
   cmd->add_flag("--clamp-max-tokens", c.limits.clamp_max_tokens,
                 "Cut a max_tokens larger than the context leaves to what it leaves (default: answer 400, as "

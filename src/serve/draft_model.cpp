@@ -55,7 +55,8 @@ bool DraftModel::claim_blocks(const Sequence& s, int64_t tokens) {
   return true;
 }
 
-void DraftModel::propose(std::span<Sequence* const> decoding, int64_t max_tokens, BlockManager& blocks) {
+void DraftModel::propose(std::span<Sequence* const> decoding, int64_t max_tokens, int64_t total,
+                         BlockManager& blocks) {
   // First step: every sequence's catch-up through its last token, a guess from the last row.
   std::fill(claimed_.begin(), claimed_.end(), false);
   slices_.clear();
@@ -69,7 +70,7 @@ void DraftModel::propose(std::span<Sequence* const> decoding, int64_t max_tokens
     if (budget == 0) continue;
     // The last token (position computed) and the guesses after it need blocks of their own;
     // without them, the catch-up stops before the last token and nothing is guessed.
-    int64_t want = std::min(max_tokens, s->room() - 1);
+    int64_t want = std::min({max_tokens, s->room() - 1, total});
     const bool room = blocks.reserve(s->table, s->computed + std::max<int64_t>(want, 1));
     if (!room) want = 0;
     const int64_t behind = s->computed + (room ? 1 : 0) - s->draft_computed;
@@ -86,6 +87,7 @@ void DraftModel::propose(std::span<Sequence* const> decoding, int64_t max_tokens
     if (guesses) {
       guessing_.push_back(s);
       wanted_.push_back(want);
+      total -= want;
     }
   }
   if (slices_.empty()) return;

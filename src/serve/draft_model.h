@@ -38,10 +38,11 @@ class DraftModel {
              int64_t block_size, int64_t max_tokens, int64_t max_slices, int64_t context);
 
   // Sets the draft of each sequence of `decoding` (each has pending() == 1) to up to
-  // `max_tokens` greedy guesses, fewer where it may generate fewer tokens (room() - 1) or its
-  // KV blocks for them cannot be reserved in `blocks`; none while its catch-up does not fit
-  // in one step (it goes on in the next).
-  void propose(std::span<Sequence* const> decoding, int64_t max_tokens, BlockManager& blocks);
+  // `max_tokens` greedy guesses, `total` at most for all of them (the first sequences first),
+  // fewer where it may generate fewer tokens (room() - 1) or its KV blocks for them cannot be
+  // reserved in `blocks`; none while its catch-up does not fit in one step (it goes on in
+  // the next).
+  void propose(std::span<Sequence* const> decoding, int64_t max_tokens, int64_t total, BlockManager& blocks);
 
   uint64_t pool_bytes() const { return runner_.pool_bytes(); }
 

@@ -246,8 +246,9 @@ void Engine::State::end_requests_from_outside() {
   for (const auto& [sequence, reason] : ended) finish(sequence, sequence->end(reason));
 }
 
-// Speculative decoding: a draft for every decoding sequence, no longer than the tokens it
-// may still generate less the one its own row gives (the scheduler may shorten it).
+// Speculative decoding: drafts for the decoding sequences, oldest first, while the step's
+// decode rows stay within speculative_rows; each no longer than the tokens its sequence may
+// still generate less the one its own row gives (the scheduler may shorten it).
 void Engine::State::draft_decodes() {
   if (options.speculative.max_tokens < 1) return;
   decoding.clear();
@@ -255,14 +256,18 @@ void Engine::State::draft_decodes() {
     s->draft.clear();
     if (s->pending() == 1 && !s->request().embed) decoding.push_back(s.get());
   }
+  const int64_t spare = options.speculative_rows - static_cast<int64_t>(decoding.size());
+  if (spare <= 0) return;
   if (drafter) {
-    drafter->propose(decoding, options.speculative.max_tokens, blocks);
+    drafter->propose(decoding, options.speculative.max_tokens, spare, blocks);
     return;
   }
+  int64_t left = spare;
   for (Sequence* s : decoding) {
     NgramDraftOptions draft = options.speculative;
-    draft.max_tokens = std::min(draft.max_tokens, s->room() - 1);
+    draft.max_tokens = std::min({draft.max_tokens, s->room() - 1, left});
     s->draft = ngram_draft(s->tokens(), draft);
+    left -= static_cast<int64_t>(s->draft.size());
   }
 }
 

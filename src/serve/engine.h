@@ -52,6 +52,12 @@ struct EngineOptions {
   // memory; it must outlive the engine, and its KV pool comes on top of kv_cache_bytes).
   NgramDraftOptions speculative{.max_tokens = 0, .max_ngram = 3};
   const TextModel* draft_model = nullptr;
+  // Guesses are added to a step only while its decode rows, guesses included, stay within
+  // this many (oldest sequences first): a step's matmuls cost about the same up to a few
+  // rows and grow with them beyond (the CPU's matrix-vector kernels serve up to 4 rows; a
+  // GPU, dozens), so past that a guess that is not confirmed costs more than a confirmed one
+  // saves. With one stream and the default, three guesses a step.
+  int64_t speculative_rows = 4;
 };
 
 // The KV positions one sequence of `context` positions holds at most at once: its whole

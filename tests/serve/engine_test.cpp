@@ -341,10 +341,31 @@ std::vector<int32_t> repetitive_prompt(int64_t phrase, int64_t repeats, int32_t 
   return ids;
 }
 
+// Speculation with drafts for every decoding sequence (no row limit).
 EngineOptions speculative(int64_t draft_tokens) {
   EngineOptions options;
   options.speculative.max_tokens = draft_tokens;
+  options.speculative_rows = 1 << 20;
   return options;
+}
+
+// Guesses join a step only within speculative_rows decode rows: a stream alone gets rows - 1
+// a step; as many streams as rows get none.
+TEST_F(EngineTest, GuessesStayWithinTheStepsDecodeRows) {
+  load("gguf/llama_q4_1.gguf");
+  EngineOptions options = speculative(8);
+  options.speculative_rows = 4;
+  std::vector<EngineRequest> four;
+  for (uint32_t i = 0; i < 4; ++i) four.push_back(greedy(repetitive_prompt(5, 4, vocab(), 90 + i), 30));
+  {
+    Engine engine(model_, *backend_, options);
+    const EngineSnapshot s = run_all_expecting_solo_tokens(engine, {four[0]});
+    EXPECT_GT(s.draft_tokens, 0);
+    EXPECT_LE(s.draft_tokens, 3 * s.steps);
+  }
+  Engine engine(model_, *backend_, options);
+  const EngineSnapshot s = run_all_expecting_solo_tokens(engine, four);
+  EXPECT_EQ(s.draft_tokens, 0);
 }
 
 // Speculative decoding changes no token: greedy requests alone and together, with drafts cut
