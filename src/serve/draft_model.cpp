@@ -67,6 +67,7 @@ void DraftModel::propose(std::span<Sequence* const> decoding, int64_t max_tokens
   std::vector<Sequence*> ran_for;
   for (Sequence* s : decoding) {
     s->draft.clear();
+    s->draft_kv_ahead = 0;
     if (budget == 0) continue;
     // The last token (position computed) and the guesses after it need blocks of their own;
     // without them, the catch-up stops before the last token and nothing is guessed.
@@ -88,6 +89,7 @@ void DraftModel::propose(std::span<Sequence* const> decoding, int64_t max_tokens
       guessing_.push_back(s);
       wanted_.push_back(want);
       total -= want;
+      s->draft_kv_ahead = want - 1;  // the further steps run guesses 1 .. want - 1
     }
   }
   if (slices_.empty()) return;

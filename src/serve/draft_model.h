@@ -8,8 +8,9 @@
 // valid for positions [0, Sequence::draft_computed); it is caught up when the sequence
 // decodes: one draft step runs every decoding sequence's tokens from draft_computed through
 // its last one (the prompt, the first time) and guesses the first token from the last row,
-// then each further step runs the previous guess. Positions the guesses took are recomputed
-// on the next catch-up (their tokens may have changed). A block a prefix shares with another
+// then each further step runs the previous guess. The KV of a guess that step ran counts once
+// the guess is confirmed (Sequence::draft_kv_ahead, Scheduler::accept_draft); positions of
+// refused guesses are recomputed on the next catch-up. A block a prefix shares with another
 // sequence may get its draft KV rewritten for the same tokens (the same values), though not
 // twice in one step: a sequence whose catch-up would write a block another one's writes in
 // the same step waits for the next.

@@ -69,6 +69,7 @@ void Scheduler::preempt_newest(std::vector<ScheduledSlice>& slices, int64_t& bud
   victim->computed = 0;
   victim->draft.clear();
   victim->draft_computed = 0;
+  victim->draft_kv_ahead = 0;
   waiting_.push_front(std::move(victim));
   ++preemptions_;
 }
@@ -102,6 +103,9 @@ void Scheduler::complete(const std::vector<ScheduledSlice>& slices) {
 
 void Scheduler::accept_draft(Sequence& sequence, int64_t accepted) {
   sequence.draft.clear();
+  // A draft model's KV of the confirmed guesses it ran holds their tokens now.
+  sequence.draft_computed += std::min(accepted, sequence.draft_kv_ahead);
+  sequence.draft_kv_ahead = 0;
   mark_computed(sequence, accepted);
 }
 

@@ -65,7 +65,8 @@ class Scheduler {
   // the full blocks to the prefix cache, and releases those out of every later query's sight.
   void complete(const std::vector<ScheduledSlice>& slices);
   // After a drafted decode was sampled: the first `accepted` draft tokens were confirmed (and
-  // appended to the sequence); their KV counts as computed. Clears the draft.
+  // appended to the sequence); their KV counts as computed, and so does a draft model's KV of
+  // those it ran (Sequence::draft_kv_ahead). Clears the draft.
   void accept_draft(Sequence& sequence, int64_t accepted);
 
   // Removes a finished (or cancelled) sequence, running or waiting, releasing its blocks.

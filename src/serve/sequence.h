@@ -45,6 +45,7 @@ class Sequence {
   // each logits row checks the next guess (serve/engine.h).
   std::vector<int32_t> draft;
   int64_t draft_computed = 0;  // a draft model's KV covers tokens [0, draft_computed) (serve/draft_model.h)
+  int64_t draft_kv_ahead = 0;  // and the first this many guesses, at their positions
   int64_t cached_prompt_tokens = 0;  // from the prefix cache, at first admission
   bool admitted_before = false;      // preempted sequences keep their first admission's figures
 
