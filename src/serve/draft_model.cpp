@@ -36,9 +36,8 @@ DraftModel::DraftModel(const TextModel& draft, const TextModel& target, Backend&
   if (ours.vocab_size() != theirs.vocab_size() || draft.eos_token_ids != target.eos_token_ids ||
       ours.encode(kTokenizerProbe) != theirs.encode(kTokenizerProbe))
     fail(
-        "the draft model {} does not share the model's tokenizer ({} tokens against {}): its guesses would "
-        "be "
-        "other tokens",
+        "the draft model {} does not share the served model's tokenizer ({} tokens against {}): its "
+        "guesses would be other tokens",
         draft.model->path.string(), ours.vocab_size(), theirs.vocab_size());
   if (draft.model->config.context_length() < context)
     fail("the draft model {} has a context of {} tokens, shorter than the served {}",
@@ -60,11 +59,10 @@ void DraftModel::propose(std::span<Sequence* const> decoding, int64_t max_tokens
   // First step: every sequence's catch-up through its last token, a guess from the last row.
   std::fill(claimed_.begin(), claimed_.end(), false);
   slices_.clear();
+  caught_up_.clear();
   guessing_.clear();
   wanted_.clear();
   int64_t budget = max_tokens_;
-  std::vector<int64_t> ran;  // tokens of each slice
-  std::vector<Sequence*> ran_for;
   for (Sequence* s : decoding) {
     s->draft.clear();
     s->draft_kv_ahead = 0;
@@ -82,8 +80,7 @@ void DraftModel::propose(std::span<Sequence* const> decoding, int64_t max_tokens
     slices_.push_back(
         {std::span(s->tokens()).subspan(static_cast<size_t>(s->draft_computed), static_cast<size_t>(tokens)),
          s->draft_computed, s->table.blocks, guesses ? 1 : 0});
-    ran.push_back(tokens);
-    ran_for.push_back(s);
+    caught_up_.emplace_back(s, tokens);
     budget -= tokens;
     if (guesses) {
       guessing_.push_back(s);
@@ -94,24 +91,28 @@ void DraftModel::propose(std::span<Sequence* const> decoding, int64_t max_tokens
   }
   if (slices_.empty()) return;
   Tensor logits = runner_.forward(slices_);
-  for (size_t i = 0; i < ran.size(); ++i) ran_for[i]->draft_computed += ran[i];
+  for (const auto& [s, tokens] : caught_up_) s->draft_computed += tokens;
   for (size_t i = 0; i < guessing_.size(); ++i)
     guessing_[i]->draft.push_back(greedy_token(logits, static_cast<int64_t>(i), vocab_limit_));
 
   // Each further step runs the previous guess, at the position after the last one.
+  // Sequences that want fewer guesses drop out; guessing_ keeps the rest, in order.
   for (int64_t j = 1;; ++j) {
     slices_.clear();
-    std::vector<Sequence*> active;
+    size_t kept = 0;
     for (size_t i = 0; i < guessing_.size(); ++i) {
-      Sequence* s = guessing_[i];
       if (wanted_[i] <= j) continue;
+      Sequence* s = guessing_[i];
       slices_.push_back({std::span(&s->draft.back(), 1), s->computed + j, s->table.blocks, 1});
-      active.push_back(s);
+      guessing_[kept] = s;
+      wanted_[kept++] = wanted_[i];
     }
+    guessing_.resize(kept);
+    wanted_.resize(kept);
     if (slices_.empty()) return;
     logits = runner_.forward(slices_);
-    for (size_t i = 0; i < active.size(); ++i)
-      active[i]->draft.push_back(greedy_token(logits, static_cast<int64_t>(i), vocab_limit_));
+    for (size_t i = 0; i < guessing_.size(); ++i)
+      guessing_[i]->draft.push_back(greedy_token(logits, static_cast<int64_t>(i), vocab_limit_));
   }
 }
 

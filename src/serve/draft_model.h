@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -52,6 +53,7 @@ class DraftModel {
   int64_t max_tokens_;   // per draft step
   PagedTransformer runner_;
   std::vector<PagedTransformer::Slice> slices_;
+  std::vector<std::pair<Sequence*, int64_t>> caught_up_;  // tokens each slice runs
   std::vector<Sequence*> guessing_;
   std::vector<int64_t> wanted_;  // guesses per sequence of guessing_
   std::vector<bool> claimed_;    // by block id: written by this step's catch-ups
