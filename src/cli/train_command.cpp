@@ -137,7 +137,7 @@ void train_rank(TrainFlags& f, Communicator& comm) {
     fmt::print("peak for MFU: {:.1f} GFLOP/s ({}-weight {}^3 GEMM, {} backend)\n", o.peak_flops / 1e9,
                dtype_name(calibration.gemm_weights), calibration.gemm_size, backend->name());
   TrainObserver observer;
-  observer.on_info = [](const std::string& line) { fmt::print("{}\n", line); };
+  observer.on_info = [](std::string_view line) { fmt::print("{}\n", line); };
   observer.on_step = [&o, ranks = comm.world_size()](const StepReport& r) {
     fmt::print(
         "step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f}{}{} | {:.0f} tok/s{} | {} elapsed, ETA "

@@ -32,11 +32,10 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/log_fn.h"
 #include "formats/gguf_writer.h"
 
 namespace tokenmill {
-
-using LogFn = std::function<void(std::string_view line)>;
 
 // "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "f16", "bf16", "f32", and
 // "mxfp4_moe" (DType::MXFP4: llama.cpp's MXFP4_MOE mix, see below).

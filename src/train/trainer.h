@@ -61,6 +61,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "core/log_fn.h"
 #include "dist/communicator.h"
 #include "model/lora.h"
 #include "model/model.h"
@@ -130,7 +131,7 @@ struct TrainSummary {
 };
 
 struct TrainObserver {
-  std::function<void(const std::string&)> on_info;
+  LogFn on_info;  // the run's description and notes
   std::function<void(const StepReport&)> on_step;
   std::function<void(const EvalReport&)> on_eval;
   // Generates a sample from the model being trained (the caller owns generation, which

@@ -149,7 +149,7 @@ TEST(CheckpointResume, PassesOverDamagedNewestCheckpointsToTheNewestThatVerifies
   options.resume = true;
   std::vector<std::string> lines;
   TrainObserver observer;
-  observer.on_info = [&](const std::string& line) { lines.push_back(line); };
+  observer.on_info = [&](std::string_view line) { lines.emplace_back(line); };
   EXPECT_EQ(train(options, *backend, observer).first_step, 3);
   const auto has = [&](const std::vector<std::string>& parts) {
     for (const auto& line : lines) {

@@ -196,7 +196,10 @@ TEST_F(PrecisionRun, AResumeInAnotherPrecisionSaysSo) {
   int64_t stop_at = 3;
   std::string said;
   TrainObserver observer;
-  observer.on_info = [&](const std::string& line) { said += line + "\n"; };
+  observer.on_info = [&](std::string_view line) {
+    said += line;
+    said += "\n";
+  };
   observer.on_step = [&](const StepReport& r) { stop = r.step == stop_at; };
   train(options_, *backend_, observer, &stop);
   options_.resume = true;
