@@ -16,6 +16,7 @@
 #include "model/arch/gemma_gguf.h"
 #include "model/fused_experts.h"
 #include "model/model_config.h"
+#include "model/rope.h"
 #include "quant/quant_formats.h"
 #include "tokenizer/tokenizer_json.h"
 
@@ -129,12 +130,6 @@ std::optional<Mapping> map_tensor(const std::string& hf, const ModelConfig& c, c
   fail("tensor {}: not a tensor of a {} model that tokenmill knows how to convert", hf, c.architecture);
 }
 
-// Row `r` of a head-permuted matrix comes from this HF row (convert_hf_to_gguf.py `permute`).
-int64_t permuted_row(int64_t r, int64_t head_rows) {
-  const int64_t head = r / head_rows, within = r % head_rows;
-  return head * head_rows + (within % 2) * (head_rows / 2) + within / 2;
-}
-
 SourceTensor source_tensor(const StoredTensor& stored, const Mapping& m) {
   const SafetensorsEntry& e = *stored.entry;
   if (!e.dtype)
@@ -183,11 +178,11 @@ SourceTensor source_tensor(const StoredTensor& stored, const Mapping& m) {
     if (e.shape.size() == 1) {  // a bias: one row of `rows` values
       t.read_row = [=](int64_t, float* out) {
         for (int64_t j = 0; j < rows; ++j)
-          out[j] = load_as_f32(data, dtype, static_cast<size_t>(permuted_row(j, head_rows)));
+          out[j] = load_as_f32(data, dtype, static_cast<size_t>(interleaved_source_row(j, head_rows)));
       };
     } else {
       t.read_row = [=](int64_t row, float* out) {
-        const int64_t src = permuted_row(row, head_rows);
+        const int64_t src = interleaved_source_row(row, head_rows);
         for (int64_t j = 0; j < cols; ++j)
           out[j] = load_as_f32(data, dtype, static_cast<size_t>(src * cols + j));
       };

@@ -45,4 +45,13 @@ struct RopeFrequencies {
 RopeFrequencies model_rope_frequencies(const ModelConfig& config, const ModelWeights& weights,
                                        int64_t context);
 
+// RopeLayout::Interleaved models (GGUF llama files) hold q and k with each head's rows
+// permuted from Hugging Face's rotate_half order (convert_hf_to_gguf.py `permute`), so that
+// adjacent rows rotate together: row `r` of such a matrix is this row of the Hugging Face one
+// (head_rows: a head's rows, its head_dim).
+inline int64_t interleaved_source_row(int64_t r, int64_t head_rows) {
+  const int64_t head = r / head_rows, within = r % head_rows;
+  return head * head_rows + (within % 2) * (head_rows / 2) + within / 2;
+}
+
 }  // namespace tokenmill

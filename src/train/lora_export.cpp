@@ -11,6 +11,7 @@
 #include "formats/safetensors_writer.h"
 #include "model/arch/architecture.h"
 #include "model/hf_export.h"
+#include "model/lora_modules.h"
 
 namespace tokenmill {
 
@@ -22,49 +23,27 @@ struct Module {
   Tensor a, b;
 };
 
-// The module of a (non-fused) LoRA target in the family's layout.
-ModuleName target_module(const TensorLayout& layout, LoraTarget t) {
-  switch (t) {
-    case LoraTarget::Q: return layout.q;
-    case LoraTarget::K: return layout.k;
-    case LoraTarget::V: return layout.v;
-    case LoraTarget::O: return layout.o;
-    case LoraTarget::Gate: return layout.gate;
-    case LoraTarget::Up: return layout.up;
-    case LoraTarget::Down: break;
+// The module of layer `l` that feeds exactly `parts` (one target, or GPT-2's fused c_attn).
+const LoraModule& module_feeding(const std::vector<LoraModule>& modules, std::vector<LoraTarget> parts) {
+  for (const LoraModule& m : modules) {
+    std::vector<LoraTarget> fed;
+    for (const LoraModule::Part& p : m.parts) fed.push_back(p.target);
+    if (fed == parts) return m;
   }
-  return layout.down;
-}
-
-// A module's full Hugging Face name in layer `l`, and its target_modules entry: the last
-// dotted part ("q_proj", "c_fc"), or the name within the layer where that part is not unique
-// (GPT-2's "attn.c_proj" and "mlp.c_proj"). A model whose layers sit elsewhere in
-// transformers' module tree than its tensors (`module_layer`, a multimodal checkpoint's
-// language model): named there, its entry the name within the layer.
-std::pair<std::string, std::string> module_names(const TensorLayout& layout, std::string_view module_layer,
-                                                 int64_t l, ModuleName module) {
-  if (!module_layer.empty())
-    return {fmt::format(fmt::runtime(module_layer), l) + std::string(module.hf), std::string(module.hf)};
-  const auto last_part = [](std::string_view name) { return name.substr(name.rfind('.') + 1); };
-  const std::string_view last = last_part(module.hf);
-  int sharing = 0;
-  for (const TensorLayout::LayerModule& m : layout.layer_modules())
-    if (m.name.present() && last_part(m.name.hf) == last) ++sharing;
-  return {std::string(layout.hf_prefix) + layer_module_name(layout, WeightFormat::HuggingFace, l, module),
-          std::string(sharing > 1 ? module.hf : last)};
+  fail("export: the model has no module adapting {}", lora_target_name(parts.front()));
 }
 
 std::vector<Module> llama_modules(const ModelConfig& config, const LoraConfig& lora,
                                   const LoraWeights& adapter) {
-  const TensorLayout& layout = tensor_layout(config);
-  const std::string_view module_layer = architecture_of(config).exported_as.module_layer;
   std::vector<Module> modules;
-  for (int64_t l = 0; l < config.num_hidden_layers; ++l)
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    const std::vector<LoraModule> in_layer = lora_modules(config, l);
     for (const LoraTarget t : lora.targets) {
       const LoraLinear& ad = adapter.at(l, t);
-      auto [name, target] = module_names(layout, module_layer, l, target_module(layout, t));
-      modules.push_back({std::move(name), std::move(target), ad.a, ad.b});
+      const LoraModule& m = module_feeding(in_layer, {t});
+      modules.push_back({m.name, m.target, ad.a, ad.b});
     }
+  }
   return modules;
 }
 
@@ -99,9 +78,9 @@ std::vector<Module> gpt2_modules(const ModelConfig& config, const LoraConfig& lo
     if (lora.targets_layer(t)) qkv.push_back(t);
   fused_parts = static_cast<int64_t>(qkv.size());
   const int64_t r = lora.rank, hidden = config.hidden_size, m = fused_parts;
-  const TensorLayout& layout = tensor_layout(config);
   std::vector<Module> modules;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    const std::vector<LoraModule> in_layer = lora_modules(config, l);
     if (m > 0) {
       std::vector<float>& a = fused.emplace_back(static_cast<size_t>(m * r * hidden), 0.0f);
       std::vector<float>& b = fused.emplace_back(static_cast<size_t>(3 * hidden * m * r), 0.0f);
@@ -112,15 +91,15 @@ std::vector<Module> gpt2_modules(const ModelConfig& config, const LoraConfig& lo
         for (int64_t row = 0; row < hidden; ++row)
           std::copy_n(ad.b.as<const float>() + row * r, r, b.data() + (part * hidden + row) * m * r + j * r);
       }
-      auto [name, target] = module_names(layout, {}, l, layout.qkv);
-      modules.push_back({std::move(name), std::move(target), Tensor(a.data(), DType::F32, {m * r, hidden}),
+      const LoraModule& c_attn = module_feeding(in_layer, {LoraTarget::Q, LoraTarget::K, LoraTarget::V});
+      modules.push_back({c_attn.name, c_attn.target, Tensor(a.data(), DType::F32, {m * r, hidden}),
                          Tensor(b.data(), DType::F32, {3 * hidden, m * r})});
     }
     for (const LoraTarget t : {LoraTarget::O, LoraTarget::Up, LoraTarget::Down}) {
       if (!lora.targets_layer(t)) continue;
       const LoraLinear& ad = adapter.at(l, t);
-      auto [name, target] = module_names(layout, {}, l, target_module(layout, t));
-      modules.push_back({std::move(name), std::move(target), ad.a, ad.b});
+      const LoraModule& adapted = module_feeding(in_layer, {t});
+      modules.push_back({adapted.name, adapted.target, ad.a, ad.b});
     }
   }
   return modules;
