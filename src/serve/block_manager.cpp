@@ -10,7 +10,6 @@ namespace {
 
 constexpr uint64_t kChainSeed = 0x243f6a8885a308d3ull;  // h_0: the first 64 bits of pi's fraction
 constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;     // 2^64 / golden ratio, splitmix64's step
-constexpr uint64_t kRootChain = 0;                      // Block::parent of a chain's first block
 constexpr uint64_t kBrokenChain = std::numeric_limits<uint64_t>::max();
 
 // splitmix64's finalizer (Steele, Lea and Flood 2014): a bijection of 64 bits in which every
@@ -22,6 +21,14 @@ uint64_t mix64(uint64_t x) {
   x *= 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
+
+// h_0 of prefix space `space` (space 0: kChainSeed).
+uint64_t chain_seed(uint32_t space) { return space == 0 ? kChainSeed : mix64(kChainSeed ^ space); }
+
+// Block::parent of a chain's first block in prefix space `space`: a value no registration's
+// serial reaches (they count up from 1), one per space, so that a chain's first block is
+// matched in its own space only, whatever the hashes.
+uint64_t root_chain(uint32_t space) { return kBrokenChain - 1 - space; }
 
 }  // namespace
 
@@ -66,11 +73,11 @@ int64_t BlockManager::match_prefix(std::span<const int32_t> tokens, BlockTable& 
   if (!table.blocks.empty())
     fail("KV cache: match_prefix needs an empty block table, this one holds {} blocks", table.blocks.size());
   table.committed_blocks = 0;
-  table.chain_hash = kChainSeed;
+  table.chain_hash = chain_seed(table.space);
   if (!prefix_caching_) return 0;
   const auto size = static_cast<int64_t>(tokens.size());
   const int64_t max_blocks = size == 0 ? 0 : (size - 1) / block_size_;
-  uint64_t parent = kRootChain;
+  uint64_t parent = root_chain(table.space);
   for (int64_t i = 0; i < max_blocks; ++i) {
     const auto block = tokens.subspan(static_cast<size_t>(i * block_size_), static_cast<size_t>(block_size_));
     const uint64_t h = hash_(table.chain_hash, block);
@@ -105,9 +112,10 @@ void BlockManager::commit(BlockTable& table, std::span<const int32_t> tokens, in
   if (!prefix_caching_) return;
   for (int64_t i = table.committed_blocks; i < computed / block_size_; ++i) {
     const auto block = tokens.subspan(static_cast<size_t>(i * block_size_), static_cast<size_t>(block_size_));
-    const uint64_t h = hash_(i == 0 ? kChainSeed : table.chain_hash, block);
+    const uint64_t h = hash_(i == 0 ? chain_seed(table.space) : table.chain_hash, block);
     const uint64_t parent =
-        i == 0 ? kRootChain : blocks_[static_cast<size_t>(table.blocks[static_cast<size_t>(i - 1)])].chain;
+        i == 0 ? root_chain(table.space)
+               : blocks_[static_cast<size_t>(table.blocks[static_cast<size_t>(i - 1)])].chain;
     const int32_t id = table.blocks[static_cast<size_t>(i)];
     Block& b = blocks_[static_cast<size_t>(id)];
     b.chain = kBrokenChain;
@@ -146,7 +154,9 @@ void BlockManager::release(BlockTable& table) {
   // first; evicting the start first would leave the rest cached but unreachable.
   const auto held = table.blocks.begin() + static_cast<std::ptrdiff_t>(table.released_blocks);
   for (auto it = table.blocks.end(); it != held;) drop_reference(*--it);
+  const uint32_t space = table.space;
   table = BlockTable{};
+  table.space = space;
 }
 
 void BlockManager::release_before(BlockTable& table, int64_t position) {

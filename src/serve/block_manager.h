@@ -13,7 +13,9 @@
 // those blocks instead of recomputing them (match_prefix). A block's tokens, and which cached
 // block precedes it, are compared too, so a hash collision can never hand a sequence another
 // prompt's keys. Only full blocks are shared, so a shared block is never written again (no
-// copy-on-write needed).
+// copy-on-write needed). Where the keys depend on more than the tokens (the LoRA adapter
+// that computed them), each kind of sequence keeps to its own prefix space
+// (BlockTable::space): blocks are shared within a space only.
 //
 // Sliding windows: when every layer of a model attends to at most its last `window`
 // positions, a running sequence's blocks that no later query can see are released
@@ -35,6 +37,7 @@ struct BlockTable {
   int64_t released_blocks = 0;   // leading entries released by release_before (null_block())
   int64_t committed_blocks = 0;  // leading blocks already registered in the prefix cache
   uint64_t chain_hash = 0;       // hash chain value at the end of the committed blocks
+  uint32_t space = 0;            // prefix space (set before match_prefix; release keeps it)
 };
 
 // One step of the hash chain: mixes the chain value before a block with the block's tokens,
@@ -95,7 +98,7 @@ class BlockManager {
     int32_t lru_prev = -1, lru_next = -1;  // neighbours in the evictable list
     uint64_t serial = 0;                   // registration number (never reused), 0 if unregistered
     uint64_t hash = 0;                     // key in cached_ while registered
-    uint64_t parent = 0;                   // serial of the registration before it, 0 at a chain's start
+    uint64_t parent = 0;  // serial of the registration before it; at a chain's start its space's root
     // For a committed block: the registration that holds the chain ending here (its own, or
     // an identical block's when it stayed private), kBrokenChain when none does.
     uint64_t chain = 0;

@@ -2,8 +2,9 @@
 // prefix cache (hits after release and while shared, the last prompt token always left to
 // compute, partial blocks never shared, idempotent commit, the hit counters), eviction
 // order (least recently released, a chain's tail before its head), forced hash collisions
-// that must never match, prefix caching off, sliding windows' releases before a position,
-// and argument errors.
+// that must never match, prefix spaces that never share, prefix caching off, sliding windows' releases before
+// a position, and argument errors.
+#include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <span>
@@ -25,9 +26,15 @@ std::vector<int32_t> iota_tokens(int32_t n, int32_t first = 100) {
   return v;
 }
 
-// A sequence that looks its prompt up, reserves it and computes all of it.
-BlockTable run_prompt(BlockManager& bm, const std::vector<int32_t>& prompt) {
+BlockTable in_space(uint32_t space) {
   BlockTable t;
+  t.space = space;
+  return t;
+}
+
+// A sequence that looks its prompt up, reserves it and computes all of it.
+BlockTable run_prompt(BlockManager& bm, const std::vector<int32_t>& prompt, uint32_t space = 0) {
+  BlockTable t = in_space(space);
   bm.match_prefix(prompt, t);
   EXPECT_TRUE(bm.reserve(t, static_cast<int64_t>(prompt.size())));
   bm.commit(t, prompt, static_cast<int64_t>(prompt.size()));
@@ -330,6 +337,27 @@ TEST(BlockManager, AnEqualBlockAfterADifferentPrefixNeverMatches) {
   bm.release(c);  // {7, 7} after {2, 2} stayed private: the hash was taken
   BlockTable d;
   EXPECT_EQ(bm.match_prefix(r, d), 2);
+}
+
+TEST(BlockManager, PrefixSpacesShareNothingEvenWhenEveryHashCollides) {
+  for (const BlockHash hash : {hash_block_tokens, constant_hash}) {
+    BlockManager bm(8, 2, true, hash);
+    const std::vector<int32_t> prompt{1, 2, 3, 4, 0};
+    BlockTable base = run_prompt(bm, prompt);
+    BlockTable other = run_prompt(bm, prompt, 7);  // same tokens, another adapter's keys
+    EXPECT_EQ(other.committed_blocks, 2);
+    for (const int32_t id : other.blocks) EXPECT_EQ(std::ranges::count(base.blocks, id), 0);
+    BlockTable again = in_space(7);  // its own space still hits, while running and after release
+    EXPECT_EQ(bm.match_prefix(prompt, again), hash == constant_hash ? 0 : 4);
+    bm.release(again);
+    EXPECT_EQ(again.space, 7u);
+    bm.release(other);
+    bm.release(base);
+    BlockTable third = in_space(3);
+    EXPECT_EQ(bm.match_prefix(prompt, third), 0);
+    BlockTable in_base;  // with one hash for all, only its first block could be registered
+    EXPECT_EQ(bm.match_prefix(prompt, in_base), hash == constant_hash ? 2 : 4);
+  }
 }
 
 TEST(BlockManager, WithoutPrefixCachingNothingIsShared) {
