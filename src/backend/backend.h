@@ -123,6 +123,24 @@ class Backend {
   };
   virtual void matmul_many(std::span<const MatmulProduct> products);
 
+  // The low-rank adapter terms of several adapters over one batch (multi-LoRA serving: each
+  // request's rows carry their own adapter; Punica's segmented "shrink, then expand"): for each
+  // segment s and each row r in [s.first_row, s.first_row + s.rows),
+  //   y[r, :] += (x[r, :] . s.a^T) . s.b^T
+  // x [n, k] f32; y [n, m] f32, overlapping no x, a or b; s.a [rank, k] f32 and s.b [m, rank] f32
+  // (an adapter's alpha / rank scale is folded into b by its owner), 1 <= rank <= kMaxLoraRank,
+  // each segment its own rank. Segments are in ascending row order, do not overlap, lie within
+  // [0, n) and have rows >= 1; rows no segment covers keep their y. The rank-long intermediate
+  // x . a^T is an f32 sum. Every segment is checked before any row is written (Error otherwise);
+  // no segments at all is a valid call that writes nothing.
+  static constexpr int64_t kMaxLoraRank = 1024;
+  struct LoraSegment {
+    int64_t first_row = 0, rows = 0;
+    const Tensor* a = nullptr;
+    const Tensor* b = nullptr;
+  };
+  virtual void add_lora(const Tensor& x, std::span<const LoraSegment> segments, const Tensor& y) = 0;
+
   // Per row of x [n, d]: y = x / sqrt(mean(x^2) + eps) * weight[d].
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) = 0;
 

@@ -28,6 +28,20 @@ TEST(ReferenceOps, MatmulIsXTimesWTransposedPlusBias) {
   EXPECT_EQ(yb, (std::vector<double>{8, 25.5, 8, 36}));
 }
 
+TEST(ReferenceOps, AddLoraAddsEachSegmentsShrinkThenExpand) {
+  std::vector<float> x = {1, 2, 5, 6, 7, 8};     // [3, 2]
+  std::vector<float> y = {0.5f, 1, 2, 3, 4, 5};  // [3, 2]
+  std::vector<float> a1 = {1, 2}, b1 = {3, 4};   // rank 1: t = 5 + 12 = 17
+  std::vector<float> a2 = {1, 0, 0, 1};          // rank 2: t = x itself
+  std::vector<float> b2 = {1, 1, 0, 2};
+  const Tensor ta1 = f32(a1, {1, 2}), tb1 = f32(b1, {2, 1}), ta2 = f32(a2, {2, 2}), tb2 = f32(b2, {2, 2});
+  const std::vector<Backend::LoraSegment> segments = {{.first_row = 1, .rows = 1, .a = &ta1, .b = &tb1},
+                                                      {.first_row = 2, .rows = 1, .a = &ta2, .b = &tb2}};
+  // Row 0 is covered by no segment; row 1 += 17 [3, 4]; row 2 += [7 + 8, 2 * 8].
+  EXPECT_EQ(reference::add_lora(f32(x, {3, 2}), segments, f32(y, {3, 2})),
+            (std::vector<double>{0.5, 1, 53, 71, 19, 21}));
+}
+
 TEST(ReferenceOps, EmbeddingReadsBf16Rows) {
   std::vector<uint16_t> table = {f32_to_bf16(1.5f), f32_to_bf16(-2.0f), f32_to_bf16(0.25f),
                                  f32_to_bf16(8.0f)};

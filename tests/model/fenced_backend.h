@@ -115,6 +115,9 @@ class FencedBackend final : public Backend {
   void matmul_many(std::span<const MatmulProduct> products) override {
     run([&] { inner_->matmul_many(products); });
   }
+  void add_lora(const Tensor& x, std::span<const LoraSegment> segments, const Tensor& y) override {
+    run([&] { inner_->add_lora(x, segments, y); });
+  }
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {
     run([&] { inner_->rms_norm(x, weight, eps, y); });
   }

@@ -1,6 +1,9 @@
 #include "backend/checks/linear_checks.h"
 
+#include <algorithm>
+
 #include "backend/checks/shape_checks.h"
+#include "core/checked_math.h"
 #include "core/error.h"
 
 namespace tokenmill::checks {
@@ -103,6 +106,61 @@ void check_matmul_shared(const Tensor& x, std::span<const Backend::MatmulTarget>
       if (other.bias != nullptr) expect_disjoint(op, "y", *t.y, "another target's bias", *other.bias);
     }
   }
+}
+
+LoraDims check_add_lora(const Tensor& x, std::span<const Backend::LoraSegment> segments, const Tensor& y) {
+  const char* op = "add_lora";
+  expect_f32(op, "x", x);
+  expect_f32(op, "y", y);
+  expect_rank(op, "x", x, 2);
+  expect_rank(op, "y", y, 2);
+  LoraDims dims{.n = x.dim(0), .k = x.dim(1), .m = y.dim(1)};
+  if (y.dim(0) != dims.n)
+    fail("{}: y is {} but x is {}: they must have one row per token", op, describe(y), describe(x));
+  expect_disjoint(op, "y", y, "x", x);
+  int64_t end_of_previous = 0;
+  const char* work = "add_lora's multiply-adds";  // sums of rows rank (k + m), checked for overflow
+  uint64_t multiply_adds = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const Backend::LoraSegment& s = segments[i];
+    if (s.a == nullptr || s.b == nullptr) fail("{}: segment {} has no a or no b", op, i);
+    if (s.rows < 1 || s.first_row < 0 || s.first_row > dims.n - s.rows)
+      fail(
+          "{}: segment {} covers {} rows from row {}; it needs at least one row, all inside the {} rows of x",
+          op, i, s.rows, s.first_row, dims.n);
+    if (s.first_row < end_of_previous)
+      fail(
+          "{}: segment {} starts at row {}, before the end of segment {} (row {}); segments must be in "
+          "ascending row order without overlap",
+          op, i, s.first_row, i - 1, end_of_previous);
+    end_of_previous = s.first_row + s.rows;
+    for (const Named& t : {Named("a", s.a), Named("b", s.b)}) {
+      if (t.tensor->dtype != DType::F32 || t.tensor->rank != 2)
+        fail("{}: segment {}'s {} must be an f32 matrix, got {}", op, i, t.name, describe(*t.tensor));
+      expect_data(op, t.name, *t.tensor);
+    }
+    const int64_t rank = s.a->dim(0);
+    if (rank < 1 || rank > Backend::kMaxLoraRank)
+      fail("{}: segment {}'s a is {}: its rank {} must be in [1, {}]", op, i, describe(*s.a), rank,
+           Backend::kMaxLoraRank);
+    if (s.a->dim(1) != dims.k)
+      fail("{}: segment {}'s a is {} but x is {}: a must be [rank, {}]", op, i, describe(*s.a), describe(x),
+           dims.k);
+    if (s.b->dim(0) != dims.m || s.b->dim(1) != rank)
+      fail("{}: segment {}'s b is {} but must be [{}, {}] (y's width, a's rank)", op, i, describe(*s.b),
+           dims.m, rank);
+    expect_disjoint(op, "y", y, "a", *s.a);
+    expect_disjoint(op, "y", y, "b", *s.b);
+    dims.covered_rows += s.rows;
+    dims.max_rank = std::max(dims.max_rank, rank);
+    const uint64_t per_row =
+        checked_mul(static_cast<uint64_t>(rank),
+                    checked_add(static_cast<uint64_t>(dims.k), static_cast<uint64_t>(dims.m), work), work);
+    multiply_adds =
+        checked_add(multiply_adds, checked_mul(per_row, static_cast<uint64_t>(s.rows), work), work);
+  }
+  dims.multiply_adds = checked_to_int64(multiply_adds, work);
+  return dims;
 }
 
 MatmulDims check_matmul_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx,

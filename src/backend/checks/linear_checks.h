@@ -42,6 +42,15 @@ void check_matmul_shared(const Tensor& x, std::span<const Backend::MatmulTarget>
 // another product's x, w, bias or y.
 void check_matmul_many(std::span<const Backend::MatmulProduct> products);
 
+// add_lora(x [n, k] f32, segments, y [n, m] f32): every segment's a [rank, k] and b [m, rank]
+// f32 with 1 <= rank <= Backend::kMaxLoraRank, rows >= 1, the segments in ascending row
+// order without overlap inside [0, n); y over no x, a or b. Returns the dimensions, the rows
+// the segments cover, their largest rank and their multiply-adds (sum of rows rank (k + m)).
+struct LoraDims {
+  int64_t n = 0, k = 0, m = 0, covered_rows = 0, max_rank = 0, multiply_adds = 0;
+};
+LoraDims check_add_lora(const Tensor& x, std::span<const Backend::LoraSegment> segments, const Tensor& y);
+
 // matmul_backward: w rank 2 and not quantized, x [n, k], dy [n, m], dx [n, k], dw [m, k],
 // db [m] all f32 (the optional outputs when not null), no output over an input or another
 // output.

@@ -17,6 +17,7 @@
 #include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/grain.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/lora_kernels.h"
 #include "backend/cpu/quant_kernels.h"
 #include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/scratch.h"
@@ -52,6 +53,7 @@ constexpr size_t kMaxSharedTargets = 3;
 thread_local std::array<Scratch, kMaxSharedTargets> tl_shared_biases;
 thread_local std::vector<cpu::MatmulArgs> tl_many_args;  // matmul_many's products
 thread_local std::vector<int64_t> tl_first_rows;         // gemv_pass's row offsets
+thread_local std::vector<cpu::LoraRows> tl_lora_rows;    // add_lora's segments
 
 // The caller's RoPE table: cos and sin of every token's angles, float, each times the
 // magnitude, [token][cos half, sin half], and the positions, frequencies and magnitude it was
@@ -212,6 +214,26 @@ class CpuBackend final : public Backend {
     } else {
       for (const MatmulProduct& p : products) matmul(*p.x, *p.w, p.bias, *p.y);
     }
+  }
+
+  void add_lora(const Tensor& x, std::span<const LoraSegment> segments, const Tensor& y) override {
+    const checks::LoraDims dims = checks::check_add_lora(x, segments, y);
+    std::vector<cpu::LoraRows>& rows = tl_lora_rows;
+    rows.clear();
+    for (const LoraSegment& s : segments)
+      rows.push_back({.first_row = s.first_row,
+                      .rows = s.rows,
+                      .rank = s.a->dim(0),
+                      .a = s.a->as<const float>(),
+                      .b = s.b->as<const float>()});
+    cpu::add_lora(kernels_, {.x = x.as<const float>(),
+                             .y = y.as<float>(),
+                             .k = dims.k,
+                             .m = dims.m,
+                             .covered_rows = dims.covered_rows,
+                             .max_rank = dims.max_rank,
+                             .multiply_adds = dims.multiply_adds,
+                             .segments = rows});
   }
 
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override {

@@ -2,7 +2,7 @@
 // its own file, with the same argument checks as the CPU backend (backend/checks/):
 //   cuda_backend.cpp        construction, the stream, device memory, host-to-device copies
 //   cuda_memory.cpp         the DeviceMemory that model/ allocates its tensors from
-//   cuda_linear_ops.cpp     embedding, matmul, convert and their backward (cuBLASLt: gemm_engine.h)
+//   cuda_linear_ops.cpp     embedding, matmul, add_lora, convert and their backward (cuBLASLt: gemm_engine.h)
 //   cuda_layer_ops.cpp      norms, activations, add, RoPE, softmax and their backward
 //   cuda_attention_ops.cpp  attention (contiguous and paged), store_kv, attention backward
 //   cuda_training_ops.cpp   cross-entropy, sum of squares, AdamW
@@ -59,6 +59,7 @@ class CudaBackend final : public Backend {
                     const Tensor& y) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) override;
   void matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets) override;
+  void add_lora(const Tensor& x, std::span<const LoraSegment> segments, const Tensor& y) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                   const Tensor& y) override;

@@ -1,10 +1,10 @@
-// CudaBackend's linear ops: embedding, matmul (and matmul_shared), convert and their backward.
-// Arguments are checked with the CPU backend's checks (backend/checks/linear_checks.h);
+// CudaBackend's linear ops: embedding, matmul (and matmul_shared), add_lora, convert and their
+// backward. Arguments are checked with the CPU backend's checks (backend/checks/linear_checks.h);
 // products go to cuBLASLt (gemm_engine.h), products and rows of ggml-quantized weights to
-// quant_kernels.cu, the rest to linear_kernels.cu. Over bf16/f16 weights the f32 activations
-// (x; dy for dx) are rounded to the weights' dtype first, as the tensor cores read both
-// operands in it (products exact, sums in f32); over quantized weights they are quantized to
-// the type's activation format (ggml's arithmetic).
+// quant_kernels.cu, LoRA adapters to lora_kernels.cu, the rest to linear_kernels.cu. Over
+// bf16/f16 weights the f32 activations (x; dy for dx) are rounded to the weights' dtype first, as
+// the tensor cores read both operands in it (products exact, sums in f32); over quantized weights
+// they are quantized to the type's activation format (ggml's arithmetic).
 #include <climits>
 #include <optional>
 #include <span>
@@ -16,6 +16,8 @@
 #include "backend/cuda/gemm_layout.h"
 #include "backend/cuda/linear_kernels.h"
 #include "backend/cuda/linear_plan.h"
+#include "backend/cuda/lora_kernels.h"
+#include "backend/cuda/lora_plan.h"
 #include "backend/cuda/quant_kernels.h"
 #include "core/error.h"
 #include "quant/quant_formats.h"
@@ -23,6 +25,8 @@
 namespace tokenmill::cuda {
 
 namespace {
+
+thread_local LoraTable tl_lora_table;  // add_lora's, reused
 
 // The operand format of x (or dy) in products with weights of `w_dtype`: the activation
 // format of a quantized type (Error for Q8_1 / Q8_K as weights), else the weights' dtype.
@@ -97,6 +101,23 @@ void CudaBackend::combine_rows(const Tensor& x, std::span<const int32_t> rows, s
   const DeviceBuffer device_scales = to_device(scales, "combine_rows scales");
   launch_combine_rows(x.as<const float>(), device_rows.as<const int32_t>(), device_scales.as<const float>(),
                       dims.n, dims.k, dims.d, y.as<float>(), stream_);
+}
+
+// All segments in two launches: the segment table goes up in one copy, the intermediates
+// live in a pool buffer.
+void CudaBackend::add_lora(const Tensor& x, std::span<const LoraSegment> segments, const Tensor& y) {
+  make_current();
+  const checks::LoraDims dims = checks::check_add_lora(x, segments, y);
+  if (dims.covered_rows == 0 || dims.m == 0) return;
+  LoraTable& table = tl_lora_table;
+  lora_table(segments, table);
+  const DeviceBuffer device_segments =
+      to_device(std::span<const LoraSegmentEntry>(table.segments), "add_lora segments");
+  const DeviceBuffer t =
+      pool().allocate(static_cast<size_t>(table.t_floats) * sizeof(float), "add_lora intermediates");
+  launch_add_lora(device_segments.as<const LoraSegmentEntry>(), static_cast<int64_t>(table.segments.size()),
+                  table.covered_rows, dims.max_rank, x.as<const float>(), dims.k, t.as<float>(),
+                  y.as<float>(), dims.m, stream_);
 }
 
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {

@@ -68,6 +68,30 @@ std::vector<double> matmul(const Tensor& x, const Tensor& w, const Tensor* bias)
   return y;
 }
 
+std::vector<double> add_lora(const Tensor& x, std::span<const Backend::LoraSegment> segments,
+                             const Tensor& y_before) {
+  const int64_t n = x.dim(0), k = x.dim(1), m = y_before.dim(1);
+  expect_numel("add_lora", y_before, n * m);
+  std::vector<double> y = map(y_before, [](double v) { return v; });
+  for (const Backend::LoraSegment& s : segments) {
+    const int64_t rank = s.a->dim(0);
+    expect_numel("add_lora", *s.a, rank * k);
+    expect_numel("add_lora", *s.b, m * rank);
+    if (s.first_row < 0 || s.rows < 0 || s.first_row + s.rows > n)
+      fail("reference add_lora: rows [{}, {}) outside [0, {})", s.first_row, s.first_row + s.rows, n);
+    for (int64_t r = s.first_row; r < s.first_row + s.rows; ++r) {
+      std::vector<double> t(static_cast<size_t>(rank), 0.0);  // x[r] . a^T
+      for (int64_t j = 0; j < rank; ++j)
+        for (int64_t i = 0; i < k; ++i)
+          t[static_cast<size_t>(j)] += element(x, r * k + i) * element(*s.a, j * k + i);
+      for (int64_t c = 0; c < m; ++c)
+        for (int64_t j = 0; j < rank; ++j)
+          y[static_cast<size_t>(r * m + c)] += element(*s.b, c * rank + j) * t[static_cast<size_t>(j)];
+    }
+  }
+  return y;
+}
+
 std::vector<double> rms_norm(const Tensor& x, const Tensor& weight, float eps) {
   const int64_t rows = x.rows(), d = x.cols();
   expect_numel("rms_norm", weight, d);

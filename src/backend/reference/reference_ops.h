@@ -24,6 +24,9 @@ std::vector<double> embedding(const Tensor& table, std::span<const int32_t> ids)
 std::vector<double> combine_rows(const Tensor& x, std::span<const int32_t> rows,
                                  std::span<const float> scales, int64_t n);
 std::vector<double> matmul(const Tensor& x, const Tensor& w, const Tensor* bias);
+// Backend::add_lora: y_before [n, m] plus, on each segment's rows, (x[r] . a^T) . b^T.
+std::vector<double> add_lora(const Tensor& x, std::span<const Backend::LoraSegment> segments,
+                             const Tensor& y_before);
 std::vector<double> rms_norm(const Tensor& x, const Tensor& weight, float eps);
 std::vector<double> layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);
 std::vector<double> gelu(const Tensor& x, GeluForm form);
