@@ -414,6 +414,134 @@ TEST_P(Conformance, MatmulRejectsMismatchedShapesAndAliasing) {
   EXPECT_GUARDS(y_wrong);
 }
 
+// ---------------------------------------------------------------- add_lora
+
+// One adapter's segment of an add_lora call, its a [rank, k] and b [m, rank] scaled so that
+// the adapter's term is about as large as y's prefilled values (a prefill the op dropped
+// would show).
+struct LoraCase {
+  int64_t first_row, rows, rank;
+};
+
+TEST_P(Conformance, AddLoraAddsEachSegmentsAdapterToItsRows) {
+  // Ranks 1 to the largest, row counts 1 to 33, two segments back to back, gaps between the
+  // others and uncovered rows at both ends (rows 0, 4-5, 39, 47-48 and 57 of 58).
+  const LoraCase cases[] = {{1, 2, 3}, {3, 1, 1}, {6, 33, 64}, {40, 7, 300}, {49, 7, 16}, {56, 1, 1024}};
+  const int64_t n = 58;
+  // k and m: a single element, and odd sizes past a warp, a vector and a block of threads.
+  for (const auto& [k, m] : {std::pair<int64_t, int64_t>{1, 200}, {47, 1}, {576, 33}}) {
+    SCOPED_TRACE("k=" + std::to_string(k) + " m=" + std::to_string(m));
+    auto x = input({n, k});
+    auto y = input({n, m});
+    std::vector<std::unique_ptr<GuardedBuffer>> adapters;
+    std::vector<Backend::LoraSegment> segments;
+    for (const LoraCase& c : cases) {
+      const float a_scale = 1.0f / std::sqrt(static_cast<float>(k)),
+                  b_scale = 1.0f / std::sqrt(static_cast<float>(c.rank));
+      adapters.push_back(input({c.rank, k}, 0.05f * a_scale, a_scale));
+      adapters.push_back(input({m, c.rank}, 0.05f * b_scale, b_scale));
+      segments.push_back({.first_row = c.first_row,
+                          .rows = c.rows,
+                          .a = adapters[adapters.size() - 2]->ptr(),
+                          .b = adapters.back()->ptr()});
+    }
+    std::vector<float> before = y->values();
+    const Tensor y_before(before.data(), DType::F32, {n, m});
+    const std::vector<double> want = reference::add_lora(x->tensor(), segments, y_before);
+    backend_->add_lora(x->tensor(), segments, y->tensor());
+    const std::vector<float> got = y->values();
+    EXPECT_TRUE(close_to_reference(got, want, kF32));
+    std::vector<bool> covered(static_cast<size_t>(n), false);
+    for (const LoraCase& c : cases) std::fill_n(covered.begin() + c.first_row, c.rows, true);
+    for (int64_t r = 0; r < n; ++r) {
+      if (covered[static_cast<size_t>(r)]) continue;
+      const auto row = [&](const std::vector<float>& v) {
+        return bits_of(std::vector<float>(v.begin() + r * m, v.begin() + (r + 1) * m));
+      };
+      EXPECT_EQ(row(got), row(before)) << "row " << r << " is in no segment but changed";
+    }
+    EXPECT_GUARDS(y);
+    EXPECT_UNCHANGED(x);
+    for (const auto& adapter : adapters) EXPECT_UNCHANGED(adapter);
+  }
+}
+
+TEST_P(Conformance, AddLoraWithoutSegmentsLeavesYAlone) {
+  auto x = input({5, 12});
+  auto y = input({5, 7});
+  backend_->add_lora(x->tensor(), {}, y->tensor());
+  EXPECT_UNCHANGED(y);
+  EXPECT_GUARDS(y);
+}
+
+TEST_P(Conformance, AddLoraRejectsBadSegmentsBeforeWritingAnyRow) {
+  const int64_t n = 6, k = 8, m = 5;
+  auto x = input({n, k});
+  auto y = input({n, m});
+  auto a = input({4, k});
+  auto b = input({m, 4});
+  const Backend::LoraSegment ok{.first_row = 0, .rows = 1, .a = a->ptr(), .b = b->ptr()};
+  // Each bad segment comes after a good one: a backend that wrote segment by segment would
+  // have written row 0.
+  const auto expect_refused = [&](const Backend::LoraSegment& bad, const std::string& what) {
+    const Backend::LoraSegment segments[] = {ok, bad};
+    EXPECT_THROW(backend_->add_lora(x->tensor(), segments, y->tensor()), Error) << what;
+    EXPECT_UNCHANGED(y) << what;
+  };
+  const auto segment = [&](int64_t first_row, int64_t rows, const GuardedBuffer& sa,
+                           const GuardedBuffer& sb) {
+    return Backend::LoraSegment{.first_row = first_row, .rows = rows, .a = sa.ptr(), .b = sb.ptr()};
+  };
+  expect_refused(segment(0, 2, *a, *b), "overlaps the first segment");
+  expect_refused(segment(5, 2, *a, *b), "runs past the last row");
+  expect_refused(segment(6, 1, *a, *b), "starts past the last row");
+  expect_refused(segment(-1, 2, *a, *b), "starts before row 0");
+  expect_refused(segment(2, 0, *a, *b), "has no rows");
+  expect_refused({.first_row = 2, .rows = 1, .a = a->ptr(), .b = nullptr}, "has no b");
+  {
+    const Backend::LoraSegment unordered[] = {segment(3, 2, *a, *b), ok};
+    EXPECT_THROW(backend_->add_lora(x->tensor(), unordered, y->tensor()), Error);
+    EXPECT_UNCHANGED(y);
+  }
+  auto a_rank0 = buffer({0, k});
+  auto b_rank0 = buffer({m, 0});
+  expect_refused(segment(2, 1, *a_rank0, *b_rank0), "rank 0");
+  auto a_too_wide = input({Backend::kMaxLoraRank + 1, k});
+  auto b_too_wide = input({m, Backend::kMaxLoraRank + 1});
+  expect_refused(segment(2, 1, *a_too_wide, *b_too_wide), "rank past kMaxLoraRank");
+  auto a_wrong_k = input({4, k - 1});
+  expect_refused(segment(2, 1, *a_wrong_k, *b), "a's k is not x's");
+  auto b_wrong_m = input({m + 1, 4});
+  expect_refused(segment(2, 1, *a, *b_wrong_m), "b's m is not y's");
+  auto b_wrong_rank = input({m, 3});
+  expect_refused(segment(2, 1, *a, *b_wrong_rank), "b's rank is not a's");
+  auto a_bf16 = input(DType::BF16, {4, k});
+  expect_refused(segment(2, 1, *a_bf16, *b), "a is bf16");
+  auto b_f16 = input(DType::F16, {m, 4});
+  expect_refused(segment(2, 1, *a, *b_f16), "b is f16");
+  const Backend::LoraSegment one[] = {ok};
+  auto x_bf16 = input(DType::BF16, {n, k});
+  EXPECT_THROW(backend_->add_lora(x_bf16->tensor(), one, y->tensor()), Error);
+  auto y_bf16 = input(DType::BF16, {n, m});
+  EXPECT_THROW(backend_->add_lora(x->tensor(), one, y_bf16->tensor()), Error);
+  EXPECT_UNCHANGED(y_bf16);
+  auto y_short = input({n - 1, m});
+  EXPECT_THROW(backend_->add_lora(x->tensor(), one, y_short->tensor()), Error);
+  EXPECT_UNCHANGED(y_short);
+  // y over x, and y over an adapter's a (a [8, 8] holds the 30 floats of a [6, 5] y).
+  const Tensor y_over_x(x->tensor().data, DType::F32, {n, m});
+  EXPECT_THROW(backend_->add_lora(x->tensor(), one, y_over_x), Error);
+  auto a_wide = input({8, k});
+  auto b_wide = input({m, 8});
+  const Backend::LoraSegment y_over_a[] = {segment(0, 1, *a_wide, *b_wide)};
+  const Tensor y_in_a(a_wide->tensor().data, DType::F32, {n, m});
+  EXPECT_THROW(backend_->add_lora(x->tensor(), y_over_a, y_in_a), Error);
+  EXPECT_UNCHANGED(x);
+  EXPECT_UNCHANGED(a_wide);
+  EXPECT_UNCHANGED(y);
+  EXPECT_GUARDS(y);
+}
+
 // ---------------------------------------------------------------- norms
 
 TEST_P(Conformance, RmsNormMatchesReference) {
