@@ -62,5 +62,9 @@ plant stream-ordering src/backend/cuda/cuda_memory.cpp \
 plant kv-block-table-index src/backend/cuda/paged_layout.cpp \
   '(seq.first_pos + seq.rows + block_size - 1) / block_size' '(seq.first_pos + seq.rows) / block_size' \
   backend_paged_attention_test tests/backend/backend_paged_attention_test '*/cuda' || status=1
+plant lora-missing-syncthreads src/backend/cuda/lora_kernels.cu \
+  '    for (int64_t j = threadIdx.x; j < s.rank; j += blockDim.x) t_row[j] = t_in[j];
+    __syncthreads();' '    for (int64_t j = threadIdx.x; j < s.rank; j += blockDim.x) t_row[j] = t_in[j];' \
+  backend_conformance_test tests/backend/backend_conformance_test '*AddLora*/cuda' || status=1
 cmake --build --preset "$preset" -j"$(nproc)" >/dev/null  # back to the unplanted build
 exit $status
