@@ -429,7 +429,8 @@ TEST_P(Conformance, AddLoraAddsEachSegmentsAdapterToItsRows) {
   const LoraCase cases[] = {{1, 2, 3}, {3, 1, 1}, {6, 33, 64}, {40, 7, 300}, {49, 7, 16}, {56, 1, 1024}};
   const int64_t n = 58;
   // k and m: a single element, and odd sizes past a warp, a vector and a block of threads.
-  for (const auto& [k, m] : {std::pair<int64_t, int64_t>{1, 200}, {47, 1}, {576, 33}}) {
+  for (const auto& shape : {std::pair<int64_t, int64_t>{1, 200}, {47, 1}, {576, 33}}) {
+    const int64_t k = shape.first, m = shape.second;  // a lambda below reads m: no structured binding
     SCOPED_TRACE("k=" + std::to_string(k) + " m=" + std::to_string(m));
     auto x = input({n, k});
     auto y = input({n, m});
