@@ -78,6 +78,7 @@ Tensor PagedTransformer::forward(std::span<const Slice> slices) {
   positions_.clear();
   slots_.clear();
   sequences_.clear();
+  adapter_runs_.clear();
   int64_t logits_rows = 0;
   for (const Slice& s : slices) {
     const auto n = static_cast<int64_t>(s.tokens.size());
@@ -93,6 +94,18 @@ Tensor PagedTransformer::forward(std::span<const Slice> slices) {
            end);
     if (static_cast<int64_t>(ids_.size()) + n > max_tokens_)
       fail("paged forward: the step exceeds its {} tokens", max_tokens_);
+    if (s.adapter != nullptr) {
+      if (static_cast<int64_t>(s.adapter->layers.size()) != c.num_hidden_layers || s.adapter->scale != 1.0f)
+        fail("paged forward: a LoRA adapter of {} layers (scale {}) does not fit this {}-layer model",
+             s.adapter->layers.size(), s.adapter->scale, c.num_hidden_layers);
+      const auto first_row = static_cast<int64_t>(ids_.size());
+      if (!adapter_runs_.empty() && adapter_runs_.back().adapter == s.adapter &&
+          adapter_runs_.back().first_row + adapter_runs_.back().rows == first_row) {
+        adapter_runs_.back().rows += n;
+      } else {
+        adapter_runs_.push_back({first_row, n, s.adapter});
+      }
+    }
     sequences_.push_back({static_cast<int64_t>(ids_.size()), n, s.first_pos, s.blocks});
     for (int64_t t = 0; t < n; ++t) {
       const int64_t p = s.first_pos + t;
@@ -140,6 +153,20 @@ void PagedTransformer::copy_hidden_row(int64_t row, std::span<float> out) const 
     std::copy_n(hidden.as<const float>(), out.size(), out.data());
   } else {
     backend_.memory().copy_to_host(out.data(), hidden.data, hidden.nbytes());
+  }
+}
+
+void PagedTransformer::PoolAttention::project(int64_t layer, const Tensor& x,
+                                              std::span<const Projection> projections) {
+  StepHooks::project(layer, x, projections);
+  for (const Projection& projection : projections) {
+    p_.lora_segments_.clear();
+    for (const AdapterRun& run : p_.adapter_runs_) {
+      const LoraLinear& adapted = run.adapter->at(layer, projection.target);
+      if (adapted.a.data != nullptr)
+        p_.lora_segments_.push_back({run.first_row, run.rows, &adapted.a, &adapted.b});
+    }
+    if (!p_.lora_segments_.empty()) backend_.add_lora(x, p_.lora_segments_, *projection.y);
   }
 }
 

@@ -8,6 +8,9 @@
 // token is stored in its slot before attention reads the pool. Each slice may ask for the
 // logits of its last token (a decode, or the last chunk of a prompt), or of its last few
 // (speculative decoding: a decode token and the draft after it, each row verifying the next).
+// Each slice may name a LoRA adapter: its rows' projections then add the adapter's terms,
+// all adapters of a step in one segmented Backend::add_lora per projection (multi-LoRA
+// serving, as Punica / S-LoRA batch it).
 //
 // With a quantized model every op is row-wise exact (Backend::matmul's contract), so a
 // sequence's logits do not depend on the rest of the batch; with float weights the matmul
@@ -35,6 +38,9 @@ class PagedTransformer {
     int64_t first_pos = 0;            // position of tokens[0]; positions before it are in the pool
     std::span<const int32_t> blocks;  // block table covering [0, first_pos + tokens.size())
     int64_t logits = 0;               // rows: of the last `logits` tokens (0: none)
+    // The LoRA adapter its rows run with (model/peft_adapter.h; its tensors in the backend's
+    // memory, its scale 1), or null: the base model.
+    const LoraWeights* adapter = nullptr;
   };
 
   // KV bytes of one block (keys and values of every layer).
@@ -54,7 +60,8 @@ class PagedTransformer {
   // Runs one step. Returns the logits [k, vocab] f32 of the slices' logits rows, in slice
   // order then token order, in host memory; valid until the next call. Throws Error if the
   // step exceeds max_tokens / max_slices / max_logits, a position exceeds the context, a
-  // block table is too short or a slice asks for more logits rows than it has tokens.
+  // block table is too short, a slice asks for more logits rows than it has tokens or names
+  // an adapter of another model.
   Tensor forward(std::span<const Slice> slices);
   // The final hidden state (after the final norm) behind logits row `row` of the last
   // forward, copied to `out` [hidden] (embeddings).
@@ -79,6 +86,8 @@ class PagedTransformer {
    public:
     explicit PoolAttention(PagedTransformer& p) : StepHooks(p.backend_, p.model_.config, p.buffers_), p_(p) {}
     void attend(int64_t layer, const AttentionScores& scores, const LayerTensors& x) override;
+    // The base projections, then the step's adapters' terms.
+    void project(int64_t layer, const Tensor& x, std::span<const Projection> projections) override;
 
    private:
     PagedTransformer& p_;
@@ -98,6 +107,13 @@ class PagedTransformer {
   std::vector<int32_t> ids_, positions_;
   std::vector<int64_t> slots_;
   std::vector<Backend::PagedSequence> sequences_;
+  // Runs of consecutive rows with one adapter, and one projection's add_lora segments.
+  struct AdapterRun {
+    int64_t first_row, rows;
+    const LoraWeights* adapter;
+  };
+  std::vector<AdapterRun> adapter_runs_;
+  std::vector<Backend::LoraSegment> lora_segments_;
 };
 
 }  // namespace tokenmill
