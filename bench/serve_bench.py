@@ -21,7 +21,9 @@ event; 1 means the server runs one request at a time) and the cores other proces
 busy during each level (the machine is shared; a run with much foreign load is not a result).
 
 The servers: tokenmill; tokenmill-speculative, the same with --speculative-args (default
---speculative ngram:4; its /metrics draft and accepted counts are recorded); and the peers:
+--speculative ngram:4; its /metrics draft and accepted counts are recorded); tokenmill-lora,
+the same with --lora-args (`--lora NAME=DIR` flags), its requests naming the adapters in
+turn as their model (multi-LoRA serving: every step mixes adapters); and the peers:
   * llama-server (llama.cpp's own server, `--llama-server PATH`): continuous batching over
     `--parallel` slots (the highest concurrency level), `-t`/`-tb` threads. Its KV cache is
     split per slot (`--no-kv-unified`, `-c` = slots x (input + output + 16) tokens): with
@@ -72,9 +74,11 @@ from sse_client import Post, post_json  # noqa: E402
 
 OURS, LLAMA_SERVER, LLAMA_CPP_PYTHON = "tokenmill", "llama-server", "llama-cpp-python"
 SPECULATIVE = "tokenmill-speculative"  # tokenmill again, with --speculative-args
+LORA = "tokenmill-lora"  # tokenmill again, with --lora-args, requests naming its adapters in turn
 BATCHING = {
     OURS: "continuous batching over a paged KV cache (--max-running sequences per step)",
     SPECULATIVE: "as tokenmill, plus speculative decoding (--speculative-args)",
+    LORA: "as tokenmill, each request with one of the --lora-args adapters in turn",
     LLAMA_SERVER: "continuous batching over --parallel slots, a KV cache split per slot",
     LLAMA_CPP_PYTHON: "one request at a time (global lock in llama_cpp/server/app.py; no batching across requests)",
 }
@@ -96,9 +100,15 @@ def host_port(url: str) -> tuple[str, int]:
 class Endpoint:
     """A running server: where it listens, its process and what its requests add."""
 
-    def __init__(self, name: str, url: str, pid: int, extra: dict):
+    def __init__(self, name: str, url: str, pid: int, extra: dict, models: list | None = None):
         self.name, self.pid, self.extra = name, pid, extra
         self.host, self.port = host_port(url)
+        self.models, self.sent = models or [], 0
+
+    def payload_extra(self) -> dict:
+        """`extra`, and the next of `models` (in turn) as the request's model."""
+        self.sent += 1
+        return {**self.extra, "model": self.models[self.sent % len(self.models)]} if self.models else self.extra
 
 
 def free_port() -> int:
@@ -199,7 +209,8 @@ class Outcome:
 
 async def one_request(endpoint: Endpoint, prompt: str, output_len: int) -> Outcome:
     out = Outcome()
-    payload = {"prompt": prompt, "max_tokens": output_len, "temperature": 0, "stream": True, **endpoint.extra}
+    payload = {"prompt": prompt, "max_tokens": output_len, "temperature": 0, "stream": True,
+               **endpoint.payload_extra()}
     finish = None
     out.sent = time.perf_counter()
     try:
@@ -385,7 +396,7 @@ def main() -> int:
     parser.add_argument("--prompts-per-concurrency", type=int, default=2, help="requests per level = this x C")
     parser.add_argument("--min-prompts", type=int, default=8, help="... but at least this many")
     parser.add_argument("--servers", default=f"{OURS},{LLAMA_CPP_PYTHON}",
-                        help=f"which servers, in order, from {OURS}, {SPECULATIVE}, {LLAMA_SERVER}, "
+                        help=f"which servers, in order, from {OURS}, {SPECULATIVE}, {LORA}, {LLAMA_SERVER}, "
                              f"{LLAMA_CPP_PYTHON}")
     parser.add_argument("--llama-server", default=None, help="llama.cpp's llama-server executable")
     parser.add_argument("--text", default=str(REPO / "data" / "tinyshakespeare.txt"), help="prompt source text")
@@ -393,6 +404,7 @@ def main() -> int:
     parser.add_argument("--tokenmill-args", default="", help="more `tokenmill serve` flags, one string")
     parser.add_argument("--speculative-args", default="--speculative ngram:4",
                         help=f"the flags {SPECULATIVE} adds to --tokenmill-args")
+    parser.add_argument("--lora-args", default="", help=f"the `--lora NAME=DIR` flags {LORA} adds to --tokenmill-args")
     parser.add_argument("--out", default=str(REPO / "bench" / "out" / "serve"), help="writes OUT.json and OUT.md")
     args = parser.parse_args()
     args.concurrency = [int(c) for c in args.concurrency.split(",")]
@@ -402,6 +414,8 @@ def main() -> int:
         parser.error(f"--servers: choose from {', '.join(BATCHING)}")
     if LLAMA_SERVER in servers and not args.llama_server:
         parser.error(f"--servers {LLAMA_SERVER} needs --llama-server PATH")
+    if LORA in servers and "=" not in args.lora_args:
+        parser.error(f"--servers {LORA} needs --lora-args '--lora NAME=DIR ...'")
     if args.input_len + args.output_len > args.context:
         parser.error("--input-len + --output-len must fit in --context")
     count = sum(level_sizes(args)) + 1  # + the warm-up's
@@ -413,9 +427,9 @@ def main() -> int:
 
     results = {}
     for name in servers:
-        ours = name in (OURS, SPECULATIVE)
+        ours = name in (OURS, SPECULATIVE, LORA)
         if ours:
-            flags = ours_flags + (args.speculative_args.split() if name == SPECULATIVE else [])
+            flags = ours_flags + {SPECULATIVE: args.speculative_args.split(), LORA: args.lora_args.split()}.get(name, [])
             context = serve(args.tokenmill, model, *flags, threads=args.threads)
         else:
             context = peer_server(name, args, model)
@@ -423,7 +437,8 @@ def main() -> int:
         with context as running:
             url, pid = (running.url, running.pid) if ours else running
             bench_cpu.log(f"{name}: serving at {url} ({BATCHING[name]})")
-            results[name] = asyncio.run(bench_endpoint(Endpoint(name, url, pid, extra), prompts, args))
+            adapters = [f.split("=", 1)[0] for f in args.lora_args.split() if "=" in f] if name == LORA else None
+            results[name] = asyncio.run(bench_endpoint(Endpoint(name, url, pid, extra, adapters), prompts, args))
             if name == SPECULATIVE:
                 m = running.metrics()
                 results[name]["speculation"] = {"draft_tokens": m.get("tokenmill_spec_draft_tokens_total", 0),
@@ -436,9 +451,9 @@ def main() -> int:
                    "input_len": args.input_len, "output_len": args.output_len, "concurrency": args.concurrency,
                    "prompts_per_concurrency": args.prompts_per_concurrency, "min_prompts": args.min_prompts,
                    "seed": args.seed, "text": args.text, "tokenmill_args": args.tokenmill_args,
-                   "speculative_args": args.speculative_args,
+                   "speculative_args": args.speculative_args, "lora_args": args.lora_args,
                    "peer_commands": {name: " ".join(peer_command(name, args, model, 0)) for name in servers
-                                     if name not in (OURS, SPECULATIVE)},
+                                     if name not in (OURS, SPECULATIVE, LORA)},
                    "command": " ".join(sys.argv)},
         "machine": {"cpu": bench_cpu.cpu_model(), "cores": os.cpu_count(), "commit": bench_cpu.git_commit()},
         "servers": results,

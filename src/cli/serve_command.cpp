@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/device_flag.h"
 #include "core/error.h"
+#include "serve/lora_adapters.h"
 #include "serve/serve_app.h"
 #include "serve/speculative_spec.h"
 
@@ -23,7 +24,8 @@ struct ServeFlags {
   double receive_timeout = 30;
   int64_t shutdown_grace = 30;
   bool no_prefix_caching = false;
-  std::string speculative;  // empty: none
+  std::string speculative;        // empty: none
+  std::vector<std::string> lora;  // NAME=DIR each
 };
 
 // One key per line; blank lines and lines starting with '#' are skipped.
@@ -56,6 +58,7 @@ void run_serve(ServeFlags& f) {
     c.engine.speculative.max_tokens = spec.max_tokens;
     c.draft_model = spec.draft_model;
   }
+  for (const std::string& spec : f.lora) c.lora_adapters.push_back(parse_lora_adapter_spec(spec));
   run_server(c);
 }
 
@@ -89,6 +92,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--served-model-name", c.served_model_name,
                   "Model id in the API (default: the model directory's name, or the GGUF file's without "
                   ".gguf)");
+  cmd->add_option(
+      "--lora", f->lora,
+      "NAME=DIR: serve the LoRA adapter in DIR (a PEFT adapter directory) as model NAME beside the "
+      "model itself; requests of every adapter share each step (repeatable)");
   cmd->add_option("--chat-template", c.chat_template_file,
                   "Jinja chat template file to use instead of the tokenizer's (e.g. one that renders tools)");
   add_device_flag(*cmd, c.device);

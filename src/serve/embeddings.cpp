@@ -75,6 +75,7 @@ nlohmann::json run_embeddings(Engine& engine, const ServedModel& model, const Em
     EngineRequest r;
     r.prompt = input;
     r.embed = true;
+    r.adapter = request.adapter;
     r.deadline = deadline;
     streams.push_back(engine.submit(std::move(r)));
   }

@@ -80,6 +80,11 @@ struct Engine::State {
                std::min(opts.max_batch_tokens,
                         opts.max_running * (1 + std::max<int64_t>(0, opts.speculative.max_tokens)))) {
     if (opts.max_waiting < 1) fail("--max-waiting must be at least 1 (got {})", opts.max_waiting);
+    for (const LoraWeights* adapter : opts.adapters)
+      if (adapter == nullptr ||
+          static_cast<int64_t>(adapter->layers.size()) != text_model.model->config.num_hidden_layers)
+        fail("a LoRA adapter of {} layers cannot serve this {}-layer model",
+             adapter ? adapter->layers.size() : 0, text_model.model->config.num_hidden_layers);
     if (opts.draft_model != nullptr && opts.speculative.max_tokens > 0) {
       if (text_model.model->config.attention_span() > 0)
         fail(
@@ -148,6 +153,9 @@ std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
   if (request.embed) request.max_tokens = 1;  // the step that computes the last prompt token ends it
   if (request.max_tokens < 1) fail("max_tokens must be at least 1 (got {})", request.max_tokens);
   if (request.top_logprobs > 20) fail("top_logprobs must be at most 20 (got {})", request.top_logprobs);
+  if (request.adapter < -1 || request.adapter >= static_cast<int64_t>(s.options.adapters.size()))
+    fail("adapter {} does not exist: the engine serves {} LoRA adapters", request.adapter,
+         s.options.adapters.size());
   request.sampling.validate();
   const int64_t max_total =
       std::min(s.context, static_cast<int64_t>(request.prompt.size()) + request.max_tokens);
@@ -159,8 +167,10 @@ std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
     if (s.queued + static_cast<int64_t>(s.incoming.size()) >= s.options.max_waiting)
       throw EngineBusy(
           fmt::format("{} requests are already waiting: try again shortly", s.options.max_waiting));
+    const auto space = static_cast<uint32_t>(request.adapter + 1);  // each adapter its own prefix space
     s.incoming.push_back(std::make_unique<Sequence>(s.next_id++, std::move(request), stream,
                                                     *s.model.tokenizer, s.model.eos_token_ids, max_total));
+    s.incoming.back()->table.space = space;
   }
   s.wake.notify_one();
   return stream;
@@ -279,8 +289,10 @@ bool Engine::State::run_step() {
   step_slices.clear();
   for (const ScheduledSlice& p : plan) {
     Sequence& s = *p.sequence;
-    step_slices.push_back(
-        {s.step_tokens(p.tokens, p.drafted), s.computed, s.table.blocks, p.want_logits ? 1 + p.drafted : 0});
+    const int32_t adapter = s.request().adapter;
+    step_slices.push_back({s.step_tokens(p.tokens, p.drafted), s.computed, s.table.blocks,
+                           p.want_logits ? 1 + p.drafted : 0,
+                           adapter < 0 ? nullptr : options.adapters[static_cast<size_t>(adapter)]});
     if (s.computed < s.prompt_length()) prompt_tokens += std::min(p.tokens, s.prompt_length() - s.computed);
   }
   const Tensor logits = runner.forward(step_slices);

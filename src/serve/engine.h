@@ -30,6 +30,7 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "model/lora.h"
 #include "runtime/text_model.h"
 #include "serve/engine_request.h"
 #include "serve/ngram_draft.h"
@@ -58,6 +59,11 @@ struct EngineOptions {
   // GPU, dozens), so past that a guess that is not confirmed costs more than a confirmed one
   // saves. With one stream and the default, three guesses a step.
   int64_t speculative_rows = 4;
+  // LoRA adapters (model/peft_adapter.h) a request may run with (EngineRequest::adapter), their
+  // tensors in the backend's memory; they must outlive the engine. A step runs requests of
+  // every adapter and of the base model together. Prefix caching shares KV blocks only
+  // between requests of the same adapter.
+  std::vector<const LoraWeights*> adapters;
 };
 
 // The KV positions one sequence of `context` positions holds at most at once: its whole
@@ -123,7 +129,7 @@ class Engine {
 
   // Queues a request; its events arrive on the returned stream. Throws Error for an invalid
   // request (empty prompt, prompt not shorter than the context, token outside the
-  // vocabulary, bad sampling parameters: the message names the field), EngineBusy when
+  // vocabulary, bad sampling parameters, no such adapter: the message names the field), EngineBusy when
   // max_waiting requests are queued, EngineStopped after shutdown() began.
   std::shared_ptr<RequestStream> submit(EngineRequest request);
 

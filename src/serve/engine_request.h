@@ -33,6 +33,9 @@ struct EngineRequest {
   // last event carries the final hidden state (after the final norm) of the prompt's last
   // token, finish Stop.
   bool embed = false;
+  // The LoRA adapter the request runs with: an index into EngineOptions::adapters, or -1 for
+  // the base model.
+  int32_t adapter = -1;
   // The engine ends the request (finish Timeout) once this passes.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };

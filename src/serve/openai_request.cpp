@@ -118,16 +118,25 @@ uint64_t read_seed(const json& value) {
   fail_expected("seed", "an integer between -2^63 and 2^64 - 1", value);
 }
 
-// Checks `model` (optional) against the served model.
-void check_model(const json& body, const ServedModel& model) {
+// The adapter `model` (optional) names: -1 for the served model itself, else the index of one
+// of its LoRA adapters; 404 for any other name.
+int32_t requested_adapter(const json& body, const ServedModel& model) {
   const json* name = field(body, "model");
-  if (name == nullptr) return;
+  if (name == nullptr) return -1;
   const std::string& requested = read_string(*name, "model");
-  if (requested != model.id)
-    throw ApiException(api_error(404,
-                                 fmt::format("The model '{}' does not exist: this server serves '{}' only.",
-                                             excerpt(requested), model.id),
-                                 "model", "model_not_found"));
+  if (requested == model.id) return -1;
+  const auto found = std::find(model.adapters.begin(), model.adapters.end(), requested);
+  if (found != model.adapters.end()) return static_cast<int32_t>(found - model.adapters.begin());
+  std::string served = fmt::format("'{}'", model.id);
+  for (const std::string& adapter : model.adapters) served += fmt::format(", '{}'", adapter);
+  throw ApiException(api_error(
+      404, fmt::format("The model '{}' does not exist: this server serves {}.", excerpt(requested), served),
+      "model", "model_not_found"));
+}
+
+// The name responses echo for a request run with `adapter`.
+const std::string& served_name(const ServedModel& model, int32_t adapter) {
+  return adapter < 0 ? model.id : model.adapters[static_cast<size_t>(adapter)];
 }
 
 void refuse_if(bool condition, const std::string& param, std::string_view why) {
@@ -256,7 +265,7 @@ struct MaxTokens {
 ParsedRequest plan(const std::vector<std::vector<int32_t>>& prompts, GenerationFields fields,
                    const MaxTokens& max_tokens, const std::string& prompt_param, const ServedModel& model) {
   ParsedRequest out;
-  out.model = model.id;
+  out.model = served_name(model, fields.request.adapter);
   out.n = fields.n;
   out.options = fields.options;
   const std::vector<uint64_t> seeds =
@@ -490,10 +499,11 @@ nlohmann::json parse_json_body(std::string_view body) {
 ParsedRequest parse_completion(const nlohmann::json& body, const ServedModel& model,
                                std::string_view raw_body) {
   require_object(body);
-  check_model(body, model);
+  const int32_t adapter = requested_adapter(body, model);
   if (const json* tools = field(body, "tools"))
     refuse_if(!tools->empty(), "tools", "tools are for /v1/chat/completions");
   GenerationFields fields = read_generation_fields(body, raw_body, model);
+  fields.request.adapter = adapter;
   if (const json* v = field(body, "logprobs")) {
     fields.request.top_logprobs =
         static_cast<int32_t>(read_integer(*v, "logprobs", 0, model.limits.max_top_logprobs));
@@ -505,8 +515,9 @@ ParsedRequest parse_completion(const nlohmann::json& body, const ServedModel& mo
 
 ParsedRequest parse_chat(const nlohmann::json& body, const ServedModel& model, std::string_view raw_body) {
   require_object(body);
-  check_model(body, model);
+  const int32_t adapter = requested_adapter(body, model);
   GenerationFields fields = read_generation_fields(body, raw_body, model);
+  fields.request.adapter = adapter;
   if (const json* v = field(body, "logprobs")) fields.options.logprobs = read_bool(*v, "logprobs");
   if (const json* v = field(body, "top_logprobs")) {
     const auto top = static_cast<int32_t>(read_integer(*v, "top_logprobs", 0, model.limits.max_top_logprobs));
@@ -526,7 +537,7 @@ ParsedRequest parse_chat(const nlohmann::json& body, const ServedModel& model, s
 
 std::vector<int32_t> parse_tokenize(const nlohmann::json& body, const ServedModel& model) {
   require_object(body);
-  check_model(body, model);
+  requested_adapter(body, model);  // any served name: they share the tokenizer
   const bool chat = field(body, "messages") != nullptr;
   bool add_special_tokens = !chat;
   if (const json* v = field(body, "add_special_tokens"))
@@ -545,7 +556,7 @@ std::vector<int32_t> parse_tokenize(const nlohmann::json& body, const ServedMode
 
 std::vector<int32_t> parse_detokenize(const nlohmann::json& body, const ServedModel& model) {
   require_object(body);
-  check_model(body, model);
+  requested_adapter(body, model);  // any served name: they share the tokenizer
   const json* tokens = field(body, "tokens");
   if (tokens == nullptr) fail_request("tokens", "Missing required parameter: 'tokens'.");
   return read_token_ids(*tokens, "tokens", model.tokenizer);
@@ -553,9 +564,9 @@ std::vector<int32_t> parse_detokenize(const nlohmann::json& body, const ServedMo
 
 EmbeddingRequest parse_embeddings(const json& body, const ServedModel& model) {
   require_object(body);
-  check_model(body, model);
   EmbeddingRequest request;
-  request.model = model.id;
+  request.adapter = requested_adapter(body, model);
+  request.model = served_name(model, request.adapter);
   request.inputs = read_prompt_list(body, "input", model);
   if (const json* format = field(body, "encoding_format")) {
     const std::string& name = read_string(*format, "encoding_format");

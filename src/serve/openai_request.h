@@ -68,7 +68,7 @@ struct EmbeddingPooling {
 };
 
 struct ServedModel {
-  std::string id;  // what /v1/models lists and `model` must equal
+  std::string id;  // what /v1/models lists and `model` must equal (or one of `adapters`)
   const Tokenizer& tokenizer;
   std::optional<ChatTemplate> chat_template;  // absent: chat requests are refused
   int64_t context_length = 0;                 // tokens, prompt + completion
@@ -79,6 +79,9 @@ struct ServedModel {
   ToolFormat tool_format = ToolFormat::Hermes;  // how the chat template teaches tool calls
   int64_t hidden_size = 0;                      // the width of an embedding
   EmbeddingPooling pooling{};
+  // LoRA adapters served beside it (`--lora NAME=DIR`): a request whose `model` names one runs
+  // with it (EngineRequest::adapter, the index here).
+  std::vector<std::string> adapters{};
 };
 
 // What the response needs to know about the request.
@@ -93,7 +96,7 @@ struct ResponseOptions {
 // A generation request: one engine request per choice; requests[k] is choice index k, the
 // choices of prompt p being p * n ... p * n + n - 1.
 struct ParsedRequest {
-  std::string model;  // the served model's id, echoed in responses
+  std::string model;  // the served model's id or the adapter's name, echoed in responses
   int32_t n = 1;
   std::vector<EngineRequest> requests;
   ResponseOptions options;
@@ -127,7 +130,8 @@ std::vector<std::vector<int32_t>> read_prompt_list(const nlohmann::json& body, c
 
 // POST /v1/embeddings (serve/embeddings.h).
 struct EmbeddingRequest {
-  std::string model;                         // the served model's id, echoed in the response
+  std::string model;                         // the served model's id or adapter's, echoed in the response
+  int32_t adapter = -1;                      // EngineRequest::adapter
   std::vector<std::vector<int32_t>> inputs;  // tokenized as completion prompts are
   bool base64 = false;                       // encoding_format "base64": little-endian f32 bytes
   std::optional<int64_t> dimensions;         // keep the first `dimensions` values (then normalise)

@@ -228,12 +228,20 @@ nlohmann::json chat_usage_chunk(const ResponseContext& context, const Usage& usa
 }
 
 nlohmann::json models_list(const ServedModel& model) {
-  return {{"object", "list"},
-          {"data", json::array({{{"id", model.id},
-                                 {"object", "model"},
-                                 {"created", model.created},
-                                 {"owned_by", "tokenmill"},
-                                 {"max_model_len", model.context_length}}})}};
+  const auto entry = [&](const std::string& id) {
+    return json{{"id", id},
+                {"object", "model"},
+                {"created", model.created},
+                {"owned_by", "tokenmill"},
+                {"root", model.id},
+                {"max_model_len", model.context_length}};
+  };
+  json data = json::array({entry(model.id)});
+  for (const std::string& adapter : model.adapters) {
+    data.push_back(entry(adapter));
+    data.back()["parent"] = model.id;
+  }
+  return {{"object", "list"}, {"data", data}};
 }
 
 nlohmann::json tokenize_response(std::span<const int32_t> tokens, int64_t max_model_len) {

@@ -99,7 +99,8 @@ nlohmann::json chat_chunk(const ResponseContext& context, const ChoiceOutput& ch
 nlohmann::json chat_usage_chunk(const ResponseContext& context, const Usage& usage);
 
 // GET /v1/models: {"object": "list", "data": [{"id", "object": "model", "created",
-// "owned_by": "tokenmill", "max_model_len"}]}.
+// "owned_by": "tokenmill", "root": the served model's id, "max_model_len"}, ...]}: the served
+// model, then each LoRA adapter with "parent": the served model's id (as vLLM lists them).
 nlohmann::json models_list(const ServedModel& model);
 
 // POST /tokenize: {"count", "max_model_len", "tokens"}; POST /detokenize: {"prompt"}.

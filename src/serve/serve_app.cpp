@@ -75,6 +75,15 @@ void run_server(ServeConfig config) {
     place_weights(draft->model->weights, backend.memory());
     config.engine.draft_model = &*draft;
   }
+  const std::string name = served_name(config);
+  const std::vector<std::unique_ptr<LoraAdapter>> adapters =
+      load_lora_adapters(model.model->config, config.lora_adapters, name, backend.memory());
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    config.engine.adapters.push_back(&adapters[i]->weights);
+    spdlog::info("LoRA adapter {} from {}: rank up to {}, {:.1f} MiB", config.lora_adapters[i].name,
+                 config.lora_adapters[i].dir.string(), adapters[i]->max_rank,
+                 static_cast<double>(adapters[i]->store.bytes()) / (1 << 20));
+  }
   ServerMetrics metrics;
   Engine engine(model, backend, config.engine, &metrics);
   const Engine::Capacity& kv = engine.capacity();
@@ -90,8 +99,8 @@ void run_server(ServeConfig config) {
       backend.name(), kv.blocks, kv.block_size, kv.tokens, static_cast<double>(kv.bytes) / (1 << 20),
       dtype_name(model.model->default_kv_dtype()), kv.full_context_sequences, engine.context());
 
-  ServedModel served{served_name(config), tokenizer,          std::nullopt,
-                     engine.context(),    std::time(nullptr), config.limits};
+  ServedModel served{name, tokenizer, std::nullopt, engine.context(), std::time(nullptr), config.limits};
+  for (const LoraAdapterSpec& spec : config.lora_adapters) served.adapters.push_back(spec.name);
   std::string chat_template_source = tokenizer.chat_template();
   if (!config.chat_template_file.empty()) {
     std::ifstream in(config.chat_template_file, std::ios::binary);

@@ -14,6 +14,7 @@
 #include "model/weight_placement.h"
 #include "serve/engine.h"
 #include "serve/http_server.h"
+#include "serve/lora_adapters.h"
 #include "serve/openai_request.h"
 
 namespace tokenmill {
@@ -22,7 +23,8 @@ struct ServeConfig {
   std::filesystem::path model;
   std::filesystem::path draft_model;  // speculative guesses from it (engine.speculative.max_tokens of them)
   std::string served_model_name;      // "": the model directory's name, or the file's without .gguf
-  std::filesystem::path chat_template_file;  // "": the tokenizer's own template
+  std::vector<LoraAdapterSpec> lora_adapters;  // served beside the model, each by its name
+  std::filesystem::path chat_template_file;    // "": the tokenizer's own template
   std::string device = "auto";  // where the model and its KV cache live (runtime/device_choice.h)
   HostWeights host_weights = HostWeights::Mapped;  // on the CPU (model/weight_placement.h)
   EngineOptions engine;  // engine.kv_cache_bytes 0: kv_cache_fraction of the device's free memory

@@ -5,6 +5,7 @@
 // serve is refused with a clear message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -56,19 +57,24 @@ class PeftAdapterParity : public ::testing::TestWithParam<std::string> {};
 TEST_P(PeftAdapterParity, MergedIntoItsBaseGivesPeftModelsLogits) {
   const std::filesystem::path dir = kFixtures / "lora" / GetParam();
   const nlohmann::json expected = read_json_file(dir / "expected.json");
-  const auto model = Model::load(kFixtures / "hf" / GetParam());
+  const auto model = Model::load(kFixtures / "hf" / expected["base"].get<std::string>());
   const auto adapter = read_peft_adapter(model->config, dir);
   EXPECT_EQ(adapter->weights.scale, 1.0f);
   EXPECT_EQ(adapter->max_rank, GetParam() == "gpt2" ? 6 : 3);  // GPT-2's c_attn: rank_pattern 6
-  // Every target of these fixtures is adapted (GPT-2's k through c_attn, with zeros), but
-  // GPT-2 has no gate.
+  // The targets the fixture adapts (GPT-2's k too, through c_attn, with zeros; phi3's all, through
+  // its fused modules).
+  const std::vector<LoraTarget> adapted = GetParam() == "gpt2" ? parse_lora_targets("q,k,v,o,up,down")
+                                          : GetParam() == "smollm_chat_qv"
+                                              ? parse_lora_targets("q,v")
+                                              : parse_lora_targets("q,k,v,o,gate,up,down");
   for (const LoraTarget t : kLoraTargets)
-    EXPECT_EQ(adapter->weights.at(1, t).a.data == nullptr, GetParam() == "gpt2" && t == LoraTarget::Gate)
+    EXPECT_EQ(adapter->weights.at(1, t).a.data != nullptr, std::ranges::count(adapted, t) == 1)
         << lora_target_name(t);
   expect_peft_logits(merged_logits(*model, *adapter, expected["ids"].get<std::vector<int32_t>>()), expected);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, PeftAdapterParity, ::testing::Values("llama", "gpt2", "phi3"));
+INSTANTIATE_TEST_SUITE_P(Models, PeftAdapterParity,
+                         ::testing::Values("llama", "gpt2", "phi3", "smollm_chat", "smollm_chat_qv"));
 
 TEST(PeftAdapter, FollowsTheInterleavedQAndKRowsOfAGgufLlamaFile) {
   const TempDir tmp;

@@ -10,7 +10,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
@@ -20,7 +22,9 @@
 
 #include "backend/backend.h"
 #include "convert/hf_to_gguf.h"
+#include "core/json_file.h"
 #include "model/paged_transformer.h"
+#include "model/peft_adapter.h"
 #include "model/transformer.h"
 #include "runtime/generator.h"
 #include "runtime/text_model.h"
@@ -633,6 +637,82 @@ TEST_F(EngineTest, ShutdownEndsRequestsAfterTheGracePeriod) {
   const Collected c = collect(*stream);
   EXPECT_TRUE(c.finish == FinishReason::Shutdown || c.finish == FinishReason::Length);
   EXPECT_THROW(engine.submit(greedy({1, 2}, 4)), EngineStopped);
+}
+
+// ---------------------------------------------------------------- multi-LoRA
+
+// Two PEFT adapters of smollm_chat (tests/fixtures/lora/smollm_chat*), in the CPU's memory.
+struct SmollmAdapters {
+  explicit SmollmAdapters(const ModelConfig& config)
+      : all(read_peft_adapter(config, kFixtures / "lora" / "smollm_chat")),
+        qv(read_peft_adapter(config, kFixtures / "lora" / "smollm_chat_qv")),
+        expected_all(read_json_file(kFixtures / "lora" / "smollm_chat" / "expected.json")),
+        expected_qv(read_json_file(kFixtures / "lora" / "smollm_chat_qv" / "expected.json")) {}
+  std::unique_ptr<LoraAdapter> all, qv;
+  nlohmann::json expected_all, expected_qv;
+  std::vector<int32_t> ids() const { return expected_all["ids"].get<std::vector<int32_t>>(); }
+};
+
+EngineRequest greedy_with(std::vector<int32_t> prompt, int32_t adapter) {
+  EngineRequest r = greedy(std::move(prompt), 12);
+  r.adapter = adapter;
+  return r;
+}
+
+TEST_F(EngineTest, RequestsOfTwoAdaptersAndTheBaseModelShareStepsAndGivePeftsGreedyTokens) {
+  load("hf/smollm_chat");
+  const SmollmAdapters adapters(model_.model->config);
+  EngineOptions options;
+  options.adapters = {&adapters.all->weights, &adapters.qv->weights};
+  Engine engine(model_, *backend_, options);
+  const int32_t order[] = {0, -1, 1, 0, 1, -1};
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const int32_t adapter : order) streams.push_back(engine.submit(greedy_with(adapters.ids(), adapter)));
+  const auto tokens = [](const nlohmann::json& j, const char* key) {
+    return j[key].get<std::vector<int32_t>>();
+  };
+  const std::map<int32_t, std::vector<int32_t>> want = {{-1, tokens(adapters.expected_all, "base_greedy")},
+                                                        {0, tokens(adapters.expected_all, "greedy")},
+                                                        {1, tokens(adapters.expected_qv, "greedy")}};
+  for (size_t i = 0; i < streams.size(); ++i) EXPECT_EQ(collect(*streams[i]).tokens, want.at(order[i])) << i;
+  EXPECT_LT(settled_snapshot(engine).steps, 6 * 12) << "the requests ran one after another";
+}
+
+// The KV of a prompt differs with the adapter: a prefix cached for the base model (or another
+// adapter) must not serve it; a prefix cached with the same adapter does.
+TEST_F(EngineTest, ThePrefixCacheKeepsEachAdaptersBlocksApart) {
+  load("hf/smollm_chat");
+  const SmollmAdapters adapters(model_.model->config);
+  EngineOptions options;
+  options.block_size = 4;  // the 8-token prompt leaves one full block to share
+  options.adapters = {&adapters.all->weights, &adapters.qv->weights};
+  Engine engine(model_, *backend_, options);
+  const auto greedy_of = [](const nlohmann::json& j) { return j["greedy"].get<std::vector<int32_t>>(); };
+  const Collected base = collect(*engine.submit(greedy_with(adapters.ids(), -1)));
+  EXPECT_EQ(base.last.cached_prompt_tokens, 0);
+  const Collected all = collect(*engine.submit(greedy_with(adapters.ids(), 0)));
+  EXPECT_EQ(all.last.cached_prompt_tokens, 0);
+  EXPECT_EQ(all.tokens, greedy_of(adapters.expected_all));
+  const Collected qv = collect(*engine.submit(greedy_with(adapters.ids(), 1)));
+  EXPECT_EQ(qv.last.cached_prompt_tokens, 0);
+  EXPECT_EQ(qv.tokens, greedy_of(adapters.expected_qv));
+  const Collected again = collect(*engine.submit(greedy_with(adapters.ids(), 0)));
+  EXPECT_EQ(again.last.cached_prompt_tokens, 4);
+  EXPECT_EQ(again.tokens, all.tokens);
+}
+
+TEST_F(EngineTest, RefusesAnAdapterItDoesNotServe) {
+  load("hf/smollm_chat");
+  const SmollmAdapters adapters(model_.model->config);
+  EngineOptions options;
+  options.adapters = {&adapters.all->weights};
+  Engine engine(model_, *backend_, options);
+  EXPECT_THROW(engine.submit(greedy_with(adapters.ids(), 1)), Error);
+  EXPECT_THROW(engine.submit(greedy_with(adapters.ids(), -2)), Error);
+  LoraWeights one_layer;
+  one_layer.layers.resize(1);
+  options.adapters = {&one_layer};
+  EXPECT_THROW(Engine(model_, *backend_, options), Error);
 }
 
 }  // namespace

@@ -381,6 +381,30 @@ TEST(OpenAiRequest, UnknownModelIs404) {
   EXPECT_LT(long_name.message.size(), 400u);
 }
 
+TEST(OpenAiRequest, AnAdaptersNameRunsTheRequestWithIt) {
+  ServedModel model = served();
+  model.adapters = {"sql", "poems"};
+  const ParsedRequest sql = parse_completion({{"model", "sql"}, {"prompt", "x"}, {"n", 2}}, model);
+  EXPECT_EQ(sql.model, "sql");
+  ASSERT_EQ(sql.requests.size(), 2u);
+  for (const EngineRequest& r : sql.requests) EXPECT_EQ(r.adapter, 0);
+  const ParsedRequest poems = parse_chat(with(kChatBody, {{"model", "poems"}}), model);
+  EXPECT_EQ(poems.model, "poems");
+  EXPECT_EQ(poems.requests.at(0).adapter, 1);
+  for (const json& body : {json{{"model", "smollm"}, {"prompt", "x"}}, json{{"prompt", "x"}}}) {
+    const ParsedRequest base = parse_completion(body, model);
+    EXPECT_EQ(base.model, "smollm");
+    EXPECT_EQ(base.requests.at(0).adapter, -1);
+  }
+  const EmbeddingRequest embedding = parse_embeddings({{"model", "poems"}, {"input", "x"}}, model);
+  EXPECT_EQ(embedding.model, "poems");
+  EXPECT_EQ(embedding.adapter, 1);
+  EXPECT_EQ(parse_tokenize({{"model", "sql"}, {"prompt", "a"}}, model), encode("a"));
+  const ApiError unknown = error_of([&] { parse_completion({{"model", "SQL"}, {"prompt", "x"}}, model); });
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_NE(unknown.message.find("serves 'smollm', 'sql', 'poems'"), std::string::npos) << unknown.message;
+}
+
 TEST(OpenAiChatRequest, EveryBadFieldIsA400NamingIt) {
   std::vector<BadField> cases = kSharedBadFields;
   const std::vector<BadField> own = {

@@ -251,7 +251,19 @@ TEST(OpenAiResponse, ModelsTokenizeDetokenize) {
   EXPECT_EQ(
       round_trip(models_list(model)),
       json::parse(R"({"object": "list", "data": [{"id": "smollm", "object": "model", "created": 1700000000,
-                            "owned_by": "tokenmill", "max_model_len": 256}]})"));
+                            "owned_by": "tokenmill", "root": "smollm", "max_model_len": 256}]})"));
+  ServedModel with_adapters = model;
+  with_adapters.adapters = {"sql", "poems"};
+  const json listed = round_trip(models_list(with_adapters));
+  ASSERT_EQ(listed["data"].size(), 3u);
+  EXPECT_EQ(listed["data"][0]["id"], "smollm");
+  EXPECT_FALSE(listed["data"][0].contains("parent"));
+  for (const int i : {1, 2}) {
+    EXPECT_EQ(listed["data"][i]["id"], i == 1 ? "sql" : "poems");
+    EXPECT_EQ(listed["data"][i]["parent"], "smollm");
+    EXPECT_EQ(listed["data"][i]["root"], "smollm");
+    EXPECT_EQ(listed["data"][i]["max_model_len"], 256);
+  }
   const std::vector<int32_t> tokens = smollm().encode("Hello world");
   EXPECT_EQ(round_trip(tokenize_response(tokens, 256)),
             (json{{"count", tokens.size()}, {"max_model_len", 256}, {"tokens", tokens}}));
