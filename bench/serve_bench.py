@@ -23,7 +23,9 @@ busy during each level (the machine is shared; a run with much foreign load is n
 The servers: tokenmill; tokenmill-speculative, the same with --speculative-args (default
 --speculative ngram:4; its /metrics draft and accepted counts are recorded); tokenmill-lora,
 the same with --lora-args (`--lora NAME=DIR` flags), its requests naming the adapters in
-turn as their model (multi-LoRA serving: every step mixes adapters); and the peers:
+turn as their model (multi-LoRA serving: every step mixes adapters); and the peers
+(llama-server-lora: llama-server with --llama-lora-args, the same adapters converted by
+llama.cpp's convert_lora_to_gguf.py, each request's `lora` field choosing one in turn):
   * llama-server (llama.cpp's own server, `--llama-server PATH`): continuous batching over
     `--parallel` slots (the highest concurrency level), `-t`/`-tb` threads. Its KV cache is
     split per slot (`--no-kv-unified`, `-c` = slots x (input + output + 16) tokens): with
@@ -75,14 +77,17 @@ from sse_client import Post, post_json  # noqa: E402
 OURS, LLAMA_SERVER, LLAMA_CPP_PYTHON = "tokenmill", "llama-server", "llama-cpp-python"
 SPECULATIVE = "tokenmill-speculative"  # tokenmill again, with --speculative-args
 LORA = "tokenmill-lora"  # tokenmill again, with --lora-args, requests naming its adapters in turn
+LLAMA_SERVER_LORA = "llama-server-lora"  # llama-server with --llama-lora-args, requests naming them in turn
 BATCHING = {
     OURS: "continuous batching over a paged KV cache (--max-running sequences per step)",
     SPECULATIVE: "as tokenmill, plus speculative decoding (--speculative-args)",
     LORA: "as tokenmill, each request with one of the --lora-args adapters in turn",
+    LLAMA_SERVER_LORA: "as llama-server, each request with one of the --llama-lora-args adapters in turn "
+                       "(its `lora` field; requests of different adapters are not batched together)",
     LLAMA_SERVER: "continuous batching over --parallel slots, a KV cache split per slot",
     LLAMA_CPP_PYTHON: "one request at a time (global lock in llama_cpp/server/app.py; no batching across requests)",
 }
-READY_PATH = {LLAMA_SERVER: "/health", LLAMA_CPP_PYTHON: "/v1/models"}
+READY_PATH = {LLAMA_SERVER: "/health", LLAMA_SERVER_LORA: "/health", LLAMA_CPP_PYTHON: "/v1/models"}
 EOS_TEXTS = ("<|endoftext|>", "<|im_end|>", "</s>")
 
 
@@ -100,15 +105,15 @@ def host_port(url: str) -> tuple[str, int]:
 class Endpoint:
     """A running server: where it listens, its process and what its requests add."""
 
-    def __init__(self, name: str, url: str, pid: int, extra: dict, models: list | None = None):
+    def __init__(self, name: str, url: str, pid: int, extra: dict, in_turn: list | None = None):
         self.name, self.pid, self.extra = name, pid, extra
         self.host, self.port = host_port(url)
-        self.models, self.sent = models or [], 0
+        self.in_turn, self.sent = in_turn or [{}], 0
 
     def payload_extra(self) -> dict:
-        """`extra`, and the next of `models` (in turn) as the request's model."""
+        """`extra`, and the next of `in_turn` (the fields that pick a request's adapter)."""
         self.sent += 1
-        return {**self.extra, "model": self.models[self.sent % len(self.models)]} if self.models else self.extra
+        return {**self.extra, **self.in_turn[self.sent % len(self.in_turn)]}
 
 
 def free_port() -> int:
@@ -120,12 +125,14 @@ def free_port() -> int:
 def peer_command(name: str, args, model: Path, port: int) -> list[str]:
     """How the peer `name` is started: same model, threads and (at least) context as ours."""
     threads = str(args.threads)
-    if name == LLAMA_SERVER:
+    if name in (LLAMA_SERVER, LLAMA_SERVER_LORA):
         slots = max(args.concurrency)
         cells = slots * (args.input_len + args.output_len + 16)
+        adapters = [a for f in args.llama_lora_args.split(",") if f for a in ("--lora", f)]
         return [args.llama_server, "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
                 "--threads", threads, "--threads-batch", threads, "--parallel", str(slots), "--no-kv-unified",
-                "--ctx-size", str(cells), "--cont-batching", "--no-webui"]
+                "--ctx-size", str(cells), "--cont-batching", "--no-webui",
+                *(adapters if name == LLAMA_SERVER_LORA else [])]
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
             "--port", str(port), "--n_threads", threads, "--n_threads_batch", threads,
             "--n_ctx", str(args.context), "--interrupt_requests", "False"]
@@ -191,6 +198,19 @@ async def make_prompts(url: str, text_path: Path, count: int, input_len: int, se
         if status == 200 and body["count"] == 1:
             eos.append(body["tokens"][0])
     return prompts, eos
+
+
+def adapter_fields(name: str, args) -> list | None:
+    """The request fields that pick each adapter in turn: tokenmill's model names, llama-server's
+    `lora` lists (every adapter it loaded, the chosen one at scale 1); None for the others."""
+    if name == LORA:
+        flags = args.lora_args.split()
+        return [{"model": value.split("=", 1)[0]} for flag, value in zip(flags, flags[1:]) if flag == "--lora"]
+    if name == LLAMA_SERVER_LORA:
+        files = [f for f in args.llama_lora_args.split(",") if f]
+        return [{"lora": [{"id": j, "scale": 1.0 if j == i else 0.0} for j in range(len(files))]}
+                for i in range(len(files))]
+    return None
 
 
 # ----------------------------------------------------------------------------------------
@@ -344,17 +364,26 @@ def fmt(x, digits=1):
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
-def ratios(servers: dict, peer: str) -> list[dict]:
+def ratios(servers: dict, peer: str, ours_name: str = OURS) -> list[dict]:
     """Per concurrency level: ours / peer for each row (> 1 is better for throughput rows,
     < 1 for latency rows)."""
     out = []
-    for ours, peer in zip(servers[OURS]["levels"], servers[peer]["levels"]):
+    for ours, peer in zip(servers[ours_name]["levels"], servers[peer]["levels"]):
         row = {"concurrency": ours["concurrency"]}
         for name, get, _ in ROWS:
             a, b = get(ours), get(peer)
             row[name] = a / b if a is not None and b else None
         out.append(row)
     return out
+
+
+def compared(results: dict) -> dict:
+    """"A / B": ratios, for tokenmill against each other server, and tokenmill-lora against
+    llama-server-lora (the same adapters) rather than tokenmill against it."""
+    pairs = [(OURS, p) for p in results if p not in (OURS, LLAMA_SERVER_LORA) and OURS in results]
+    if LORA in results and LLAMA_SERVER_LORA in results:
+        pairs.append((LORA, LLAMA_SERVER_LORA))
+    return {f"{a} / {b}": ratios(results, b, a) for a, b in pairs}
 
 
 def markdown(report: dict) -> str:
@@ -375,8 +404,8 @@ def markdown(report: dict) -> str:
                          + " | ".join(fmt(get(level)) for _, get, _ in ROWS)
                          + f" | {level['max_generating_at_once']} | {level['foreign_cores']:.2f} |")
         lines.append("")
-    for peer, rows in report["ratios"].items():
-        lines += [f"## Ratios {OURS} / {peer}", "", "Throughput rows: higher is better; latency rows: lower is better.", "",
+    for pair, rows in report["ratios"].items():
+        lines += [f"## Ratios {pair}", "", "Throughput rows: higher is better; latency rows: lower is better.", "",
                   "| concurrency | " + " | ".join(n for n, _, _ in ROWS) + " |", "|---" * (len(ROWS) + 1) + "|"]
         for row in rows:
             lines.append(f"| {row['concurrency']} | " + " | ".join(fmt(row[n], 2) for n, _, _ in ROWS) + " |")
@@ -396,7 +425,7 @@ def main() -> int:
     parser.add_argument("--prompts-per-concurrency", type=int, default=2, help="requests per level = this x C")
     parser.add_argument("--min-prompts", type=int, default=8, help="... but at least this many")
     parser.add_argument("--servers", default=f"{OURS},{LLAMA_CPP_PYTHON}",
-                        help=f"which servers, in order, from {OURS}, {SPECULATIVE}, {LORA}, {LLAMA_SERVER}, "
+                        help=f"which servers, in order, from {OURS}, {SPECULATIVE}, {LORA}, {LLAMA_SERVER}, {LLAMA_SERVER_LORA}, "
                              f"{LLAMA_CPP_PYTHON}")
     parser.add_argument("--llama-server", default=None, help="llama.cpp's llama-server executable")
     parser.add_argument("--text", default=str(REPO / "data" / "tinyshakespeare.txt"), help="prompt source text")
@@ -405,6 +434,9 @@ def main() -> int:
     parser.add_argument("--speculative-args", default="--speculative ngram:4",
                         help=f"the flags {SPECULATIVE} adds to --tokenmill-args")
     parser.add_argument("--lora-args", default="", help=f"the `--lora NAME=DIR` flags {LORA} adds to --tokenmill-args")
+    parser.add_argument("--llama-lora-args", default="",
+                        help=f"{LLAMA_SERVER_LORA}'s adapters: GGUF LoRA files (llama.cpp's convert_lora_to_gguf.py "
+                             "of the same PEFT adapters), comma-separated")
     parser.add_argument("--out", default=str(REPO / "bench" / "out" / "serve"), help="writes OUT.json and OUT.md")
     args = parser.parse_args()
     args.concurrency = [int(c) for c in args.concurrency.split(",")]
@@ -414,8 +446,10 @@ def main() -> int:
         parser.error(f"--servers: choose from {', '.join(BATCHING)}")
     if LLAMA_SERVER in servers and not args.llama_server:
         parser.error(f"--servers {LLAMA_SERVER} needs --llama-server PATH")
-    if LORA in servers and "=" not in args.lora_args:
+    if LORA in servers and not adapter_fields(LORA, args):
         parser.error(f"--servers {LORA} needs --lora-args '--lora NAME=DIR ...'")
+    if LLAMA_SERVER_LORA in servers and not (args.llama_server and args.llama_lora_args):
+        parser.error(f"--servers {LLAMA_SERVER_LORA} needs --llama-server PATH and --llama-lora-args FILES")
     if args.input_len + args.output_len > args.context:
         parser.error("--input-len + --output-len must fit in --context")
     count = sum(level_sizes(args)) + 1  # + the warm-up's
@@ -437,8 +471,8 @@ def main() -> int:
         with context as running:
             url, pid = (running.url, running.pid) if ours else running
             bench_cpu.log(f"{name}: serving at {url} ({BATCHING[name]})")
-            adapters = [f.split("=", 1)[0] for f in args.lora_args.split() if "=" in f] if name == LORA else None
-            results[name] = asyncio.run(bench_endpoint(Endpoint(name, url, pid, extra, adapters), prompts, args))
+            results[name] = asyncio.run(bench_endpoint(Endpoint(name, url, pid, extra, adapter_fields(name, args)),
+                                                       prompts, args))
             if name == SPECULATIVE:
                 m = running.metrics()
                 results[name]["speculation"] = {"draft_tokens": m.get("tokenmill_spec_draft_tokens_total", 0),
@@ -457,7 +491,7 @@ def main() -> int:
                    "command": " ".join(sys.argv)},
         "machine": {"cpu": bench_cpu.cpu_model(), "cores": os.cpu_count(), "commit": bench_cpu.git_commit()},
         "servers": results,
-        "ratios": {peer: ratios(results, peer) for peer in results if peer != OURS and OURS in results},
+        "ratios": compared(results),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

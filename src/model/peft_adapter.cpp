@@ -43,17 +43,29 @@ AdapterConfig read_config(const std::filesystem::path& dir) {
     fail("{}: not a PEFT adapter directory (it has no adapter_config.json)", dir.string());
   const json j = read_json_file(path, 1u << 20);
   if (!j.is_object()) fail("{}: not a JSON object", path.string());
-  const std::string type = j.value("peft_type", json()).is_string() ? j["peft_type"].get<std::string>() : "";
-  if (type != "LORA")
-    fail("{}: peft_type is '{}'; only LoRA adapters (\"LORA\") are served", path.string(), type);
-  if (is_set(j, "use_dora"))
-    fail("{}: a DoRA adapter (use_dora); only plain LoRA adapters are served", path.string());
+  if (!j.contains("peft_type") || j["peft_type"] != "LORA")
+    fail("{}: peft_type is {}; only LoRA adapters (\"LORA\") are served", path.string(),
+         j.contains("peft_type") ? j["peft_type"].dump() : "missing");
   if (j.contains("bias") && j["bias"] != "none")
     fail("{}: bias is {}; only adapters without bias terms (\"none\") are served", path.string(),
          j["bias"].dump());
-  if (is_set(j, "modules_to_save"))
-    fail("{}: modules_to_save replaces whole modules ({}); only low-rank adapters are served", path.string(),
-         j["modules_to_save"].dump());
+  // Variants of LoRA whose tensors look like plain LoRA's but mean something else, or that
+  // change more than the adapted layers: refused rather than served wrongly.
+  for (const char* key : {"use_dora", "modules_to_save", "alora_invocation_tokens", "layer_replication",
+                          "use_qalora", "use_bdlora", "lora_bias", "trainable_token_indices",
+                          "target_parameters", "arrow_config", "megatron_config"})
+    if (is_set(j, key))
+      fail("{}: {} is {}; only plain LoRA adapters are served", path.string(), key, j[key].dump());
+  // PiSSA, OLoRA, CorDA and LoftQ start from a changed base model: an adapter saved without
+  // converting back to plain LoRA only fits that base.
+  if (j.contains("init_lora_weights") && j["init_lora_weights"].is_string())
+    for (const char* changed_base : {"pissa", "olora", "corda", "loftq"})
+      if (j["init_lora_weights"].get<std::string>().starts_with(changed_base))
+        fail(
+            "{}: init_lora_weights is {}: such an adapter fits a changed base model; save it converted to "
+            "plain "
+            "LoRA (peft's path_initial_model_for_weight_conversion)",
+            path.string(), j["init_lora_weights"].dump());
   AdapterConfig c;
   if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1)
     fail("{}: r must be an integer >= 1", path.string());
@@ -73,19 +85,28 @@ AdapterConfig read_config(const std::filesystem::path& dir) {
   return c;
 }
 
-// The value of the first key of `pattern` that matches `module` (PEFT: the key, a regular
-// expression, matches the name's end after a dot, or the whole name); null when none does.
+// The value `pattern` gives `module`, as PEFT looks it up: the key equal to the module's name,
+// else a key (a regular expression) that matches the name's end after a dot; null when none
+// does. PEFT takes the first such key in the file's order, which a JSON object does not keep:
+// keys that match with different values are refused.
 const json* pattern_value(const json& pattern, const std::string& module, const std::filesystem::path& dir) {
+  if (const auto exact = pattern.find(module); exact != pattern.end()) return &*exact;
+  const json* found = nullptr;
   for (const auto& [key, value] : pattern.items()) {
-    std::regex re;
+    bool matches = false;
     try {
-      re = std::regex("(.*\\.)?(" + key + ")");
+      matches = std::regex_match(module, std::regex("(.*\\.)?(" + key + ")"));
     } catch (const std::regex_error&) {
-      fail("{}: adapter_config.json: '{}' is not a regular expression", dir.string(), key);
+      fail("{}: adapter_config.json: '{}' is not a regular expression that can be matched", dir.string(),
+           key);
     }
-    if (std::regex_match(module, re)) return &value;
+    if (!matches) continue;
+    if (found != nullptr && *found != value)
+      fail("{}: adapter_config.json: several keys of a pattern give {} different values; name it exactly",
+           dir.string(), module);
+    found = &value;
   }
-  return nullptr;
+  return found;
 }
 
 // A module's rank and scale, as PEFT gives them.
@@ -95,12 +116,14 @@ std::pair<int64_t, float> module_rank_scale(const AdapterConfig& c, const std::s
   double alpha = c.alpha;
   if (const json* r = pattern_value(c.rank_pattern, module, dir)) {
     if (!r->is_number_integer() || r->get<int64_t>() < 1)
-      fail("{}: rank_pattern gives {} for {}; a rank is an integer >= 1", dir.string(), r->dump(), module);
+      fail("{}: adapter_config.json: rank_pattern gives {} for {}; a rank is an integer >= 1", dir.string(),
+           r->dump(), module);
     rank = r->get<int64_t>();
   }
   if (const json* a = pattern_value(c.alpha_pattern, module, dir)) {
     if (!a->is_number() || !(a->get<double>() > 0.0))
-      fail("{}: alpha_pattern gives {} for {}; alpha is a number > 0", dir.string(), a->dump(), module);
+      fail("{}: adapter_config.json: alpha_pattern gives {} for {}; alpha is a number > 0", dir.string(),
+           a->dump(), module);
     alpha = a->get<double>();
   }
   const double scale = alpha / (c.rslora ? std::sqrt(static_cast<double>(rank)) : static_cast<double>(rank));

@@ -127,8 +127,12 @@ int32_t requested_adapter(const json& body, const ServedModel& model) {
   if (requested == model.id) return -1;
   const auto found = std::find(model.adapters.begin(), model.adapters.end(), requested);
   if (found != model.adapters.end()) return static_cast<int32_t>(found - model.adapters.begin());
+  constexpr size_t kListed = 8;  // names in the message at most
   std::string served = fmt::format("'{}'", model.id);
-  for (const std::string& adapter : model.adapters) served += fmt::format(", '{}'", adapter);
+  for (size_t i = 0; i < std::min(model.adapters.size(), kListed); ++i)
+    served += fmt::format(", '{}'", model.adapters[i]);
+  if (model.adapters.size() > kListed)
+    served += fmt::format(" and {} more adapters", model.adapters.size() - kListed);
   throw ApiException(api_error(
       404, fmt::format("The model '{}' does not exist: this server serves {}.", excerpt(requested), served),
       "model", "model_not_found"));

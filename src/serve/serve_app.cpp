@@ -80,9 +80,10 @@ void run_server(ServeConfig config) {
       load_lora_adapters(model.model->config, config.lora_adapters, name, backend.memory());
   for (size_t i = 0; i < adapters.size(); ++i) {
     config.engine.adapters.push_back(&adapters[i]->weights);
-    spdlog::info("LoRA adapter {} from {}: rank up to {}, {:.1f} MiB", config.lora_adapters[i].name,
-                 config.lora_adapters[i].dir.string(), adapters[i]->max_rank,
-                 static_cast<double>(adapters[i]->store.bytes()) / (1 << 20));
+    spdlog::info("LoRA adapter {} from {} (made for {}): rank up to {}, {:.1f} MiB",
+                 config.lora_adapters[i].name, config.lora_adapters[i].dir.string(),
+                 adapters[i]->base_model.empty() ? "an unnamed base model" : adapters[i]->base_model,
+                 adapters[i]->max_rank, static_cast<double>(adapters[i]->store.bytes()) / (1 << 20));
   }
   ServerMetrics metrics;
   Engine engine(model, backend, config.engine, &metrics);

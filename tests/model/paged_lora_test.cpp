@@ -17,6 +17,7 @@
 #include "model/transformer.h"
 #include "runtime/device_choice.h"
 #include "support/gpu_devices.h"
+#include "support/lora_logits.h"
 #include "support/temp_dir.h"
 
 namespace tokenmill {
@@ -29,25 +30,11 @@ std::vector<float> rows_of(const Tensor& logits, int64_t first, int64_t count) {
   return {p, p + count * logits.cols()};
 }
 
-void expect_near(const std::vector<float>& got, const std::vector<float>& want, float tolerance) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], tolerance * (1.0f + std::fabs(want[i]))) << i;
-}
-
-// Every position's logits of `ids` from `model` with `adapter` merged (on the CPU).
+// Every position's logits of `ids` from the model in `model_dir` with the adapter in `adapter_dir` merged.
 std::vector<float> merged_logits(const std::filesystem::path& model_dir,
                                  const std::filesystem::path& adapter_dir, const std::vector<int32_t>& ids) {
   const auto model = Model::load(model_dir);
-  const auto adapter = read_peft_adapter(model->config, adapter_dir);
-  Model merged;
-  merged.config = model->config;
-  merged.weights = merge_lora(model->config, model->weights, adapter->weights);
-  auto backend = make_cpu_backend();
-  Transformer tf(merged, *backend, 16);
-  std::vector<float> logits(ids.size() * static_cast<size_t>(model->config.vocab_size));
-  tf.forward_all(ids, logits);
-  return logits;
+  return testing::merged_lora_logits(*model, *read_peft_adapter(model->config, adapter_dir), ids);
 }
 
 class PagedLora : public ::testing::TestWithParam<testing::DeviceCase> {};
@@ -88,11 +75,11 @@ TEST_P(PagedLora, AdaptersAndTheBaseModelShareAStep) {
   ASSERT_EQ(logits.rows(), 5 * n);
   const auto want = expected["logits"].get<std::vector<float>>();
   const std::vector<float> want_half = merged_logits(model_dir, half_dir, ids);
-  expect_near(rows_of(logits, n, n), want, 1e-4f);
-  expect_near(rows_of(logits, 3 * n, n), want, 1e-4f);
-  expect_near(rows_of(logits, 2 * n, n), want_half, 1e-4f);
-  expect_near(rows_of(logits, 0, n), base, 1e-5f);
-  expect_near(rows_of(logits, 4 * n, n), base, 1e-5f);
+  testing::expect_logits_near(rows_of(logits, n, n), want, 1e-4f);
+  testing::expect_logits_near(rows_of(logits, 3 * n, n), want, 1e-4f);
+  testing::expect_logits_near(rows_of(logits, 2 * n, n), want_half, 1e-4f);
+  testing::expect_logits_near(rows_of(logits, 0, n), base, 1e-5f);
+  testing::expect_logits_near(rows_of(logits, 4 * n, n), base, 1e-5f);
   EXPECT_GT(std::fabs(want_half[7] - want[7]) + std::fabs(want_half[100] - want[100]), 1e-3f);
 }
 

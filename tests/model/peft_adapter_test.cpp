@@ -22,6 +22,7 @@
 #include "model/peft_adapter.h"
 #include "model/transformer.h"
 #include "support/expect_error.h"
+#include "support/lora_logits.h"
 #include "support/temp_dir.h"
 
 namespace tokenmill {
@@ -32,24 +33,8 @@ using testing::TempDir;
 
 const std::filesystem::path kFixtures = std::filesystem::path(TOKENMILL_FIXTURES_DIR);
 
-// The logits of `ids` from `model` with `adapter` merged into its weights.
-std::vector<float> merged_logits(const Model& model, const LoraAdapter& adapter,
-                                 const std::vector<int32_t>& ids) {
-  Model merged;
-  merged.config = model.config;
-  merged.weights = merge_lora(model.config, model.weights, adapter.weights);
-  auto backend = make_cpu_backend();
-  Transformer tf(merged, *backend, 16);
-  std::vector<float> logits(ids.size() * static_cast<size_t>(model.config.vocab_size));
-  tf.forward_all(ids, logits);
-  return logits;
-}
-
 void expect_peft_logits(const std::vector<float>& logits, const nlohmann::json& expected) {
-  const auto want = expected["logits"].get<std::vector<float>>();
-  ASSERT_EQ(logits.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    ASSERT_NEAR(logits[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << i;
+  testing::expect_logits_near(logits, expected["logits"].get<std::vector<float>>(), 1e-4f);
 }
 
 class PeftAdapterParity : public ::testing::TestWithParam<std::string> {};
@@ -70,7 +55,8 @@ TEST_P(PeftAdapterParity, MergedIntoItsBaseGivesPeftModelsLogits) {
   for (const LoraTarget t : kLoraTargets)
     EXPECT_EQ(adapter->weights.at(1, t).a.data != nullptr, std::ranges::count(adapted, t) == 1)
         << lora_target_name(t);
-  expect_peft_logits(merged_logits(*model, *adapter, expected["ids"].get<std::vector<int32_t>>()), expected);
+  expect_peft_logits(
+      testing::merged_lora_logits(*model, *adapter, expected["ids"].get<std::vector<int32_t>>()), expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PeftAdapterParity,
@@ -85,7 +71,8 @@ TEST(PeftAdapter, FollowsTheInterleavedQAndKRowsOfAGgufLlamaFile) {
   const std::filesystem::path dir = kFixtures / "lora" / "llama";
   const nlohmann::json expected = read_json_file(dir / "expected.json");
   const auto adapter = read_peft_adapter(model->config, dir);
-  expect_peft_logits(merged_logits(*model, *adapter, expected["ids"].get<std::vector<int32_t>>()), expected);
+  expect_peft_logits(
+      testing::merged_lora_logits(*model, *adapter, expected["ids"].get<std::vector<int32_t>>()), expected);
 }
 
 TEST(PeftAdapter, RsloraScalesByTheSquareRootOfTheRank) {
@@ -152,7 +139,7 @@ TEST(PeftAdapter, RefusesWhatItCannotServe) {
     AdapterCopy c;
     c.config()["use_dora"] = true;
     c.save();
-    expect_error(read(c), {"DoRA"});
+    expect_error(read(c), {"use_dora is true", "only plain LoRA"});
   }
   {
     AdapterCopy c;
@@ -237,6 +224,61 @@ TEST(PeftAdapter, RefusesAnAdapterOfAnotherModel) {
   const auto mistral = Model::load(kFixtures / "hf" / "mistral");  // one kv head, not two
   expect_error([&] { read_peft_adapter(mistral->config, kFixtures / "lora" / "llama"); },
                {"k_proj: lora_A is [3, 64] and lora_B [32, 3]", "need [3, 64] and [16, 3]"});
+}
+
+// Fields of the wrong JSON type, and LoRA variants whose tensors look like plain LoRA's.
+TEST(PeftAdapter, WrongTypesAndLoraVariantsAreErrorsNamingTheKey) {
+  const auto model = Model::load(kFixtures / "hf" / "llama");
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {{{"peft_type", 5}}, "peft_type is 5"},
+      {{{"bias", 1}}, "bias is 1"},
+      {{{"r", 9223372036854775807.0}}, "r must be an integer"},
+      {{{"r", nlohmann::json::array()}}, "r must be an integer"},
+      {{{"lora_alpha", "5"}}, "lora_alpha must be a number"},
+      {{{"rank_pattern", nlohmann::json::array({1})}}, "rank_pattern must be an object"},
+      {{{"rank_pattern", {{"q_proj", "8"}}}}, "rank_pattern gives \"8\""},
+      {{{"alpha_pattern", {{"q_proj", nullptr}}}}, "alpha_pattern gives null"},
+      {{{"alora_invocation_tokens", {1, 2}}}, "alora_invocation_tokens is [1,2]"},
+      {{{"lora_bias", true}}, "lora_bias is true"},
+      {{{"layer_replication", {{0, 1}}}}, "layer_replication"},
+      {{{"trainable_token_indices", {3}}}, "trainable_token_indices"},
+      {{{"init_lora_weights", "pissa_niter_4"}}, "init_lora_weights is \"pissa_niter_4\""},
+      {{{"init_lora_weights", "olora"}}, "changed base model"},
+  };
+  for (const auto& [change, message] : cases) {
+    SCOPED_TRACE(change.dump());
+    AdapterCopy c;
+    c.config().update(change);
+    c.save();
+    expect_error([&] { read_peft_adapter(model->config, c.dir()); }, {"adapter_config.json", message});
+  }
+  AdapterCopy gaussian;  // an initialisation that leaves the base model alone
+  gaussian.config()["init_lora_weights"] = "gaussian";
+  gaussian.save();
+  EXPECT_NO_THROW(read_peft_adapter(model->config, gaussian.dir()));
+}
+
+// rank_pattern / alpha_pattern as PEFT reads them: the exact module name first, else a key
+// matching the name's end; keys that match with different values are ambiguous (PEFT takes the
+// first in the file's order, which JSON objects do not keep).
+TEST(PeftAdapter, PatternsTakeTheExactNameFirstAndRefuseAmbiguousMatches) {
+  const auto model = Model::load(kFixtures / "hf" / "llama");
+  const auto b_of = [](const LoraAdapter& a, int64_t layer) {
+    return a.weights.at(layer, LoraTarget::Q).b.as<const float>()[5];
+  };
+  const auto plain = read_peft_adapter(model->config, kFixtures / "lora" / "llama");
+  AdapterCopy c;
+  c.config()["alpha_pattern"] = {{"q_proj", 10.0}, {"model.layers.0.self_attn.q_proj", 2.5}};
+  c.save();
+  const auto patterned = read_peft_adapter(model->config, c.dir());
+  EXPECT_FLOAT_EQ(b_of(*patterned, 0), b_of(*plain, 0) * 0.5f);  // alpha 2.5 for 5
+  EXPECT_FLOAT_EQ(b_of(*patterned, 1), b_of(*plain, 1) * 2.0f);  // alpha 10 for 5
+  c.config()["alpha_pattern"] = {{"q_proj", 10.0}, {"self_attn.q_proj", 2.5}};
+  c.save();
+  expect_error([&] { read_peft_adapter(model->config, c.dir()); }, {"several keys", "q_proj"});
+  c.config()["alpha_pattern"] = {{"q_proj", 10.0}, {"self_attn.q_proj", 10.0}};  // agreeing keys are fine
+  c.save();
+  EXPECT_FLOAT_EQ(b_of(*read_peft_adapter(model->config, c.dir()), 1), b_of(*plain, 1) * 2.0f);
 }
 
 // Garbage where adapter_config.json should be never crashes the reader.

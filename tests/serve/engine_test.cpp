@@ -701,6 +701,20 @@ TEST_F(EngineTest, ThePrefixCacheKeepsEachAdaptersBlocksApart) {
   EXPECT_EQ(again.tokens, all.tokens);
 }
 
+// Guesses are checked by the model with the request's adapter: the tokens stay PEFT's.
+TEST_F(EngineTest, SpeculativeDecodingWithAdaptersGivesPeftsGreedyTokens) {
+  load("hf/smollm_chat");
+  const SmollmAdapters adapters(model_.model->config);
+  EngineOptions options = speculative(4);
+  options.adapters = {&adapters.all->weights, &adapters.qv->weights};
+  Engine engine(model_, *backend_, options);
+  const auto all = engine.submit(greedy_with(adapters.ids(), 0));
+  const auto qv = engine.submit(greedy_with(adapters.ids(), 1));
+  EXPECT_EQ(collect(*all).tokens, adapters.expected_all["greedy"].get<std::vector<int32_t>>());
+  EXPECT_EQ(collect(*qv).tokens, adapters.expected_qv["greedy"].get<std::vector<int32_t>>());
+  EXPECT_GT(settled_snapshot(engine).draft_tokens, 0);
+}
+
 TEST_F(EngineTest, RefusesAnAdapterItDoesNotServe) {
   load("hf/smollm_chat");
   const SmollmAdapters adapters(model_.model->config);
@@ -711,7 +725,14 @@ TEST_F(EngineTest, RefusesAnAdapterItDoesNotServe) {
   EXPECT_THROW(engine.submit(greedy_with(adapters.ids(), -2)), Error);
   LoraWeights one_layer;
   one_layer.layers.resize(1);
+  one_layer.scale = 1.0f;
   options.adapters = {&one_layer};
+  EXPECT_THROW(Engine(model_, *backend_, options), Error);
+  LoraWeights scaled = adapters.all->weights;  // a scale not folded into b
+  scaled.scale = 2.0f;
+  options.adapters = {&scaled};
+  EXPECT_THROW(Engine(model_, *backend_, options), Error);
+  options.adapters = {nullptr};
   EXPECT_THROW(Engine(model_, *backend_, options), Error);
 }
 
