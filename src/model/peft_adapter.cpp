@@ -1,9 +1,11 @@
 #include "model/peft_adapter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <span>
 #include <vector>
 
 #include "core/error.h"
@@ -156,6 +158,13 @@ std::map<std::string, ModuleTensors> module_tensors(const std::vector<Safetensor
   return modules;
 }
 
+// A weight that is not finite would make every logit of its requests NaN: refused at load.
+void require_finite(std::span<const float> values, const std::filesystem::path& file,
+                    const std::string& module, std::string_view what) {
+  if (!std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); }))
+    fail("{}: module {}: {} holds a value that is not finite (inf or NaN)", file.string(), module, what);
+}
+
 float value_at(const MappedFile& file, const SafetensorsEntry& e, int64_t index) {
   return load_as_f32(file.bytes().data() + e.offset, *e.dtype, static_cast<size_t>(index));
 }
@@ -202,6 +211,7 @@ std::unique_ptr<LoraAdapter> read_peft_adapter(const ModelConfig& config, const 
             rank, in, out, rank);
       std::vector<float> host(static_cast<size_t>(rank * in));
       for (int64_t i = 0; i < rank * in; ++i) host[static_cast<size_t>(i)] = value_at(file, *t.a, i);
+      require_finite(host, file_path, m.name, "lora_A");
       const Tensor a = adapter->store.copy_of(Tensor(host.data(), DType::F32, {rank, in}));
       int64_t first = 0;
       for (const LoraModule::Part& p : m.parts) {
@@ -212,6 +222,7 @@ std::unique_ptr<LoraAdapter> read_peft_adapter(const ModelConfig& config, const 
           for (int64_t k = 0; k < rank; ++k)
             host[static_cast<size_t>(row * rank + k)] = scale * value_at(file, *t.b, source * rank + k);
         }
+        require_finite(host, file_path, m.name, "lora_B times the scale");
         adapter->weights.layers[static_cast<size_t>(l)][static_cast<size_t>(p.target)] = {
             a, adapter->store.copy_of(Tensor(host.data(), DType::F32, {p.rows, rank}))};
         first += p.rows;
