@@ -23,18 +23,26 @@ namespace {
 
 const std::filesystem::path kFixtures(TOKENMILL_FIXTURES_DIR);
 
-// The adapter directory of this process: the fixture's tensors, the input's config.
-const std::filesystem::path& adapter_dir() {
-  static const std::filesystem::path dir = [] {
-    const std::filesystem::path d =
-        std::filesystem::temp_directory_path() / ("tokenmill_peft_fuzz_" + std::to_string(getpid()));
-    std::filesystem::create_directories(d);
+// The adapter directory of this process: the fixture's tensors, the input's config; removed
+// when the process exits.
+struct AdapterDir {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("tokenmill_peft_fuzz_" + std::to_string(getpid()));
+  AdapterDir() {
+    std::filesystem::create_directories(path);
     std::filesystem::copy_file(kFixtures / "lora" / "llama" / "adapter_model.safetensors",
-                               d / "adapter_model.safetensors",
+                               path / "adapter_model.safetensors",
                                std::filesystem::copy_options::overwrite_existing);
-    return d;
-  }();
-  return dir;
+  }
+  ~AdapterDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+const std::filesystem::path& adapter_dir() {
+  static const AdapterDir dir;
+  return dir.path;
 }
 
 void check_finite(const tokenmill::Tensor& t) {
