@@ -95,6 +95,14 @@ std::array<int64_t, 2> lora_target_shape(const ModelConfig& c, LoraTarget target
   return {c.hidden_size, c.intermediate_size};
 }
 
+void check_unmerged_adapter(const ModelConfig& config, const LoraWeights& adapter) {
+  if (static_cast<int64_t>(adapter.layers.size()) != config.num_hidden_layers || adapter.scale != 1.0f)
+    fail(
+        "a LoRA adapter of {} layers (scale {}) cannot serve this {}-layer model unmerged (it needs its "
+        "scale folded in, as read_peft_adapter does)",
+        adapter.layers.size(), adapter.scale, config.num_hidden_layers);
+}
+
 ModelWeights merge_lora(const ModelConfig& config, const ModelWeights& base, const LoraWeights& lora) {
   ModelWeights merged = view_weights(base);
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {

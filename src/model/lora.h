@@ -64,6 +64,11 @@ struct LoraWeights {
   }
 };
 
+// Error unless `adapter` can serve a model of `config` unmerged (PagedTransformer::Slice):
+// one entry per layer, and each module's scale folded into its B (scale 1, as
+// read_peft_adapter makes it).
+void check_unmerged_adapter(const ModelConfig& config, const LoraWeights& adapter);
+
 // The model with the adapter merged: every targeted weight becomes W + s B A (f32, computed
 // in double, owned by the result); everything else views `base`.
 ModelWeights merge_lora(const ModelConfig& config, const ModelWeights& base, const LoraWeights& lora);

@@ -95,9 +95,7 @@ Tensor PagedTransformer::forward(std::span<const Slice> slices) {
     if (static_cast<int64_t>(ids_.size()) + n > max_tokens_)
       fail("paged forward: the step exceeds its {} tokens", max_tokens_);
     if (s.adapter != nullptr) {
-      if (static_cast<int64_t>(s.adapter->layers.size()) != c.num_hidden_layers || s.adapter->scale != 1.0f)
-        fail("paged forward: a LoRA adapter of {} layers (scale {}) does not fit this {}-layer model",
-             s.adapter->layers.size(), s.adapter->scale, c.num_hidden_layers);
+      check_unmerged_adapter(c, *s.adapter);
       const auto first_row = static_cast<int64_t>(ids_.size());
       if (!adapter_runs_.empty() && adapter_runs_.back().adapter == s.adapter &&
           adapter_runs_.back().first_row + adapter_runs_.back().rows == first_row) {

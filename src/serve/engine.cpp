@@ -82,12 +82,7 @@ struct Engine::State {
     if (opts.max_waiting < 1) fail("--max-waiting must be at least 1 (got {})", opts.max_waiting);
     for (const LoraWeights* adapter : opts.adapters) {
       if (adapter == nullptr) fail("engine options: a LoRA adapter is null");
-      if (static_cast<int64_t>(adapter->layers.size()) != text_model.model->config.num_hidden_layers ||
-          adapter->scale != 1.0f)
-        fail(
-            "a LoRA adapter of {} layers (scale {}) cannot serve this {}-layer model (scale 1: read by "
-            "read_peft_adapter)",
-            adapter->layers.size(), adapter->scale, text_model.model->config.num_hidden_layers);
+      check_unmerged_adapter(text_model.model->config, *adapter);
     }
     if (opts.draft_model != nullptr && opts.speculative.max_tokens > 0) {
       if (text_model.model->config.attention_span() > 0)
