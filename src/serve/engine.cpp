@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <exception>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -96,6 +98,7 @@ struct Engine::State {
 
   void loop();
   void take_incoming();
+  void run_tasks();
   void end_requests_from_outside();
   void draft_decodes();
   bool run_step();
@@ -121,7 +124,8 @@ struct Engine::State {
   mutable std::mutex mutex;  // guards what follows
   std::condition_variable wake;
   std::deque<std::unique_ptr<Sequence>> incoming;
-  int64_t queued = 0;  // incoming + the scheduler's waiting, as of the last step
+  std::deque<std::packaged_task<void()>> tasks;  // run_between_steps()
+  int64_t queued = 0;                            // incoming + the scheduler's waiting, as of the last step
   bool stopping = false;
   Clock::time_point stop_deadline = Clock::time_point::max();
   EngineSnapshot snapshot;
@@ -131,7 +135,6 @@ struct Engine::State {
 Engine::Engine(const TextModel& model, Backend& backend, const EngineOptions& options,
                EngineObserver* observer)
     : state_(std::make_unique<State>(model, backend, options, observer)) {
-  model.require_tokenizer("serving");
   state_->publish_snapshot();
   state_->thread = std::thread([s = state_.get()] { s->loop(); });
 }
@@ -155,6 +158,8 @@ std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
   if (request.adapter < -1 || request.adapter >= static_cast<int64_t>(s.options.adapters.size()))
     fail("adapter {} does not exist: the engine serves {} LoRA adapters", request.adapter,
          s.options.adapters.size());
+  if (!s.model.tokenizer && !request.stop.empty())
+    fail("stop strings need the model's tokenizer, and {} has none", s.model.model->path.string());
   request.sampling.validate();
   const int64_t max_total =
       std::min(s.context, static_cast<int64_t>(request.prompt.size()) + request.max_tokens);
@@ -168,7 +173,8 @@ std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
           fmt::format("{} requests are already waiting: try again shortly", s.options.max_waiting));
     const auto space = static_cast<uint32_t>(request.adapter + 1);  // each adapter its own prefix space
     s.incoming.push_back(std::make_unique<Sequence>(s.next_id++, std::move(request), stream,
-                                                    *s.model.tokenizer, s.model.eos_token_ids, max_total));
+                                                    s.model.tokenizer ? &*s.model.tokenizer : nullptr,
+                                                    s.model.eos_token_ids, max_total));
     s.incoming.back()->table.space = space;
   }
   s.wake.notify_one();
@@ -203,9 +209,10 @@ void Engine::State::loop() {
   for (;;) {
     {
       std::unique_lock lock(mutex);
-      wake.wait(lock, [&] { return stopping || !incoming.empty() || !scheduler.idle(); });
-      if (stopping && incoming.empty() && scheduler.idle()) return;
+      wake.wait(lock, [&] { return stopping || !incoming.empty() || !tasks.empty() || !scheduler.idle(); });
+      if (stopping && incoming.empty() && tasks.empty() && scheduler.idle()) return;
     }
+    run_tasks();
     take_incoming();
     end_requests_from_outside();
     bool stepped = false;
@@ -221,6 +228,31 @@ void Engine::State::loop() {
       std::unique_lock lock(mutex);
       wake.wait_for(lock, std::chrono::milliseconds(1));
     }
+  }
+}
+
+void Engine::run_between_steps(const std::function<void()>& task) {
+  State& s = *state_;
+  std::future<void> done;
+  {
+    const std::lock_guard lock(s.mutex);
+    if (s.stopping) throw EngineStopped("the engine is shutting down");
+    done = s.tasks.emplace_back(task).get_future();
+  }
+  s.wake.notify_one();
+  done.get();
+}
+
+void Engine::State::run_tasks() {
+  for (;;) {
+    std::packaged_task<void()> task;
+    {
+      const std::lock_guard lock(mutex);
+      if (tasks.empty()) return;
+      task = std::move(tasks.front());
+      tasks.pop_front();
+    }
+    task();  // an exception is kept for the caller
   }
 }
 

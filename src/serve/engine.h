@@ -27,6 +27,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "backend/backend.h"
@@ -119,7 +120,8 @@ class Engine {
   };
 
   // Sizes the KV pool, starts the loop thread. `model` and `backend` (and `observer`, if
-  // any) must outlive the engine. Throws Error if the pool cannot hold one full-context
+  // any) must outlive the engine. A model without a tokenizer is served token ids in, token
+  // ids out: its events carry no text. Throws Error if the pool cannot hold one full-context
   // sequence or an option is out of range.
   Engine(const TextModel& model, Backend& backend, const EngineOptions& options,
          EngineObserver* observer = nullptr);
@@ -129,13 +131,19 @@ class Engine {
 
   // Queues a request; its events arrive on the returned stream. Throws Error for an invalid
   // request (empty prompt, prompt not shorter than the context, token outside the
-  // vocabulary, bad sampling parameters, no such adapter: the message names the field), EngineBusy when
+  // vocabulary, bad sampling parameters, no such adapter, stop strings without a tokenizer:
+  // the message names the field), EngineBusy when
   // max_waiting requests are queued, EngineStopped after shutdown() began.
   std::shared_ptr<RequestStream> submit(EngineRequest request);
 
   // Stops accepting requests, lets those in flight finish for up to `grace`, ends the rest
   // with FinishReason::Shutdown, and joins the loop thread.
   void shutdown(std::chrono::milliseconds grace);
+
+  // Runs `task` on the engine thread between two steps, so that it may use the engine's model
+  // and backend (a backend serves one thread at a time) while requests are in flight; returns
+  // once it ran, rethrowing what it threw. Throws EngineStopped after shutdown() began.
+  void run_between_steps(const std::function<void()>& task);
 
   EngineSnapshot snapshot() const;
   const Capacity& capacity() const;

@@ -21,7 +21,7 @@ const char* finish_reason_name(FinishReason reason) {
 }
 
 Sequence::Sequence(uint64_t id, EngineRequest request, std::shared_ptr<RequestStream> stream,
-                   const Tokenizer& tokenizer, const std::vector<int32_t>& eos_ids, int64_t max_total)
+                   const Tokenizer* tokenizer, const std::vector<int32_t>& eos_ids, int64_t max_total)
     : id_(id),
       request_(std::move(request)),
       stream_(std::move(stream)),
@@ -30,8 +30,8 @@ Sequence::Sequence(uint64_t id, EngineRequest request, std::shared_ptr<RequestSt
       max_total_(max_total),
       eos_ids_(eos_ids),
       sampler_(request_.sampling),
-      decoder_(tokenizer, request_.skip_special_tokens),
       stops_(request_.stop) {
+  if (tokenizer != nullptr) decoder_.emplace(*tokenizer, request_.skip_special_tokens);
   if (request_.grammar) grammar_.emplace(request_.grammar->start());
 }
 
@@ -98,7 +98,7 @@ StreamEvent Sequence::advance(std::span<float> logits) {
   event.tokens.push_back(token);
   if (request_.top_logprobs >= 0)
     event.logprobs.push_back(token_logprob(raw_logits_, token, request_.top_logprobs));
-  event.text = stops_.push(decoder_.push(token));
+  if (decoder_) event.text = stops_.push(decoder_->push(token));
   if (stops_.stopped()) return finished_event(std::move(event), FinishReason::Stop);
   if (is_stop_token(token) || grammar_done) return finished_event(std::move(event), FinishReason::Stop);
   if (static_cast<int64_t>(tokens_.size()) >= max_total_)
@@ -125,7 +125,7 @@ StreamEvent Sequence::embedded(std::vector<float> hidden) {
 
 StreamEvent Sequence::finished_event(StreamEvent event, FinishReason reason) {
   if (!stops_.stopped()) {
-    event.text += stops_.push(decoder_.flush());
+    if (decoder_) event.text += stops_.push(decoder_->flush());
     if (!stops_.stopped()) event.text += stops_.flush();
   }
   event.finish = reason;

@@ -24,9 +24,10 @@ class Sequence {
   using Clock = std::chrono::steady_clock;
 
   // `max_total` bounds prompt + generated tokens (the request's max_tokens clamped to the
-  // context). `eos_ids` end generation unless the request ignores eos.
+  // context). `eos_ids` end generation unless the request ignores eos. Without a tokenizer
+  // (null) the events carry token ids and no text, and the request must have no stop strings.
   Sequence(uint64_t id, EngineRequest request, std::shared_ptr<RequestStream> stream,
-           const Tokenizer& tokenizer, const std::vector<int32_t>& eos_ids, int64_t max_total);
+           const Tokenizer* tokenizer, const std::vector<int32_t>& eos_ids, int64_t max_total);
 
   uint64_t id() const { return id_; }
   const EngineRequest& request() const { return request_; }
@@ -90,7 +91,7 @@ class Sequence {
   int64_t max_total_;
   const std::vector<int32_t>& eos_ids_;
   Sampler sampler_;
-  StreamingDecoder decoder_;
+  std::optional<StreamingDecoder> decoder_;  // with a tokenizer
   StopMatcher stops_;
   std::optional<GrammarMatcher> grammar_;    // with request_.grammar
   std::vector<float> raw_logits_;            // the row before sampling, when logprobs are asked for

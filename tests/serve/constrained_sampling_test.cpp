@@ -42,7 +42,7 @@ Sequence make_sequence(const std::string& gbnf, SamplingParams sampling) {
   request.max_tokens = 64;
   request.sampling = sampling;
   request.grammar = grammars().get(gbnf);
-  return Sequence(0, std::move(request), std::make_shared<RequestStream>(), tokenizer(),
+  return Sequence(0, std::move(request), std::make_shared<RequestStream>(), &tokenizer(),
                   tokenizer().eos_ids(), 65);
 }
 

@@ -5,6 +5,7 @@
 // Transformer. With the Q4_1 GGUF model every op is row-wise exact, so each request must
 // give exactly those tokens whatever else runs beside it (the batch invariance guarantee);
 // with float weights (f32, bf16) the guarantee is weaker (FloatBatchInvariance).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -136,6 +137,20 @@ TEST_F(EngineTest, OneRequestMatchesGenerate) {
   EXPECT_EQ(c.last.prompt_tokens, 37);
   EXPECT_EQ(c.last.completion_tokens, 20);
   EXPECT_EQ(c.text, model_.tokenizer->decode(c.tokens, true));
+}
+
+// A model without a tokenizer is served token ids in, token ids out.
+TEST_F(EngineTest, AModelWithoutATokenizerGeneratesIdsWithoutText) {
+  load("hf/llama");
+  ASSERT_FALSE(model_.tokenizer);
+  Engine engine(model_, *backend_, EngineOptions{});
+  const EngineRequest r = greedy(random_prompt(9, vocab(), 4), 10);
+  const Collected c = collect(*engine.submit(r));
+  EXPECT_EQ(c.tokens, solo(r));
+  EXPECT_EQ(c.text, "");
+  EngineRequest with_stop = r;
+  with_stop.stop = {"x"};
+  EXPECT_THROW(engine.submit(with_stop), Error);
 }
 
 // An embedding request generates nothing and ends with its last prompt token's final hidden
@@ -552,6 +567,38 @@ TEST_F(EngineTest, CancelledRequestEndsAndFreesItsBlocks) {
   EXPECT_EQ(c.tokens.size(), 1u);  // the engine noticed at its next step
   EXPECT_EQ(c.last.completion_tokens, 1);
   EXPECT_EQ(settled_snapshot(engine).kv_blocks_used, 0);
+}
+
+// A task runs on the engine thread between two steps of a request in flight, which then
+// goes on as if nothing ran; what the task throws reaches its caller; after shutdown the
+// engine takes no task.
+TEST_F(EngineTest, RunsATaskBetweenStepsOnItsOwnThread) {
+  load("hf/smollm_chat");
+  PausingObserver observer;
+  Engine engine(model_, *backend_, EngineOptions{}, &observer);
+  const EngineRequest r = greedy(random_prompt(10, vocab(), 9), 12);
+  auto stream = engine.submit(r);
+  observer.wait_until_paused();  // inside a step, on the engine thread
+  std::thread::id ran_on;
+  std::vector<float> logits(r.prompt.size() * static_cast<size_t>(vocab()));
+  std::thread caller([&] {
+    engine.run_between_steps([&] {
+      ran_on = std::this_thread::get_id();
+      Transformer t(*model_.model, *backend_);
+      t.forward_all(r.prompt, logits);
+    });
+  });
+  observer.release();
+  caller.join();
+  EXPECT_NE(ran_on, std::thread::id());
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+  const std::vector<int32_t> expected = solo(r);
+  const auto last_row = logits.end() - vocab();
+  EXPECT_EQ(std::max_element(last_row, logits.end()) - last_row, expected[0]);
+  EXPECT_EQ(collect(*stream).tokens, expected);
+  EXPECT_THROW(engine.run_between_steps([] { fail("the task failed"); }), Error);
+  engine.shutdown(0ms);
+  EXPECT_THROW(engine.run_between_steps([] {}), EngineStopped);
 }
 
 TEST_F(EngineTest, StopsAtStopStringsStopTokensAndTheContext) {

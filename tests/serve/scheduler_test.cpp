@@ -26,7 +26,7 @@ std::unique_ptr<Sequence> sequence(uint64_t id, int64_t prompt_tokens) {
   request.prompt.assign(static_cast<size_t>(prompt_tokens), 7);
   request.max_tokens = 1000;
   request.ignore_eos = true;
-  return std::make_unique<Sequence>(id, std::move(request), std::make_shared<RequestStream>(), tokenizer(),
+  return std::make_unique<Sequence>(id, std::move(request), std::make_shared<RequestStream>(), &tokenizer(),
                                     tokenizer().eos_ids(), prompt_tokens + 1000);
 }
 
