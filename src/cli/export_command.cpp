@@ -17,19 +17,6 @@ struct ExportFlags {
   std::string source, run, checkpoint, out, dtype = "f32", lora = "merged";
 };
 
-DType export_dtype(const std::string& name) {
-  if (name == "f32") return DType::F32;
-  if (name == "bf16") return DType::BF16;
-  if (name == "f16") return DType::F16;
-  fail("--dtype must be f32, bf16 or f16, got '{}'", name);
-}
-
-LoraExport lora_form(const std::string& name) {
-  if (name == "merged") return LoraExport::Merged;
-  if (name == "adapter") return LoraExport::Adapter;
-  fail("--lora must be merged or adapter, got '{}'", name);
-}
-
 void warn_skipped(const std::filesystem::path& path, const std::string& why) {
   fmt::print(stderr, "warning: skipping checkpoint {}: {}\n", path.string(), why);
 }
@@ -44,8 +31,8 @@ std::filesystem::path checkpoint_of(const ExportFlags& f) {
 }
 
 void run_export(const ExportFlags& f) {
-  const DType dtype = export_dtype(f.dtype);
-  const LoraExport form = lora_form(f.lora);
+  const DType dtype = parse_export_dtype(f.dtype);
+  const LoraExport form = parse_lora_export(f.lora);
   const std::filesystem::path checkpoint = checkpoint_of(f);
   export_checkpoint(checkpoint, f.out, dtype, form);
   if (form == LoraExport::Adapter) {  // export_checkpoint refuses it for a full model

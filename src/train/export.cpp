@@ -13,6 +13,19 @@
 
 namespace tokenmill {
 
+DType parse_export_dtype(std::string_view name, std::string_view flag) {
+  if (name == "f32") return DType::F32;
+  if (name == "bf16") return DType::BF16;
+  if (name == "f16") return DType::F16;
+  fail("{} must be f32, bf16 or f16, got '{}'", flag, name);
+}
+
+LoraExport parse_lora_export(std::string_view name, std::string_view flag) {
+  if (name == "merged") return LoraExport::Merged;
+  if (name == "adapter") return LoraExport::Adapter;
+  fail("{} must be merged or adapter, got '{}'", flag, name);
+}
+
 namespace {
 
 // The tokenizer's files, copied beside the model when the source has them (tokenizer.json

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string_view>
 
 #include "core/dtype.h"
 #include "train/checkpoint.h"
@@ -19,6 +20,10 @@ std::filesystem::path run_checkpoint(const std::filesystem::path& run_dir,
 // What a LoRA run's checkpoint exports as: the base model with the adapter merged
 // (W + alpha / r B A; a full Hugging Face model) or the PEFT adapter (train/lora_export.h).
 enum class LoraExport : uint8_t { Merged, Adapter };
+
+// "f32", "bf16", "f16" / "merged", "adapter"; Error naming `flag` otherwise.
+DType parse_export_dtype(std::string_view name, std::string_view flag = "--dtype");
+LoraExport parse_lora_export(std::string_view name, std::string_view flag = "--lora");
 
 // Writes out_dir from `checkpoint`: config.json, generation_config.json (the pretrained
 // source model's when it has one, else built from config.json), model.safetensors (as
