@@ -1,7 +1,9 @@
 // tokenmill._native.Engine: a model loaded with its engine (serve/engine_host.h), which every
 // generation of python/tokenmill/llm.py goes through, batched with the others in flight.
 // Waiting releases the GIL; Ctrl-C cancels what the call submitted and raises
-// KeyboardInterrupt once the engine let go of it.
+// KeyboardInterrupt once the engine let go of it. Every call holds the host (a shared_ptr
+// taken with the GIL) while it runs, so close() from another thread ends the engine only
+// once the calls in flight are done with it.
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
@@ -13,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "bindings.h"
 #include "core/error.h"
@@ -26,9 +29,16 @@ namespace tokenmill::python {
 namespace {
 
 // One streamed completion: iterating gives one Result per step, the last with finish_reason.
+// One thread at a time may use a Stream.
 class Stream {
  public:
-  explicit Stream(std::shared_ptr<RequestStream> stream) : stream_(std::move(stream)) {}
+  Stream(std::shared_ptr<RequestStream> stream, std::shared_ptr<EngineHost> host)
+      : stream_(std::move(stream)), host_(std::move(host)) {}
+  Stream(Stream&&) = default;
+  Stream& operator=(Stream&&) = delete;
+  ~Stream() {  // dropped unfinished: the engine stops generating for it
+    if (stream_ && !done_) stream_->cancel();
+  }
   Result next() {
     if (done_) throw py::stop_iteration();
     StreamEvent event;
@@ -55,6 +65,7 @@ class Stream {
 
  private:
   std::shared_ptr<RequestStream> stream_;
+  std::shared_ptr<EngineHost> host_;  // the engine outlives its streams
   bool done_ = false;
 };
 
@@ -94,16 +105,17 @@ class PyEngine {
       (*log)(utf8(line));
     };
     py::gil_scoped_release release;  // loading takes a while; other Python threads go on
-    host_ = std::make_unique<EngineHost>(c, nullptr, log_line);
-    if (host_->model().tokenizer) grammars_ = std::make_unique<GrammarCache>(*host_->model().tokenizer);
+    host_ = std::make_shared<EngineHost>(c, nullptr, log_line);
+    if (host_->model().tokenizer) grammars_ = std::make_shared<GrammarCache>(*host_->model().tokenizer);
   }
 
-  EngineHost& host() {
+  // The host, for the length of a call (taken with the GIL held).
+  std::shared_ptr<EngineHost> host() const {
     if (!host_) throw Error("this LLM was closed");
-    return *host_;
+    return host_;
   }
 
-  EngineRequest engine_request(const Request& r) {
+  EngineRequest engine_request(const EngineHost& host, const Request& r) const {
     EngineRequest e;
     e.prompt = r.prompt;
     e.max_tokens = r.max_tokens;
@@ -116,18 +128,18 @@ class PyEngine {
     s.frequency_penalty = r.frequency_penalty;
     s.presence_penalty = r.presence_penalty;
     s.seed = r.seed;
-    s.vocab_limit = host().model().sampling_vocab_limit();
+    s.vocab_limit = host.model().sampling_vocab_limit();
     e.stop = r.stop;
     e.stop_token_ids = r.stop_token_ids;
     e.ignore_eos = r.ignore_eos;
     e.top_logprobs = r.logprobs;
     e.skip_special_tokens = r.skip_special_tokens;
     if (!r.grammar.empty()) {
-      if (!grammars_) fail("structured outputs need the model's tokenizer, and {} has none", host().name());
+      if (!grammars_) fail("structured outputs need the model's tokenizer, and {} has none", host.name());
       e.grammar = grammars_->get(r.grammar);
     }
     if (!r.adapter.empty()) {
-      const std::vector<std::string>& names = host().adapter_names();
+      const std::vector<std::string>& names = host.adapter_names();
       const auto it = std::find(names.begin(), names.end(), r.adapter);
       if (it == names.end())
         fail("lora '{}': no such adapter (this LLM has {})", r.adapter,
@@ -140,8 +152,9 @@ class PyEngine {
   // Every request submitted (as many as the engine queues at once; the rest as earlier ones
   // finish) and gathered, in order.
   std::vector<Result> generate(const std::vector<Request>& requests) {
+    const std::shared_ptr<EngineHost> host = this->host();
     std::vector<EngineRequest> engine_requests;
-    for (const Request& r : requests) engine_requests.push_back(engine_request(r));
+    for (const Request& r : requests) engine_requests.push_back(engine_request(*host, r));
     std::vector<std::shared_ptr<RequestStream>> streams;
     std::vector<Result> results(requests.size());
     size_t gathered = 0;
@@ -149,12 +162,17 @@ class PyEngine {
       for (size_t i = 0; i < engine_requests.size(); ++i) {
         for (;;) {
           try {
-            streams.push_back(host().engine().submit(std::move(engine_requests[i])));
+            streams.push_back(host->engine().submit(engine_requests[i]));  // a copy: kept if refused
             break;
           } catch (const EngineBusy&) {
-            if (gathered == streams.size()) throw;  // busy with other callers' requests alone
-            gather(*streams[gathered], results[gathered]);
-            ++gathered;
+            if (gathered < streams.size()) {  // room comes as ours finish
+              gather(*streams[gathered], results[gathered]);
+              ++gathered;
+            } else {  // the queue holds other callers' requests alone: wait for room
+              check_signals();
+              py::gil_scoped_release release;
+              std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
           }
         }
         results[i].has_logprobs = requests[i].logprobs >= 0;
@@ -172,11 +190,15 @@ class PyEngine {
     return results;
   }
 
-  Stream submit(const Request& request) { return Stream(host().engine().submit(engine_request(request))); }
+  Stream submit(const Request& request) {
+    const std::shared_ptr<EngineHost> host = this->host();
+    return Stream(host->engine().submit(engine_request(*host, request)), host);
+  }
 
   // Logits of every position, computed on the engine's thread between two steps.
   py::array_t<float> logits(const std::vector<int32_t>& ids) {
-    const TextModel& model = host().model();
+    const std::shared_ptr<EngineHost> host = this->host();
+    const TextModel& model = host->model();
     const int64_t vocab = model.model->config.vocab_size;
     const auto n = static_cast<int64_t>(ids.size());
     if (n == 0) fail("the prompt is empty: give at least one token");
@@ -187,8 +209,8 @@ class PyEngine {
     auto values = std::make_unique<std::vector<float>>(static_cast<size_t>(n * vocab));
     {
       py::gil_scoped_release release;
-      host().engine().run_between_steps([&] {
-        Transformer transformer(*model.model, host().backend(), n);
+      host->engine().run_between_steps([&] {
+        Transformer transformer(*model.model, host->backend(), n);
         transformer.forward_all(ids, *values);
       });
     }
@@ -198,7 +220,7 @@ class PyEngine {
   }
 
   py::dict stats() {
-    const EngineSnapshot s = host().engine().snapshot();
+    const EngineSnapshot s = host()->engine().snapshot();
     py::dict d;
     d["running"] = s.running;
     d["waiting"] = s.waiting;
@@ -215,9 +237,11 @@ class PyEngine {
     return d;
   }
 
+  // Drops this LLM's hold on the host; the engine stops once no call in flight holds it.
   void close() {
+    std::shared_ptr<EngineHost> last = std::move(host_);
     py::gil_scoped_release release;
-    host_.reset();
+    last.reset();
   }
 
  private:
@@ -228,8 +252,8 @@ class PyEngine {
     }
   }
 
-  std::unique_ptr<EngineHost> host_;
-  std::unique_ptr<GrammarCache> grammars_;  // with a tokenizer
+  std::shared_ptr<EngineHost> host_;
+  std::shared_ptr<GrammarCache> grammars_;  // with a tokenizer
 };
 
 }  // namespace
@@ -251,15 +275,15 @@ void bind_llm(py::module_& m) {
            py::arg("max_waiting") = 1024, py::arg("prefix_caching") = true, py::arg("speculative") = "",
            py::arg("speculative_rows") = 4, py::arg("no_mmap") = false, py::arg("log") = py::none())
       .def("generate", &PyEngine::generate, py::arg("requests"))
-      .def("submit", &PyEngine::submit, py::arg("request"), py::keep_alive<0, 1>())
+      .def("submit", &PyEngine::submit, py::arg("request"))
       .def("logits", &PyEngine::logits, py::arg("ids"))
       .def("stats", &PyEngine::stats)
       .def("close", &PyEngine::close)
-      .def_property_readonly("tokenizer", [](PyEngine& e) { return e.host().model().tokenizer; })
-      .def_property_readonly("chat_template", [](PyEngine& e) { return e.host().chat_template_source(); })
-      .def_property_readonly("backend_name", [](PyEngine& e) { return e.host().backend().name(); })
-      .def_property_readonly("context", [](PyEngine& e) { return e.host().engine().context(); })
-      .def_property_readonly("adapter_names", [](PyEngine& e) { return e.host().adapter_names(); });
+      .def_property_readonly("tokenizer", [](PyEngine& e) { return e.host()->model().tokenizer; })
+      .def_property_readonly("chat_template", [](PyEngine& e) { return e.host()->chat_template_source(); })
+      .def_property_readonly("backend_name", [](PyEngine& e) { return e.host()->backend().name(); })
+      .def_property_readonly("context", [](PyEngine& e) { return e.host()->engine().context(); })
+      .def_property_readonly("adapter_names", [](PyEngine& e) { return e.host()->adapter_names(); });
 }
 
 }  // namespace tokenmill::python

@@ -25,13 +25,12 @@ void Result::add(StreamEvent& event) {
 StreamEvent next_event(RequestStream& stream) {
   StreamEvent event;
   for (;;) {
-    bool got = false;
-    {
-      py::gil_scoped_release release;
-      got = stream.next(event, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
-    }
-    check_signals();  // also between events: a long generation has one every step
-    if (got) return event;
+    // Before waiting, so that an event taken from the stream is always returned (the
+    // caller's cancellation then waits for the last one); a long generation has an event
+    // every step, so this runs every step too.
+    check_signals();
+    py::gil_scoped_release release;
+    if (stream.next(event, std::chrono::steady_clock::now() + std::chrono::milliseconds(50))) return event;
   }
 }
 

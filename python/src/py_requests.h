@@ -47,7 +47,7 @@ struct Result {
 };
 
 // Waits for the stream's next event with the GIL released, looking for Ctrl-C (check_signals)
-// after each event and every 50 ms without one.
+// before each wait and every 50 ms of it.
 StreamEvent next_event(RequestStream& stream);
 
 // As next_event, but without looking for signals, for a stream already cancelled (it ends at

@@ -174,6 +174,9 @@ class Callbacks {
   TrainingJobReport report() {
     TrainingJobReport r;
     r.log = [this](std::string_view line) { call(log_, [&] { return py::make_tuple(utf8(line)); }); };
+    r.notes = [this](std::string_view line) {
+      call(log_, [&] { return py::make_tuple(utf8(fmt::format("note: {}", line))); });
+    };
     r.on_step = [this](const StepReport& s, std::string_view line) {
       call(log_, [&] { return py::make_tuple(utf8(line)); });
       call(on_step_, [&] { return py::make_tuple(step_dict(s)); });
@@ -229,14 +232,27 @@ py::object train(const std::string& data, const std::string& out, std::optional<
   return d;
 }
 
+// Checkpoints of the run newer than the one exported that do not verify are reported as
+// Python warnings, as the CLI prints them.
 std::string export_run(const std::string& source, const std::string& out, const std::string& dtype,
                        const std::string& lora) {
   const DType type = parse_export_dtype(dtype, "dtype");
   const LoraExport form = parse_lora_export(lora, "lora");
-  py::gil_scoped_release release;
-  const std::filesystem::path checkpoint =
-      std::filesystem::is_directory(source) ? run_checkpoint(source) : std::filesystem::path(source);
-  export_checkpoint(checkpoint, out, type, form);
+  std::vector<std::string> skipped;
+  std::filesystem::path checkpoint;
+  {
+    py::gil_scoped_release release;
+    checkpoint = std::filesystem::is_directory(source)
+                     ? run_checkpoint(
+                           source,
+                           [&skipped](const std::filesystem::path& path, const std::string& why) {
+                             skipped.push_back(fmt::format("skipping checkpoint {}: {}", path.string(), why));
+                           })
+                     : std::filesystem::path(source);
+    export_checkpoint(checkpoint, out, type, form);
+  }
+  for (const std::string& warning : skipped)
+    if (PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 1) != 0) throw py::error_already_set();
   return checkpoint.string();
 }
 

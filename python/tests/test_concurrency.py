@@ -74,3 +74,28 @@ def test_a_thousand_generate_calls_keep_memory_flat(tiny):
         assert len(out[0].outputs[0].token_ids) == 4
     grown = rss_bytes() - before
     assert grown < 8 << 20, f"RSS grew by {grown / 2**20:.1f} MiB over 1000 calls"
+
+
+def test_more_prompts_than_the_engine_queues_at_once_all_complete():
+    from conftest import FIXTURES
+    llm = tokenmill.LLM(str(FIXTURES / "hf" / "smollm_chat"), device="cpu", max_waiting=3, max_running=2)
+    params = tokenmill.SamplingParams(temperature=0, max_tokens=5, ignore_eos=True)
+    prompts = [[1, 2, 3, 4 + i] for i in range(11)]
+    batch = llm.generate(prompts, params)
+    assert [o.outputs[0].token_ids for o in batch] == [llm.generate(p, params)[0].outputs[0].token_ids
+                                                       for p in prompts]
+    llm.close()
+
+
+def test_close_waits_for_the_calls_in_flight(smollm2_path):
+    llm = tokenmill.LLM(smollm2_path, device="cpu", context=1024, kv_cache_memory=64 << 20)
+    params = tokenmill.SamplingParams(temperature=0, max_tokens=200, ignore_eos=True)
+    result = []
+    worker = threading.Thread(target=lambda: result.append(llm.generate(PROMPTS[0], params)[0]))
+    worker.start()
+    time.sleep(0.2)
+    llm.close()  # the call in flight keeps the engine until it is done
+    worker.join()
+    assert len(result[0].outputs[0].token_ids) == 200
+    with pytest.raises(tokenmill.TokenmillError, match="closed"):
+        llm.generate(PROMPTS[0], params)

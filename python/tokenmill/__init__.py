@@ -8,7 +8,7 @@ CPU's quantized kernels and the CUDA backend) behind an API shaped as vLLM's off
         print(out.outputs[0].text)
 """
 
-from ._native import TokenmillError, __version__
+from ._native import TokenmillError, __version__, set_threads
 from .llm import LLM
 from .outputs import CompletionOutput, Logprob, RequestOutput, StreamChunk
 from .sampling_params import SamplingParams, StructuredOutputsParams
@@ -17,5 +17,7 @@ from .training import export, train, train_options
 
 __all__ = [
     "LLM", "SamplingParams", "StructuredOutputsParams", "RequestOutput", "CompletionOutput", "Logprob",
-    "StreamChunk", "Tokenizer", "TokenmillError", "train", "train_options", "export", "__version__",
+    "StreamChunk", "Tokenizer", "TokenmillError", "train", "train_options", "export", "set_threads", "__version__",
 ]
+
+set_threads(0)  # as the CLI without --threads: every core, fewer while other processes keep some busy

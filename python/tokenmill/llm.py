@@ -21,8 +21,8 @@ class LLM:
 
     model: a Hugging Face model directory or a GGUF file.
     device: "auto" (a GPU when one can run the model, else the CPU), "cpu", "cuda" or "cuda:N".
-    threads: CPU threads, process-wide (None: every core, fewer while other processes keep
-        some busy).
+    threads: CPU threads, process-wide, for every LLM (None: leave the count as it is; at
+        first every core, fewer while other processes keep some busy).
     lora: {name: PEFT adapter directory}: adapters a call may run with (``lora=name``); calls
         of every adapter and of the base model share the engine's steps.
     chat_template: a Jinja chat template file to use instead of the tokenizer's.
@@ -42,9 +42,10 @@ class LLM:
                  max_running: int = 64, max_waiting: int = 1024, prefix_caching: bool = True,
                  speculative: Optional[str] = None, speculative_rows: int = 4, no_mmap: bool = False,
                  verbose: bool = False):
-        if threads is not None and (not isinstance(threads, int) or threads < 1):
-            raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
-        _native.set_threads(threads or 0)
+        if threads is not None:
+            if not isinstance(threads, int) or threads < 1:
+                raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+            _native.set_threads(threads)
         self._engine = _native.Engine(
             str(model), device=device, lora={str(k): str(v) for k, v in (lora or {}).items()},
             chat_template=str(chat_template or ""), context=context, kv_cache_memory=kv_cache_memory,
@@ -153,7 +154,7 @@ class LLM:
         try:
             for event in native:
                 yield StreamChunk(text=event.text, token_ids=list(event.token_ids),
-                                  finish_reason=event.finish_reason or None,
+                                  finish_reason=_finish_reason(event.finish_reason),
                                   logprobs=self._logprobs(event.logprobs) if r.logprobs >= 0 else None)
         finally:
             native.cancel()
@@ -199,7 +200,7 @@ class LLM:
         cumulative = (sum(step[result.token_ids[k]].logprob for k, step in enumerate(logprobs))
                       if logprobs is not None else None)
         return CompletionOutput(index=index, text=result.text, token_ids=list(result.token_ids),
-                                finish_reason=result.finish_reason, logprobs=logprobs,
+                                finish_reason=_finish_reason(result.finish_reason), logprobs=logprobs,
                                 cumulative_logprob=cumulative)
 
     def _logprobs(self, native: List[Any]) -> List[Dict[int, Logprob]]:
@@ -211,6 +212,14 @@ class LLM:
                 step[token] = Logprob(logprob, None, decode(token))
             steps.append(step)
         return steps
+
+
+def _finish_reason(engine_reason: str) -> Optional[str]:
+    """vLLM's name: "stop", "length", "abort" (cancelled, past its deadline, engine stopped),
+    "error"; None while the completion goes on."""
+    if not engine_reason:
+        return None
+    return "abort" if engine_reason in ("cancelled", "timeout", "shutdown") else engine_reason
 
 
 def _prompt_list(prompts: Union[Prompt, Sequence[Prompt]]) -> List[Prompt]:

@@ -21,7 +21,7 @@ class CompletionOutput:
     """One completion of a prompt.
 
     finish_reason: "stop" (an end-of-sequence token, a stop token or a stop string), "length"
-    (max_tokens or the context), "cancelled" (interrupted), "timeout", "shutdown" or "error".
+    (max_tokens or the context), "abort" (cancelled, or the LLM closed) or "error".
     logprobs: with SamplingParams.logprobs, one dict per generated token mapping the chosen
     token and the most likely alternatives to their Logprob.
     """

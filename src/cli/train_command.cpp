@@ -23,14 +23,17 @@ extern "C" void request_stop(int) { g_stop.store(true); }
 
 void run_train(TrainingJob& job) {
   TrainingJobReport report;
+  report.notes = [](std::string_view line) { fmt::print(stderr, "note: {}\n", line); };
+  report.on_start = [] {
+    std::signal(SIGINT, request_stop);
+    std::signal(SIGTERM, request_stop);
+  };
   report.log = [](std::string_view line) { fmt::print("{}\n", line); };
   report.on_step = [](const StepReport&, std::string_view line) {
     fmt::print("{}\n", line);
     std::fflush(stdout);
   };
   report.on_eval = [](const EvalReport&, std::string_view line) { fmt::print("{}\n", line); };
-  std::signal(SIGINT, request_stop);
-  std::signal(SIGTERM, request_stop);
   const std::optional<TrainSummary> summary = run_training_job(job, report, &g_stop);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);

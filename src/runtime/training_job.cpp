@@ -59,24 +59,24 @@ std::string sample_text(const TrainingJob& job, const Tokenizer& tokenizer, int3
   return job.sample_prompt + tokenizer.decode(generate(transformer, request).ids);
 }
 
-std::unique_ptr<Backend> open_training_device(const std::string& device, const LogFn& log) {
+std::unique_ptr<Backend> open_training_device(const std::string& device, const LogFn& notes) {
   // Training makes its weights in the backend's memory itself (train/parameters.h), so there
   // is no model to place: the device is chosen for an empty one.
   Model no_weights;
   DeviceChoice choice = choose_device(device, no_weights);
-  if (!choice.note.empty()) log(fmt::format("note: {}", choice.note));
+  if (!choice.note.empty() && notes) notes(choice.note);
   return std::move(choice.backend);
 }
 
 // The backend of this rank: under a launcher, `cuda` (and `auto` when it chose a GPU) is the
 // GPU of the local rank, so the ranks of one node take one GPU each.
 std::unique_ptr<Backend> open_rank_device(const std::string& device, const Communicator& comm,
-                                          const LogFn& log) {
+                                          const LogFn& notes) {
   if (comm.world_size() > 1 && device == "cuda")
-    return open_training_device(fmt::format("cuda:{}", comm.local_rank()), log);
-  std::unique_ptr<Backend> backend = open_training_device(device, log);
+    return open_training_device(fmt::format("cuda:{}", comm.local_rank()), notes);
+  std::unique_ptr<Backend> backend = open_training_device(device, notes);
   if (comm.world_size() > 1 && device == "auto" && !backend->memory().is_host() && comm.local_rank() > 0)
-    return open_training_device(fmt::format("cuda:{}", comm.local_rank()), log);
+    return open_training_device(fmt::format("cuda:{}", comm.local_rank()), notes);
   return backend;
 }
 
@@ -131,7 +131,7 @@ TrainSummary train_rank(TrainingJob& job, const TrainingJobReport& report, const
   }
   const Tokenizer tokenizer = Tokenizer::from_file(meta.at("tokenizer").get<std::string>());
   const LogFn log = comm.is_root() && report.log ? report.log : LogFn([](std::string_view) {});
-  const std::unique_ptr<Backend> backend = open_rank_device(job.device, comm, log);
+  const std::unique_ptr<Backend> backend = open_rank_device(job.device, comm, report.notes);
 #ifdef TOKENMILL_HAS_NCCL
   // Gradients in a GPU's memory are summed by NCCL, not through the host.
   if (comm.world_size() > 1 && !backend->memory().is_host())
@@ -167,6 +167,7 @@ TrainSummary train_rank(TrainingJob& job, const TrainingJobReport& report, const
   observer.on_checkpoint = [&log](const std::filesystem::path& p) {
     log(fmt::format("checkpoint: {}", p.string()));
   };
+  if (report.on_start) report.on_start();
   return train(o, *backend, observer, stop, &comm);
 }
 

@@ -43,10 +43,12 @@ struct TrainingJob {
   double collective_timeout = 600.0;
 };
 
-// What rank 0 reports as the job runs; each step and validation pass comes with the line
-// the CLI prints for it.
+// What the job reports as it runs (rank 0 alone, but for `notes`); each step and validation
+// pass comes with the line the CLI prints for it.
 struct TrainingJobReport {
-  LogFn log;  // the run's description, the MFU peak, samples, checkpoints
+  LogFn notes;                     // every rank: a device choice that fell back to the CPU
+  std::function<void()> on_start;  // set up, about to train (the CLI's Ctrl-C handlers go in here)
+  LogFn log;                       // the run's description, the MFU peak, samples, checkpoints
   std::function<void(const StepReport&, std::string_view line)> on_step;
   std::function<void(const EvalReport&, std::string_view line)> on_eval;
 };

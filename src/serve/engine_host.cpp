@@ -46,6 +46,7 @@ uint64_t kv_cache_budget(const EngineHostConfig& config, const Model& model, uin
 
 EngineHost::EngineHost(EngineHostConfig config, EngineObserver* observer, const LogFn& log)
     : config_(std::move(config)), model_(TextModel::load(config_.model)) {
+  if (config_.require_tokenizer) model_.require_tokenizer("serving");
   device_ = choose_device(config_.device, *model_.model, config_.host_weights);
   if (!device_.note.empty()) log(device_.note);
   EngineOptions& engine = config_.engine;

@@ -30,6 +30,9 @@ struct EngineHostConfig {
   HostWeights host_weights = HostWeights::Mapped;  // on the CPU (model/weight_placement.h)
   EngineOptions engine;  // engine.kv_cache_bytes 0: kv_cache_fraction of the device's free memory
   double kv_cache_fraction = 0.2;
+  // Refuse a model without a tokenizer right after reading it (`serve` needs one: text in,
+  // text out); else such a model is served token ids in, token ids out.
+  bool require_tokenizer = false;
 };
 
 // KV bytes for `config`: the bytes asked for, or the fraction of available memory, but no
@@ -43,8 +46,9 @@ class EngineHost {
   // reads the chat template (config.chat_template_file, else the tokenizer's), and starts the
   // engine. `log` gets one line for each choice made (a device fallback, each adapter, the KV
   // cache's size). `observer`, if any, must outlive the host. Throws Error when anything fails
-  // to load (the message names the file or flag). A model without a tokenizer is served token
-  // ids in, token ids out (Engine), with no chat template unless config.chat_template_file.
+  // to load (the message names the file or flag), or the model has no tokenizer and
+  // config.require_tokenizer. A model without a tokenizer is served token ids in, token ids
+  // out (Engine), with no chat template unless config.chat_template_file.
   EngineHost(EngineHostConfig config, EngineObserver* observer, const LogFn& log);
   ~EngineHost();  // shuts the engine down at once (requests in flight end with Shutdown)
 

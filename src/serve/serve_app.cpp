@@ -32,6 +32,7 @@ void run_server(ServeConfig config) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("serve"));  // stdout stays free for tools
   const sigset_t stop_signals = block_stop_signals();
   ServerMetrics metrics;
+  config.require_tokenizer = true;
   EngineHost host(config, &metrics, [](std::string_view line) { spdlog::info("{}", line); });
   Engine& engine = host.engine();
   const Tokenizer& tokenizer = host.model().require_tokenizer("serving");
