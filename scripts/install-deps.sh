@@ -47,6 +47,13 @@ else
   python3 -m pip install --quiet numpy pytest || "${sudo_cmd[@]}" python3 -m pip install --quiet numpy pytest
 fi
 
+if python3 -c "import kubernetes_validate, dockerfile" 2>/dev/null; then
+  echo "install-deps: kubernetes-validate and dockerfile present"
+else
+  echo "install-deps: installing kubernetes-validate (Kubernetes JSON schemas) and dockerfile (Containerfile parser), for tests/deploy, from PyPI"
+  python3 -m pip install --quiet kubernetes-validate dockerfile || "${sudo_cmd[@]}" python3 -m pip install --quiet kubernetes-validate dockerfile
+fi
+
 if python3 -c "import openai, httpx, jsonschema" 2>/dev/null; then
   echo "install-deps: openai and jsonschema present"
 else

@@ -71,7 +71,9 @@ void add_serve_command(CLI::App& app) {
   CLI::App* cmd =
       app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API, with a web UI");
   cmd->add_option("-m,--model", c.model, "Model directory (Hugging Face) or GGUF file")->required();
-  cmd->add_option("--host", c.http.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--host", c.http.host, "Address to listen on")
+      ->envname("TOKENMILL_HOST")  // container images set 0.0.0.0: reachable from outside
+      ->capture_default_str();
   cmd->add_option("--port", c.http.port, "Port (0: any free port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
