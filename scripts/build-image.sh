@@ -13,7 +13,8 @@
 #          image are kept, so a second run reuses both; delete them to take newer packages.
 #   --jobs N  compile jobs in the build stage (default: every core)
 #
-# Builds use `buildah bud --isolation chroot --layers` (chroot isolation works where podman's
+# Builds use `buildah bud --isolation chroot --layers --format docker` (the OCI image format has
+# no HEALTHCHECK: buildah drops it there; chroot isolation works where podman's
 # runtimes do not). Smoke test, in a container of the new image (`buildah run --isolation
 # chroot`): `tokenmill doctor --json` must pass, and a 16-token generate on SmolLM2-135M-Instruct
 # (the GGUF from scripts/smollm2_gguf.py, mounted read-only at /models/model.gguf) must run.
@@ -100,7 +101,7 @@ if ((local_base)); then
 fi
 
 image=localhost/tokenmill:$flavor
-bud=(buildah bud --isolation chroot --layers -f "deploy/images/Containerfile.$flavor" "${build_args[@]}")
+bud=(buildah bud --isolation chroot --layers --format docker -f "deploy/images/Containerfile.$flavor" "${build_args[@]}")
 echo "build-image: building $image"
 if [[ $flavor == cuda ]]; then
   "${bud[@]}" --target runtime -t "$image" .
