@@ -8,7 +8,6 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
-#include "core/json_file.h"
 #include "dist/communicator.h"
 #ifdef TOKENMILL_HAS_NCCL
 #include "backend/cuda/nccl_collectives.h"
@@ -18,6 +17,7 @@
 #include "runtime/device_choice.h"
 #include "runtime/generator.h"
 #include "tokenizer/tokenizer.h"
+#include "train/dataset_meta.h"
 
 namespace tokenmill {
 
@@ -121,15 +121,15 @@ TrainSummary train_rank(TrainingJob& job, const TrainingJobReport& report, const
                         Communicator& comm) {
   resolve_options(job);
   TrainOptions& o = job.options;
-  const nlohmann::json meta = read_json_file(o.data_dir / "meta.json");
-  const auto eod = meta.at("eod_token").get<int32_t>();
+  const DatasetMeta meta = read_dataset_meta(o.data_dir);
+  const int32_t eod = meta.eod_token;
   if (job.from.empty()) {
     const int64_t kv_heads = job.kv_heads > 0 ? job.kv_heads : job.heads;
-    o.scratch_config = scratch_llama_config(meta.at("vocab_size").get<int64_t>(), job.layers, job.hidden,
-                                            job.heads, kv_heads, job.ff > 0 ? job.ff : 4 * job.hidden,
+    o.scratch_config = scratch_llama_config(meta.vocab_size, job.layers, job.hidden, job.heads, kv_heads,
+                                            job.ff > 0 ? job.ff : 4 * job.hidden,
                                             job.context > 0 ? job.context : o.seq_len, eod);
   }
-  const Tokenizer tokenizer = Tokenizer::from_file(meta.at("tokenizer").get<std::string>());
+  const Tokenizer tokenizer = Tokenizer::from_file(meta.tokenizer);
   const LogFn log = comm.is_root() && report.log ? report.log : LogFn([](std::string_view) {});
   const std::unique_ptr<Backend> backend = open_rank_device(job.device, comm, report.notes);
 #ifdef TOKENMILL_HAS_NCCL

@@ -7,6 +7,7 @@
 #include "model/lora.h"
 #include "model/model.h"
 #include "train/checkpoint.h"
+#include "train/dataset_meta.h"
 #include "train/lora_export.h"
 #include "train/lora_parameters.h"
 #include "train/parameters.h"
@@ -38,9 +39,7 @@ constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.j
 std::filesystem::path tokenizer_dir(const nlohmann::json& options) {
   const std::string from = options.value("from_model", "");
   if (!from.empty()) return from;
-  const std::filesystem::path data = options.value("data_dir", "");
-  const nlohmann::json meta = read_json_file(data / "meta.json");
-  return std::filesystem::path(meta.at("tokenizer").get<std::string>()).parent_path();
+  return read_dataset_meta(options.value("data_dir", "")).tokenizer.parent_path();
 }
 
 void copy_one(const std::filesystem::path& from, const std::filesystem::path& to) {

@@ -10,7 +10,6 @@
 #include "core/absolute_path.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "core/json_file.h"
 #include "formats/token_shard.h"
 #include "tokenizer/utf8.h"
 #include "train/chat_sft.h"
@@ -220,30 +219,6 @@ PrepareSummary prepare_dataset(const Tokenizer& tokenizer, const PrepareOptions&
   summary.val_scored_tokens = val.scored_total();
   write_meta(options, tokenizer, eod, summary);
   return summary;
-}
-
-std::vector<std::filesystem::path> dataset_shards(const std::filesystem::path& dir,
-                                                  const std::string& split) {
-  const std::filesystem::path meta_path = dir / "meta.json";
-  const nlohmann::json meta = read_json_file(meta_path);
-  if (!meta.is_object() || meta.value("format", "") != "tokenmill.dataset/1")
-    fail(
-        "{}: not a tokenmill dataset (expected \"format\": \"tokenmill.dataset/1\"; make one with `tokenmill "
-        "prepare`)",
-        meta_path.string());
-  if (!meta.contains(split) || !meta[split].is_object() || !meta[split].contains("shards") ||
-      !meta[split]["shards"].is_array())
-    fail("{}: missing \"{}\".\"shards\"", meta_path.string(), split);
-  std::vector<std::filesystem::path> shards;
-  for (const auto& name : meta[split]["shards"]) {
-    if (!name.is_string()) fail("{}: \"{}\".\"shards\" must list file names", meta_path.string(), split);
-    const std::filesystem::path file(name.get<std::string>());
-    if (file.has_parent_path() || file == "." || file == ".." || file.empty())
-      fail("{}: shard name \"{}\" must be a plain file name inside the dataset directory", meta_path.string(),
-           file.string());
-    shards.push_back(dir / file);
-  }
-  return shards;
 }
 
 }  // namespace tokenmill

@@ -51,7 +51,4 @@ struct PrepareSummary {
 // end-of-document token (neither an eos nor a known eod_token), or options out of range.
 PrepareSummary prepare_dataset(const Tokenizer& tokenizer, const PrepareOptions& options);
 
-// The shard paths meta.json lists for `split` ("train" or "val"), validated against it.
-std::vector<std::filesystem::path> dataset_shards(const std::filesystem::path& dir, const std::string& split);
-
 }  // namespace tokenmill

@@ -17,11 +17,11 @@
 #include "train/compute_weights.h"
 #include "train/data_loader.h"
 #include "train/data_parallel.h"
+#include "train/dataset_meta.h"
 #include "train/lora_parameters.h"
 #include "train/loss_curve.h"
 #include "train/loss_scaler.h"
 #include "train/parameters.h"
-#include "train/prepare.h"
 #include "train/resume_check.h"
 #include "train/step_batch.h"
 #include "train/zero.h"
@@ -350,9 +350,10 @@ double Run::rank_forward_backward(const StepBatch& batch, double loss_scale) {
 }
 
 void Run::open_data() {
-  train_ = std::make_unique<DataLoader>(dataset_shards(o_.data_dir, "train"), o_.seq_len, true, o_.seed);
+  const DatasetMeta meta = read_dataset_meta(o_.data_dir);
+  train_ = std::make_unique<DataLoader>(meta.train_shards, o_.seq_len, true, o_.seed);
   if (o_.eval_every > 0) {  // without evaluation, a dataset needs no validation split
-    const auto val_shards = dataset_shards(o_.data_dir, "val");
+    const std::vector<std::filesystem::path>& val_shards = meta.val_shards;
     if (val_shards.empty())
       fail(
           "{}: the dataset has no validation data (prepared with --val-fraction 0): train with "

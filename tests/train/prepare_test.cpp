@@ -16,6 +16,7 @@
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 #include "train/chat_sft.h"
+#include "train/dataset_meta.h"
 #include "train/prepare.h"
 
 namespace tokenmill {
@@ -81,8 +82,8 @@ TEST(Prepare, SplitsEachInputAndRecordsMeta) {
   val.insert(val.end(), b.end() - static_cast<std::ptrdiff_t>(val_b), b.end());
 
   EXPECT_EQ(s.documents, 3);
-  EXPECT_EQ(all_tokens(dataset_shards(opt.out_dir, "train")), train);
-  EXPECT_EQ(all_tokens(dataset_shards(opt.out_dir, "val")), val);
+  EXPECT_EQ(all_tokens(read_dataset_meta(opt.out_dir).train_shards), train);
+  EXPECT_EQ(all_tokens(read_dataset_meta(opt.out_dir).val_shards), val);
   EXPECT_EQ(s.train_tokens, static_cast<int64_t>(train.size()));
   EXPECT_EQ(s.train_shards.size(), (train.size() + 6) / 7);
   const nlohmann::json meta = read_json_file(opt.out_dir / "meta.json");
@@ -91,7 +92,7 @@ TEST(Prepare, SplitsEachInputAndRecordsMeta) {
   EXPECT_EQ(meta["eod_token"], eod);
   EXPECT_EQ(meta["val"]["tokens"], val.size());
   EXPECT_EQ(meta["loss_mask"], false);
-  for (const auto& shard : dataset_shards(opt.out_dir, "train"))
+  for (const auto& shard : read_dataset_meta(opt.out_dir).train_shards)
     EXPECT_FALSE(TokenShard(shard).info().loss_mask);
 }
 
@@ -150,7 +151,7 @@ TEST(Prepare, ChatRecordsScoreTheirAssistantTurns) {
   tokens.push_back(eod);
   scored.insert(scored.end(), chat.scored.begin(), chat.scored.end());
   scored.push_back(0);
-  const auto shards = dataset_shards(opt.out_dir, "train");
+  const auto shards = read_dataset_meta(opt.out_dir).train_shards;
   const ShardContents contents = read_shards(shards);
   EXPECT_EQ(contents.tokens, tokens);
   EXPECT_EQ(contents.scored, scored);
@@ -169,14 +170,32 @@ TEST(Prepare, ChatRecordsScoreTheirAssistantTurns) {
   EXPECT_EQ(meta["train"]["scored_tokens"], n_scored);
 }
 
-TEST(Prepare, DatasetShardsValidatesMeta) {
+TEST(Prepare, DatasetMetaIsValidatedFieldByField) {
   const TempDir dir;
+  const auto meta = [&](const std::string& fields) {
+    dir.write("meta.json", R"({"format": "tokenmill.dataset/1", )" + fields + "}");
+  };
+  const std::string shards = R"("train": {"shards": ["a.bin"]}, "val": {"shards": []})";
   dir.write("meta.json", R"({"format": "other"})");
-  expect_error([&] { dataset_shards(dir.path(), "train"); }, {"meta.json", "not a tokenmill dataset"});
-  dir.write("meta.json", R"({"format": "tokenmill.dataset/1", "train": {"shards": ["../x"]}})");
-  expect_error([&] { dataset_shards(dir.path(), "train"); }, {"plain file name"});
-  dir.write("meta.json", R"({"format": "tokenmill.dataset/1"})");
-  expect_error([&] { dataset_shards(dir.path(), "val"); }, {"missing \"val\""});
+  expect_error([&] { read_dataset_meta(dir.path()); }, {"meta.json", "not a tokenmill dataset"});
+  meta(R"("vocab_size": 10, "eod_token": 2, )" + shards);
+  expect_error([&] { read_dataset_meta(dir.path()); }, {"meta.json", "missing \"tokenizer\""});
+  meta(R"("tokenizer": "/t.json", "vocab_size": "10", "eod_token": 2, )" + shards);
+  expect_error([&] { read_dataset_meta(dir.path()); }, {"\"vocab_size\" must be an integer"});
+  meta(R"("tokenizer": "/t.json", "vocab_size": 10, "eod_token": 10, )" + shards);
+  expect_error([&] { read_dataset_meta(dir.path()); }, {"\"eod_token\" must be an integer in [0, 9]"});
+  meta(
+      R"("tokenizer": "/t.json", "vocab_size": 10, "eod_token": 2, "train": {"shards": ["../x"]}, "val": {"shards": []})");
+  expect_error([&] { read_dataset_meta(dir.path()); }, {"plain file name"});
+  meta(R"("tokenizer": "/t.json", "vocab_size": 10, "eod_token": 2, "train": {"shards": []})");
+  expect_error([&] { read_dataset_meta(dir.path()); }, {"missing \"val\""});
+  meta(R"("tokenizer": "/t.json", "vocab_size": 10, "eod_token": 2, )" + shards);
+  const DatasetMeta m = read_dataset_meta(dir.path());
+  EXPECT_EQ(m.tokenizer, "/t.json");
+  EXPECT_EQ(m.vocab_size, 10);
+  EXPECT_EQ(m.eod_token, 2);
+  EXPECT_EQ(m.train_shards, std::vector<std::filesystem::path>{dir.path() / "a.bin"});
+  EXPECT_TRUE(m.val_shards.empty());
 }
 
 TEST(PrepareCommand, WritesShardsAndSummarises) {
