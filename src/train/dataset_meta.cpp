@@ -49,7 +49,7 @@ std::vector<std::filesystem::path> shards(const json& meta, const char* split,
 DatasetMeta read_dataset_meta(const std::filesystem::path& dir) {
   const std::filesystem::path path = dir / "meta.json";
   const json meta = read_json_file(path);
-  if (!meta.is_object() || meta.value("format", "") != "tokenmill.dataset/1")
+  if (!meta.is_object() || !meta.contains("format") || meta["format"] != "tokenmill.dataset/1")
     fail(
         "{}: not a tokenmill dataset (expected \"format\": \"tokenmill.dataset/1\"; make one with `tokenmill "
         "prepare`)",

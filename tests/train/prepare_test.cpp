@@ -178,6 +178,8 @@ TEST(Prepare, DatasetMetaIsValidatedFieldByField) {
   const std::string shards = R"("train": {"shards": ["a.bin"]}, "val": {"shards": []})";
   dir.write("meta.json", R"({"format": "other"})");
   expect_error([&] { read_dataset_meta(dir.path()); }, {"meta.json", "not a tokenmill dataset"});
+  dir.write("meta.json", R"({"format": ["tokenmill.dataset/1"]})");  // found by the fuzz target
+  expect_error([&] { read_dataset_meta(dir.path()); }, {"meta.json", "not a tokenmill dataset"});
   meta(R"("vocab_size": 10, "eod_token": 2, )" + shards);
   expect_error([&] { read_dataset_meta(dir.path()); }, {"meta.json", "missing \"tokenizer\""});
   meta(R"("tokenizer": "/t.json", "vocab_size": "10", "eod_token": 2, )" + shards);
