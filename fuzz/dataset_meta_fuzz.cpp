@@ -5,33 +5,23 @@
 // crash, or a sanitizer report is a bug. What it accepts must be usable: a tokenizer path, a
 // vocabulary of at least one token with the eod token inside it, and shards that are files
 // directly inside the dataset directory.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
+#include "support/temp_dir.h"
 #include "train/dataset_meta.h"
 
 namespace {
 
 // The dataset directory of this process, removed when it exits.
-struct DatasetDir {
-  std::filesystem::path path =
-      std::filesystem::temp_directory_path() / ("tokenmill_dataset_meta_fuzz_" + std::to_string(getpid()));
-  DatasetDir() { std::filesystem::create_directories(path); }
-  ~DatasetDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
-
 const std::filesystem::path& dataset_dir() {
-  static const DatasetDir dir;
-  return dir.path;
+  static const tokenmill::testing::TempDir dir;
+  return dir.path();
 }
 
 void check_shards(const std::vector<std::filesystem::path>& shards) {
@@ -44,10 +34,8 @@ void check_shards(const std::vector<std::filesystem::path>& shards) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  {
-    std::ofstream out(dataset_dir() / "meta.json", std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  }
+  std::ofstream(dataset_dir() / "meta.json", std::ios::binary)
+      .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   tokenmill::DatasetMeta meta;
   try {
     meta = tokenmill::read_dataset_meta(dataset_dir());

@@ -6,8 +6,6 @@
 // crash, or a sanitizer report is a bug. What it accepts must be servable: scale 1, every
 // adapted target an A [rank, in] and a B [out, rank] of the target's shape with rank in
 // [1, max_rank], finite values.
-#include <unistd.h>
-
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -18,31 +16,22 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "model/peft_adapter.h"
+#include "support/temp_dir.h"
 
 namespace {
 
 const std::filesystem::path kFixtures(TOKENMILL_FIXTURES_DIR);
 
-// The adapter directory of this process: the fixture's tensors, the input's config; removed
-// when the process exits.
-struct AdapterDir {
-  std::filesystem::path path =
-      std::filesystem::temp_directory_path() / ("tokenmill_peft_fuzz_" + std::to_string(getpid()));
-  AdapterDir() {
-    std::filesystem::create_directories(path);
-    std::filesystem::copy_file(kFixtures / "lora" / "llama" / "adapter_model.safetensors",
-                               path / "adapter_model.safetensors",
-                               std::filesystem::copy_options::overwrite_existing);
-  }
-  ~AdapterDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
-
+// The adapter directory of this process (the fixture's tensors, the input's config), removed
+// when it exits.
 const std::filesystem::path& adapter_dir() {
-  static const AdapterDir dir;
-  return dir.path;
+  static const tokenmill::testing::TempDir dir;
+  static const std::filesystem::path path = [] {
+    std::filesystem::copy_file(kFixtures / "lora" / "llama" / "adapter_model.safetensors",
+                               dir.path() / "adapter_model.safetensors");
+    return dir.path();
+  }();
+  return path;
 }
 
 void check_finite(const tokenmill::Tensor& t) {
